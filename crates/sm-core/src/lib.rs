@@ -1,0 +1,21 @@
+//! The vocabulary every other speedmatrix crate speaks.
+//!
+//! * [`units`] — newtypes for token counts and milliseconds, and the parsers for
+//!   `8k,16k` lists and `30s` durations the CLI accepts.
+//! * [`stats`] — percentiles exactly as `docs/methodology.md` defines them.
+//! * [`context`] — fitting a requested context to the model's `max_model_len`.
+//! * [`capacity`] — the over-capacity rule that decides which cells are not run.
+//! * [`plan`] — the matrix of cells and the order they are measured in.
+//! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
+//!   report, the site and other tools.
+//! * [`redact`] — removing secrets from launch commands and text before they are stored.
+
+pub mod capacity;
+pub mod context;
+pub mod plan;
+pub mod record;
+pub mod redact;
+pub mod stats;
+pub mod units;
+
+pub use units::{Ms, Tokens};

@@ -1,0 +1,329 @@
+//! The matrix to measure: fitted contexts, prefill rows, decode cells with their
+//! capacity verdicts, and the order cells run in (methodology §1.2–1.3, §1.7).
+
+use crate::Tokens;
+use crate::capacity::{CapacityRule, Limits, kv_need, over_capacity_reason};
+use crate::context::{Fit, fit_context, label};
+use crate::record::PlannedCell;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlanInput {
+    pub contexts: Vec<Tokens>,
+    pub concurrency: Vec<u32>,
+    pub max_tokens: Tokens,
+    /// Extra prefill-only contexts (every decode context gets a prefill row anyway).
+    pub prefill_contexts: Vec<Tokens>,
+    /// Add the largest context that fits `max_tokens: 1` as a prefill row.
+    pub prefill_at_max: bool,
+    pub max_model_len: Option<Tokens>,
+    pub limits: Limits,
+    pub rule: CapacityRule,
+}
+
+/// A decode row: one context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub requested: Tokens,
+    pub fit: Fit,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillPoint {
+    pub requested: Tokens,
+    pub context: Tokens,
+    pub label: String,
+    /// True when no decode row has this context (the scout is measured on its own).
+    pub scout_only: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cell {
+    pub context: Tokens,
+    pub label: String,
+    pub concurrency: u32,
+    /// `Some(reason)`: over capacity, written but not run.
+    pub over_capacity: Option<String>,
+    pub kv_need: Tokens,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub rows: Vec<Row>,
+    pub prefill: Vec<PrefillPoint>,
+    /// Decode cells in measurement order.
+    pub cells: Vec<Cell>,
+    /// Prefill contexts that do not fit the model, with the reason.
+    pub prefill_skipped: Vec<(Tokens, String)>,
+}
+
+impl Plan {
+    pub fn build(input: &PlanInput) -> Plan {
+        let rows: Vec<Row> = input
+            .contexts
+            .iter()
+            .map(|&requested| Row {
+                requested,
+                fit: fit_context(requested, input.max_tokens, input.max_model_len),
+            })
+            .collect();
+        let contexts: Vec<Tokens> = rows.iter().filter_map(|r| r.fit.context()).collect();
+        let cells = order(&contexts, &input.concurrency)
+            .into_iter()
+            .map(|(ctx, c)| Cell {
+                context: ctx,
+                label: label(ctx),
+                concurrency: c,
+                over_capacity: over_capacity_reason(
+                    input.rule,
+                    &input.limits,
+                    ctx,
+                    input.max_tokens,
+                    c,
+                ),
+                kv_need: kv_need(
+                    input.rule,
+                    ctx,
+                    input.max_tokens,
+                    c,
+                    input.limits.block_size,
+                ),
+            })
+            .collect();
+        let (prefill, prefill_skipped) = prefill_points(input, &contexts);
+        Plan {
+            rows,
+            prefill,
+            cells,
+            prefill_skipped,
+        }
+    }
+
+    pub fn runnable(&self) -> impl Iterator<Item = &Cell> {
+        self.cells.iter().filter(|c| c.over_capacity.is_none())
+    }
+
+    /// The plan as it is written into `run.json`.
+    pub fn to_record(&self) -> Vec<PlannedCell> {
+        let mut out: Vec<PlannedCell> = self
+            .prefill
+            .iter()
+            .map(|p| PlannedCell {
+                kind: "prefill".into(),
+                requested_context: p.requested.0,
+                context: p.context.0,
+                label: p.label.clone(),
+                concurrency: 1,
+                status: "planned".into(),
+                reason: None,
+            })
+            .collect();
+        out.extend(
+            self.prefill_skipped
+                .iter()
+                .map(|(req, reason)| PlannedCell {
+                    kind: "prefill".into(),
+                    requested_context: req.0,
+                    context: 0,
+                    label: label(*req),
+                    concurrency: 1,
+                    status: "skipped".into(),
+                    reason: Some(reason.clone()),
+                }),
+        );
+        for row in &self.rows {
+            if let Fit::Skipped { requested, reason } = &row.fit {
+                out.push(PlannedCell {
+                    kind: "decode".into(),
+                    requested_context: requested.0,
+                    context: 0,
+                    label: label(*requested),
+                    concurrency: 0,
+                    status: "skipped".into(),
+                    reason: Some(reason.clone()),
+                });
+            }
+        }
+        out.extend(self.cells.iter().map(|c| {
+            PlannedCell {
+                kind: "decode".into(),
+                requested_context: self.requested_of(c.context).0,
+                context: c.context.0,
+                label: c.label.clone(),
+                concurrency: c.concurrency,
+                status: if c.over_capacity.is_some() {
+                    "over_capacity"
+                } else {
+                    "planned"
+                }
+                .into(),
+                reason: c.over_capacity.clone(),
+            }
+        }));
+        out
+    }
+
+    fn requested_of(&self, ctx: Tokens) -> Tokens {
+        self.rows
+            .iter()
+            .find(|r| r.fit.context() == Some(ctx))
+            .map(|r| r.requested)
+            .unwrap_or(ctx)
+    }
+}
+
+/// Methodology §1.7: the first column (every context at the first concurrency),
+/// then the rest of the first row, then the remaining rows in order.
+pub fn order(contexts: &[Tokens], concurrency: &[u32]) -> Vec<(Tokens, u32)> {
+    let mut out = Vec::with_capacity(contexts.len() * concurrency.len());
+    let Some((&c0, rest)) = concurrency.split_first() else {
+        return out;
+    };
+    out.extend(contexts.iter().map(|&ctx| (ctx, c0)));
+    if let Some((&first, other_rows)) = contexts.split_first() {
+        out.extend(rest.iter().map(|&c| (first, c)));
+        for &ctx in other_rows {
+            out.extend(rest.iter().map(|&c| (ctx, c)));
+        }
+    }
+    out
+}
+
+fn prefill_points(
+    input: &PlanInput,
+    decode: &[Tokens],
+) -> (Vec<PrefillPoint>, Vec<(Tokens, String)>) {
+    let mut points: Vec<PrefillPoint> = input
+        .rows_requested_for(decode)
+        .map(|(requested, ctx)| PrefillPoint {
+            requested,
+            context: ctx,
+            label: label(ctx),
+            scout_only: false,
+        })
+        .collect();
+    let mut skipped = Vec::new();
+    let mut extras: Vec<Tokens> = input.prefill_contexts.clone();
+    if input.prefill_at_max {
+        if let Some(mml) = input.max_model_len {
+            extras.push(mml);
+        }
+    }
+    for requested in extras {
+        match fit_context(requested, Tokens(1), input.max_model_len) {
+            Fit::Skipped { reason, .. } => skipped.push((requested, reason)),
+            fit => {
+                let ctx = fit.context().unwrap_or(requested);
+                if !points.iter().any(|p| p.context == ctx) {
+                    points.push(PrefillPoint {
+                        requested,
+                        context: ctx,
+                        label: label(ctx),
+                        scout_only: true,
+                    });
+                }
+            }
+        }
+    }
+    points.sort_by_key(|p| p.context);
+    (points, skipped)
+}
+
+impl PlanInput {
+    fn rows_requested_for<'a>(
+        &'a self,
+        decode: &'a [Tokens],
+    ) -> impl Iterator<Item = (Tokens, Tokens)> + 'a {
+        decode.iter().map(move |&ctx| {
+            let requested = self
+                .contexts
+                .iter()
+                .copied()
+                .find(|&r| {
+                    fit_context(r, self.max_tokens, self.max_model_len).context() == Some(ctx)
+                })
+                .unwrap_or(ctx);
+            (requested, ctx)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: u64 = 1024;
+
+    fn seed_input() -> PlanInput {
+        PlanInput {
+            contexts: [8, 16, 32, 64, 128, 256]
+                .iter()
+                .map(|k| Tokens(k * K))
+                .collect(),
+            concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128],
+            max_tokens: Tokens(4096),
+            prefill_contexts: vec![],
+            prefill_at_max: true,
+            max_model_len: Some(Tokens(262_144)),
+            limits: Limits {
+                kv_budget: Some(Tokens(12_582_912)),
+                block_size: Some(256),
+                max_num_seqs: Some(256),
+            },
+            rule: CapacityRule::Reference,
+        }
+    }
+
+    #[test]
+    fn published_matrix() {
+        let plan = Plan::build(&seed_input());
+        let labels: Vec<String> = plan
+            .rows
+            .iter()
+            .map(|r| label(r.fit.context().unwrap()))
+            .collect();
+        assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
+        let over: Vec<(String, u32)> = plan
+            .cells
+            .iter()
+            .filter(|c| c.over_capacity.is_some())
+            .map(|c| (c.label.clone(), c.concurrency))
+            .collect();
+        assert_eq!(
+            over,
+            [
+                ("128K".to_string(), 128),
+                ("251K".into(), 64),
+                ("251K".into(), 128)
+            ]
+        );
+        assert_eq!(plan.cells.len(), 48);
+        let prefill: Vec<&str> = plan.prefill.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(prefill, ["8K", "16K", "32K", "64K", "128K", "251K", "255K"]);
+        assert!(plan.prefill.last().unwrap().scout_only);
+    }
+
+    #[test]
+    fn measurement_order() {
+        let got = order(&[Tokens(1), Tokens(2), Tokens(3)], &[1, 2]);
+        let want = [(1, 1), (2, 1), (3, 1), (1, 2), (2, 2), (3, 2)];
+        assert_eq!(got, want.map(|(t, c)| (Tokens(t), c)));
+    }
+
+    #[test]
+    fn record_lists_every_cell_and_skipped_row() {
+        let mut input = seed_input();
+        input.max_model_len = Some(Tokens(65_536));
+        let plan = Plan::build(&input);
+        let rec = plan.to_record();
+        assert!(
+            rec.iter()
+                .any(|p| p.kind == "decode" && p.status == "skipped" && p.label == "128K")
+        );
+        assert_eq!(
+            rec.iter()
+                .filter(|p| p.kind == "decode" && p.concurrency > 0)
+                .count(),
+            4 * 8
+        );
+    }
+}

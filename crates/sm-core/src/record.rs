@@ -1,0 +1,252 @@
+//! The run record, schema `speedmatrix.run/1` — published as
+//! `schema/run.schema.json`. Field names are a contract: the report, the results
+//! site and other tools read them. Add fields; never rename or repurpose one.
+
+use serde::{Deserialize, Serialize};
+
+use crate::capacity::CapacityRule;
+
+pub const SCHEMA: &str = "speedmatrix.run/1";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// `--dry-run`: discovered and planned, nothing measured.
+    Planned,
+    Running,
+    Complete,
+    Interrupted,
+    Failed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    Valid,
+    OverCapacity,
+    Error,
+    Loop,
+    Skipped,
+}
+
+/// Where a decode cell's output-token count comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Per-chunk increase of `usage.completion_tokens` (continuous usage stats).
+    Usage,
+    /// Content-bearing chunks: the server sent no usage. Undercounts when a
+    /// chunk carries several tokens (speculative decoding).
+    Chunks,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    #[default]
+    Chat,
+    Completions,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+    pub commit: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// Base URL without credentials.
+    pub url: String,
+    /// `vllm`, `sglang`, `llamacpp`, `tgi` or `generic`.
+    pub engine: String,
+    pub engine_version: Option<String>,
+    pub model: String,
+    pub max_model_len: Option<u64>,
+    pub kv_budget_tokens: Option<u64>,
+    /// e.g. `vllm:cache_config_info kv_cache_size_tokens`, `--kv-budget`, `unknown`.
+    pub kv_budget_source: String,
+    pub max_num_seqs: Option<u32>,
+    pub metrics_available: bool,
+    pub tokenize_available: bool,
+    /// Whatever else was learnt (block size, quantization, …), free-form.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub contexts: Vec<u64>,
+    pub concurrency: Vec<u32>,
+    pub duration_s: f64,
+    pub max_tokens: u64,
+    pub prefill_contexts: Vec<u64>,
+    pub capacity_rule: CapacityRule,
+    pub api: Api,
+    /// How prompt lengths were made exact: `server_tokenize`, `tokenizer_file`, `usage_calibration`.
+    pub prompt_source: String,
+    pub ignore_eos: bool,
+    pub temperature: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Gpu {
+    pub name: String,
+    pub memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Hardware {
+    pub os: String,
+    pub kernel: Option<String>,
+    pub cpu: Option<String>,
+    pub gpus: Vec<Gpu>,
+    pub gpu_count: u32,
+}
+
+/// One row of the prefill table: the cold, cache-warming scout of a context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PrefillRow {
+    pub context: u64,
+    pub label: String,
+    pub prompt_tokens: Option<u64>,
+    pub ttft_ms: Option<f64>,
+    pub prompt_tok_s: Option<f64>,
+    /// `usage.prompt_tokens_details.cached_tokens` where the server reports it:
+    /// 0 proves the row was cold.
+    pub cached_tokens: Option<u64>,
+    pub status: CellStatus,
+    pub reason: Option<String>,
+}
+
+/// One cell of the sustained-decode matrix. Only `valid` cells carry numbers.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DecodeCell {
+    pub context: u64,
+    pub label: String,
+    pub concurrency: u32,
+    pub status: Option<CellStatus>,
+    pub reason: Option<String>,
+    pub total_tok_s: Option<f64>,
+    pub per_request_tok_s: Option<f64>,
+    pub ttft_ms_p50: Option<f64>,
+    pub ttft_ms_p90: Option<f64>,
+    pub ttft_ms_p99: Option<f64>,
+    pub tbt_ms_p50: Option<f64>,
+    pub tbt_ms_p90: Option<f64>,
+    pub tbt_ms_p99: Option<f64>,
+    pub chunk_gap_ms_p50: Option<f64>,
+    pub chunk_gap_ms_p99: Option<f64>,
+    pub avg_active: Option<f64>,
+    pub completed: Option<u64>,
+    pub output_tokens: Option<u64>,
+    pub measured_s: Option<f64>,
+    /// Requests that produced at least one token inside the window.
+    pub requests: Option<u64>,
+    pub token_source: Option<TokenSource>,
+    /// Over capacity: the KV tokens the cell would need.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_need_tokens: Option<u64>,
+    /// Things a reader should know about a valid figure (e.g. the server held fewer streams than asked).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl DecodeCell {
+    pub fn status(&self) -> CellStatus {
+        self.status.unwrap_or(CellStatus::Error)
+    }
+}
+
+/// A cell or prefill row of the plan, before it is measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedCell {
+    /// `prefill` or `decode`.
+    pub kind: String,
+    pub requested_context: u64,
+    pub context: u64,
+    pub label: String,
+    pub concurrency: u32,
+    /// `planned`, `over_capacity` or `skipped`.
+    pub status: String,
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since `started`.
+    pub t: f64,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub tool: Tool,
+    pub status: RunStatus,
+    /// UTC, RFC 3339.
+    pub started: String,
+    pub finished: Option<String>,
+    pub label: Option<String>,
+    pub server: ServerInfo,
+    pub settings: Settings,
+    pub hardware: Hardware,
+    pub launch_command: Option<String>,
+    #[serde(default)]
+    pub plan: Vec<PlannedCell>,
+    pub prefill: Vec<PrefillRow>,
+    pub decode: Vec<DecodeCell>,
+    pub events: Vec<Event>,
+}
+
+impl RunRecord {
+    pub fn decode_cell(&self, context: u64, concurrency: u32) -> Option<&DecodeCell> {
+        self.decode
+            .iter()
+            .find(|c| c.context == context && c.concurrency == concurrency)
+    }
+}
+
+/// Now, UTC, RFC 3339 with whole seconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc()
+        .replace_nanosecond(0)
+        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_serialise_as_documented() {
+        let s = serde_json::to_string(&[
+            CellStatus::Valid,
+            CellStatus::OverCapacity,
+            CellStatus::Loop,
+        ])
+        .unwrap();
+        assert_eq!(s, r#"["valid","over_capacity","loop"]"#);
+        assert_eq!(
+            serde_json::to_string(&RunStatus::Interrupted).unwrap(),
+            r#""interrupted""#
+        );
+        assert_eq!(
+            serde_json::to_string(&CapacityRule::PrefixShared).unwrap(),
+            r#""prefix-shared""#
+        );
+        assert_eq!(
+            serde_json::to_string(&TokenSource::Chunks).unwrap(),
+            r#""chunks""#
+        );
+    }
+
+    #[test]
+    fn timestamps_are_utc_rfc3339() {
+        let t = now_rfc3339();
+        assert!(t.ends_with('Z') && t.len() == 20, "{t}");
+    }
+}
