@@ -1,0 +1,294 @@
+//! One HTTP client per run: a connection pool sized for the largest cell,
+//! `TCP_NODELAY`, HTTP/1.1 keep-alive, bearer auth. Streaming responses yield
+//! SSE events stamped with the instant their bytes arrived.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::sse::{SseEvent, SseParser};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("'{url}' is not a usable server URL: {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("cannot connect to {url}: {reason}")]
+    Connect { url: String, reason: String },
+    #[error("HTTP {status} from {path}: {body}")]
+    Status { path: String, status: u16, body: String },
+    #[error("no response from {path} within {secs:.0} s")]
+    Timeout { path: String, secs: f64 },
+    #[error("the stream stalled: no bytes for {secs:.1} s")]
+    Stalled { secs: f64 },
+    #[error("connection to {path} broke: {reason}")]
+    Broken { path: String, reason: String },
+    #[error("{path} did not answer JSON: {reason}")]
+    NotJson { path: String, reason: String },
+    #[error("cannot build the HTTP client: {0}")]
+    Build(String),
+}
+
+impl ClientError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// A response read whole.
+#[derive(Debug, Clone)]
+pub struct TextResponse {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+impl TextResponse {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    api_key: Option<String>,
+}
+
+impl Client {
+    /// `base_url` like `http://127.0.0.1:8000` (a trailing `/` or `/v1` is dropped).
+    /// `pool` is the largest number of simultaneous streams expected.
+    pub fn new(base_url: &str, api_key: Option<String>, pool: usize) -> Result<Client, ClientError> {
+        let base = normalize_base(base_url)?;
+        let http = reqwest::Client::builder()
+            .http1_only()
+            .tcp_nodelay(true)
+            .pool_max_idle_per_host(pool + 16)
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| ClientError::Build(e.to_string()))?;
+        Ok(Client { http, base, api_key })
+    }
+
+    /// The base URL, without credentials.
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
+    fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut rb = self.http.request(method, format!("{}{}", self.base, path));
+        if let Some(key) = &self.api_key {
+            rb = rb.bearer_auth(key);
+        }
+        rb
+    }
+
+    fn send_error(&self, path: &str, e: reqwest::Error, timeout: Duration) -> ClientError {
+        if e.is_timeout() {
+            ClientError::Timeout { path: path.to_string(), secs: timeout.as_secs_f64() }
+        } else if e.is_connect() {
+            ClientError::Connect { url: self.base.clone(), reason: root_cause(&e) }
+        } else {
+            ClientError::Broken { path: path.to_string(), reason: root_cause(&e) }
+        }
+    }
+
+    /// GET, whatever the status; the body read as text.
+    pub async fn get(&self, path: &str, timeout: Duration) -> Result<TextResponse, ClientError> {
+        let resp = self
+            .request(reqwest::Method::GET, path)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| self.send_error(path, e, timeout))?;
+        read_text(path, resp).await
+    }
+
+    /// GET that must succeed with JSON.
+    pub async fn get_json(&self, path: &str, timeout: Duration) -> Result<Value, ClientError> {
+        json_of(path, self.get(path, timeout).await?)
+    }
+
+    /// POST JSON that must succeed with JSON.
+    pub async fn post_json(&self, path: &str, body: &Value, timeout: Duration) -> Result<Value, ClientError> {
+        let resp = self
+            .request(reqwest::Method::POST, path)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| self.send_error(path, e, timeout))?;
+        json_of(path, read_text(path, resp).await?)
+    }
+
+    /// Starts a streamed POST. `sent_at` is taken just before the request is handed
+    /// to the connection; the call returns once the response headers arrived.
+    /// A non-2xx answer is an error carrying its body.
+    pub async fn stream(&self, path: &str, body: &Value, idle_timeout: Duration) -> Result<EventStream, ClientError> {
+        let rb = self.request(reqwest::Method::POST, path).json(body);
+        let sent_at = Instant::now();
+        let resp = tokio::time::timeout(idle_timeout, rb.send())
+            .await
+            .map_err(|_| ClientError::Timeout { path: path.to_string(), secs: idle_timeout.as_secs_f64() })?
+            .map_err(|e| self.send_error(path, e, idle_timeout))?;
+        if !resp.status().is_success() {
+            let t = read_text(path, resp).await?;
+            return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body) });
+        }
+        Ok(EventStream {
+            path: path.to_string(),
+            sent_at,
+            resp,
+            parser: SseParser::new(),
+            ready: VecDeque::new(),
+            scratch: Vec::new(),
+            at: sent_at,
+            idle_timeout,
+            ended: false,
+        })
+    }
+}
+
+/// An SSE event and the instant the bytes completing it arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimedEvent {
+    pub at: Instant,
+    pub event: SseEvent,
+}
+
+pub struct EventStream {
+    path: String,
+    pub sent_at: Instant,
+    resp: reqwest::Response,
+    parser: SseParser,
+    ready: VecDeque<SseEvent>,
+    scratch: Vec<SseEvent>,
+    at: Instant,
+    idle_timeout: Duration,
+    ended: bool,
+}
+
+impl EventStream {
+    /// The next event, `Ok(None)` at a clean end of the body. A body that ends in
+    /// the middle of an event is an error: the server or a proxy cut the stream.
+    pub async fn next(&mut self) -> Result<Option<TimedEvent>, ClientError> {
+        loop {
+            if let Some(event) = self.ready.pop_front() {
+                return Ok(Some(TimedEvent { at: self.at, event }));
+            }
+            if self.ended {
+                return Ok(None);
+            }
+            let piece = tokio::time::timeout(self.idle_timeout, self.resp.chunk())
+                .await
+                .map_err(|_| ClientError::Stalled { secs: self.idle_timeout.as_secs_f64() })?;
+            // The arrival instant: taken before any parsing.
+            let now = Instant::now();
+            match piece {
+                Ok(Some(bytes)) => {
+                    self.at = now;
+                    self.parser.push(&bytes, &mut self.scratch);
+                    self.ready.extend(self.scratch.drain(..));
+                }
+                Ok(None) => {
+                    self.ended = true;
+                    if self.parser.pending() > 0 {
+                        return Err(ClientError::Broken {
+                            path: self.path.clone(),
+                            reason: "the stream ended in the middle of an event".into(),
+                        });
+                    }
+                }
+                Err(e) => {
+                    return Err(ClientError::Broken { path: self.path.clone(), reason: root_cause(&e) });
+                }
+            }
+        }
+    }
+}
+
+async fn read_text(path: &str, resp: reqwest::Response) -> Result<TextResponse, ClientError> {
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let body = resp
+        .text()
+        .await
+        .map_err(|e| ClientError::Broken { path: path.to_string(), reason: root_cause(&e) })?;
+    Ok(TextResponse { status, content_type, body })
+}
+
+fn json_of(path: &str, t: TextResponse) -> Result<Value, ClientError> {
+    if !t.is_success() {
+        return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body) });
+    }
+    serde_json::from_str(&t.body).map_err(|e| ClientError::NotJson { path: path.to_string(), reason: e.to_string() })
+}
+
+/// The first 300 characters of a body, on one line.
+pub fn excerpt(body: &str) -> String {
+    let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(300) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// Drops a trailing `/` or `/v1`, refuses credentials in the URL (they would end
+/// up in results) and anything but http(s).
+pub fn normalize_base(url: &str) -> Result<String, ClientError> {
+    let bad = |reason: &str| ClientError::BadUrl { url: url.to_string(), reason: reason.to_string() };
+    let parsed = reqwest::Url::parse(url).map_err(|e| bad(&format!("{e} (expected e.g. http://127.0.0.1:8000)")))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(bad("only http:// and https:// are supported"));
+    }
+    if parsed.host_str().is_none() {
+        return Err(bad("it has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(bad("credentials in the URL are not allowed; pass --api-key or set OPENAI_API_KEY"));
+    }
+    let mut s = parsed.as_str().trim_end_matches('/').to_string();
+    if let Some(stripped) = s.strip_suffix("/v1") {
+        s = stripped.to_string();
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base_urls() {
+        assert_eq!(normalize_base("http://127.0.0.1:8000/").unwrap(), "http://127.0.0.1:8000");
+        assert_eq!(normalize_base("http://h:1/v1").unwrap(), "http://h:1");
+        assert_eq!(normalize_base("https://api.example.com/v1/").unwrap(), "https://api.example.com");
+        assert!(normalize_base("ftp://h").is_err());
+        assert!(normalize_base("localhost:8000").is_err());
+        let e = normalize_base("http://u:secret@h:1").unwrap_err().to_string();
+        assert!(e.contains("--api-key"), "{e}");
+    }
+
+    #[test]
+    fn excerpts_are_short_and_single_line() {
+        assert_eq!(excerpt("a\n  b"), "a b");
+        assert_eq!(excerpt(&"x".repeat(500)).chars().count(), 301);
+    }
+}

@@ -1,0 +1,234 @@
+//! OpenAI-compatible request bodies and what one streamed chunk says.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sm_core::record::Api;
+
+/// A prompt: chat messages (`role`, `content`); for `/v1/completions` they are
+/// joined into one text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prompt {
+    pub messages: Vec<(String, String)>,
+}
+
+impl Prompt {
+    pub fn as_text(&self) -> String {
+        let parts: Vec<&str> = self.messages.iter().map(|(_, c)| c.as_str()).collect();
+        parts.join("\n\n")
+    }
+
+    pub fn messages_json(&self) -> Value {
+        Value::Array(
+            self.messages
+                .iter()
+                .map(|(role, content)| json!({"role": role, "content": content}))
+                .collect(),
+        )
+    }
+}
+
+/// Everything that shapes one generation request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSpec {
+    pub api: Api,
+    pub model: String,
+    pub max_tokens: u64,
+    pub stream: bool,
+    pub ignore_eos: bool,
+    /// `stream_options.continuous_usage_stats`: usage on every chunk.
+    pub continuous_usage: bool,
+    pub temperature: Option<f64>,
+}
+
+impl RequestSpec {
+    pub fn path(&self) -> &'static str {
+        match self.api {
+            Api::Chat => "/v1/chat/completions",
+            Api::Completions => "/v1/completions",
+        }
+    }
+
+    pub fn body(&self, prompt: &Prompt) -> Value {
+        let mut body = json!({
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "stream": self.stream,
+        });
+        match self.api {
+            Api::Chat => body["messages"] = prompt.messages_json(),
+            Api::Completions => body["prompt"] = Value::String(prompt.as_text()),
+        }
+        if self.ignore_eos {
+            body["ignore_eos"] = Value::Bool(true);
+        }
+        if self.stream {
+            body["stream_options"] = json!({
+                "include_usage": true,
+                "continuous_usage_stats": self.continuous_usage,
+            });
+        }
+        if let Some(t) = self.temperature {
+            body["temperature"] = json!(t);
+        }
+        body
+    }
+}
+
+/// What one `data:` event of a completion stream says.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Chunk {
+    pub id: Option<String>,
+    /// Generated text: content and reasoning deltas (or completions `text`).
+    pub text: String,
+    /// Some content or reasoning arrived (a role-only chunk with `""` is not a token).
+    pub has_text: bool,
+    pub finish_reason: Option<String>,
+    /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
+    pub completion_tokens: Option<u64>,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// An `error` object sent inside the stream.
+    pub error: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("malformed stream event: {reason} (event starts with {start:?})")]
+pub struct ChunkError {
+    pub reason: String,
+    pub start: String,
+}
+
+#[derive(Deserialize)]
+struct RawChunk {
+    id: Option<String>,
+    #[serde(default)]
+    choices: Vec<RawChoice>,
+    usage: Option<RawUsage>,
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct RawChoice {
+    delta: Option<RawDelta>,
+    text: Option<String>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawDelta {
+    content: Option<String>,
+    reasoning_content: Option<String>,
+    reasoning: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RawUsage {
+    prompt_tokens: Option<u64>,
+    completion_tokens: Option<u64>,
+    prompt_tokens_details: Option<RawPromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawPromptDetails {
+    cached_tokens: Option<u64>,
+}
+
+pub fn parse_chunk(data: &[u8]) -> Result<Chunk, ChunkError> {
+    let raw: RawChunk = serde_json::from_slice(data).map_err(|e| ChunkError {
+        reason: e.to_string(),
+        start: String::from_utf8_lossy(&data[..data.len().min(80)]).into_owned(),
+    })?;
+    let mut chunk = Chunk { id: raw.id, ..Chunk::default() };
+    for choice in raw.choices {
+        if let Some(delta) = choice.delta {
+            for part in [delta.reasoning_content, delta.reasoning, delta.content].into_iter().flatten() {
+                push_text(&mut chunk, &part);
+            }
+        }
+        if let Some(text) = choice.text {
+            push_text(&mut chunk, &text);
+        }
+        if choice.finish_reason.is_some() {
+            chunk.finish_reason = choice.finish_reason;
+        }
+    }
+    if let Some(u) = raw.usage {
+        chunk.completion_tokens = u.completion_tokens;
+        chunk.prompt_tokens = u.prompt_tokens;
+        chunk.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
+    }
+    chunk.error = raw.error.map(|e| match e.get("message").and_then(Value::as_str) {
+        Some(m) => m.to_string(),
+        None => e.to_string(),
+    });
+    Ok(chunk)
+}
+
+fn push_text(chunk: &mut Chunk, part: &str) {
+    if !part.is_empty() {
+        chunk.has_text = true;
+        chunk.text.push_str(part);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_chunk_is_not_a_token() {
+        let c = parse_chunk(br#"{"id":"x","choices":[{"index":0,"delta":{"role":"assistant","content":""}}],"usage":{"prompt_tokens":12,"completion_tokens":0}}"#).unwrap();
+        assert!(!c.has_text);
+        assert_eq!(c.completion_tokens, Some(0));
+        assert_eq!(c.prompt_tokens, Some(12));
+        assert_eq!(c.id.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn reasoning_counts_as_content() {
+        let c = parse_chunk(br#"{"choices":[{"delta":{"reasoning_content":"hm"}}]}"#).unwrap();
+        assert!(c.has_text);
+        let c = parse_chunk(br#"{"choices":[{"delta":{"reasoning":"hm","content":null}}]}"#).unwrap();
+        assert!(c.has_text);
+    }
+
+    #[test]
+    fn completions_text_finish_and_usage() {
+        let c = parse_chunk(br#"{"choices":[{"text":" a","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
+        assert_eq!(c.text, " a");
+        assert_eq!(c.finish_reason.as_deref(), Some("length"));
+        assert_eq!((c.completion_tokens, c.cached_tokens), (Some(3), Some(4)));
+    }
+
+    #[test]
+    fn usage_only_final_chunk_and_errors() {
+        let c = parse_chunk(br#"{"choices":[],"usage":{"completion_tokens":9}}"#).unwrap();
+        assert!(!c.has_text && c.completion_tokens == Some(9));
+        let e = parse_chunk(br#"{"error":{"message":"boom","code":500}}"#).unwrap();
+        assert_eq!(e.error.as_deref(), Some("boom"));
+        assert!(parse_chunk(b"{\"choices\": [").is_err());
+    }
+
+    #[test]
+    fn request_bodies() {
+        let spec = RequestSpec {
+            api: Api::Chat,
+            model: "m".into(),
+            max_tokens: 7,
+            stream: true,
+            ignore_eos: true,
+            continuous_usage: true,
+            temperature: None,
+        };
+        let prompt = Prompt { messages: vec![("user".into(), "hi".into())] };
+        let b = spec.body(&prompt);
+        assert_eq!(b["messages"][0]["content"], "hi");
+        assert_eq!(b["stream_options"]["continuous_usage_stats"], true);
+        assert_eq!(b["ignore_eos"], true);
+        let c = RequestSpec { api: Api::Completions, stream: false, ..spec };
+        let b = c.body(&prompt);
+        assert_eq!(b["prompt"], "hi");
+        assert!(b.get("stream_options").is_none());
+        assert_eq!(c.path(), "/v1/completions");
+    }
+}
