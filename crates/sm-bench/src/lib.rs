@@ -1,1 +1,23 @@
-//! placeholder
+//! Measurement: everything between a discovered server and a finished record.
+//!
+//! * [`prompt`] and [`sizing`] — prompts of exact length.
+//! * [`scout`] — the prefill request (`max_tokens: 1`).
+//! * [`request`] — one streamed request, logged chunk by chunk.
+//! * [`cell`] — the sustained-decode cell: workers, readiness, window, cancel, drain.
+//! * [`window`] — the window accounting: every figure of a cell, from timestamps.
+//! * [`loopguard`] — the exact-repetition guard.
+//! * [`server`] — scheduler scrapes and the drain barrier.
+//! * [`runner`] — the run in order; [`journal`] — `run.json`, written atomically.
+
+pub mod cell;
+pub mod journal;
+pub mod loopguard;
+pub mod prompt;
+pub mod request;
+pub mod runner;
+pub mod scout;
+pub mod server;
+pub mod sizing;
+pub mod window;
+
+pub use runner::{NoReport, Reporter, RunConfig, run};

@@ -4,6 +4,7 @@
 //! report; the simulated engine (sm-sim) beside them.
 
 mod run_cmd;
+mod table;
 mod sim_cmd;
 
 use std::process::ExitCode;

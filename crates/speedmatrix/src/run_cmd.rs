@@ -1,11 +1,331 @@
-//! `speedmatrix run`.
+//! `speedmatrix run`: flags → discovery → plan → measurement → files and a summary.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use sm_bench::cell::CellTiming;
+use sm_bench::journal::Journal;
+use sm_bench::{Reporter, RunConfig};
+use sm_client::Client;
+use sm_client::discover::{self, Overrides};
+use sm_core::capacity::CapacityRule;
+use sm_core::record::{Api, CellStatus, DecodeCell, Gpu, PrefillRow, RunRecord, RunStatus};
+use sm_core::units::{parse_count_list, parse_duration, parse_token_list, parse_tokens};
+use sm_core::{Tokens, redact};
+use tokio::sync::watch;
+
+use crate::table;
+
+/// The profile the built-in simulated engine uses when no --url is given.
+pub const DEMO_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
 
 #[derive(Debug, clap::Args)]
-pub struct RunArgs {}
+pub struct RunArgs {
+    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000. Without it, the built-in
+    /// simulated engine is started and measured with a short demo matrix.
+    #[arg(long)]
+    url: Option<String>,
+    /// API key sent as a bearer token. Never written to any file.
+    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
+    api_key: Option<String>,
+    /// Model id to measure (default: the first one the server lists).
+    #[arg(long)]
+    model: Option<String>,
+    /// Decode contexts, e.g. 8k,16k,32k (k = 1,024 tokens). Contexts that do not fit the model are trimmed or skipped.
+    #[arg(long, value_parser = token_list)]
+    contexts: Option<TokenList>,
+    /// Concurrency levels, e.g. 1,2,4,8.
+    #[arg(long, value_parser = count_list)]
+    concurrency: Option<CountList>,
+    /// Length of each cell's measurement window, e.g. 30s or 2m.
+    #[arg(long, value_parser = duration)]
+    duration: Option<Duration>,
+    /// Output tokens per decode request (max_tokens).
+    #[arg(long, value_parser = tokens)]
+    max_tokens: Option<Tokens>,
+    /// Extra prefill-only contexts, e.g. 256k (every decode context gets a prefill row anyway).
+    #[arg(long, value_parser = token_list)]
+    prefill_contexts: Option<TokenList>,
+    /// Do not add the largest context that fits max_tokens 1 as a prefill row.
+    #[arg(long)]
+    no_prefill_at_max: bool,
+    /// Output directory (default: results/<UTC time>-<model>/).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// API form: chat (/v1/chat/completions) or completions (/v1/completions).
+    #[arg(long, value_parser = ["chat", "completions"], default_value = "chat")]
+    api: String,
+    /// KV cache budget in tokens; overrides what the server reports.
+    #[arg(long, value_parser = tokens)]
+    kv_budget: Option<Tokens>,
+    /// Maximum concurrent sequences of the server; overrides what is discovered.
+    #[arg(long)]
+    max_num_seqs: Option<u32>,
+    /// The model's context limit; overrides what the server reports.
+    #[arg(long, value_parser = tokens)]
+    max_model_len: Option<Tokens>,
+    /// Over-capacity rule: reference (C × (ctx + max_tokens)) or prefix-shared.
+    #[arg(long, default_value = "reference")]
+    capacity_rule: CapacityRule,
+    /// The server's launch command, for the record (secrets are redacted).
+    #[arg(long)]
+    launch_command: Option<String>,
+    /// GPU name for the record, when nvidia-smi is not on this host.
+    #[arg(long, requires = "gpu_count")]
+    gpu: Option<String>,
+    /// Number of GPUs, with --gpu.
+    #[arg(long, requires = "gpu")]
+    gpu_count: Option<u32>,
+    /// A label for this run.
+    #[arg(long)]
+    label: Option<String>,
+    /// Discover and plan only: print the plan and write run.json with status "planned".
+    #[arg(long)]
+    dry_run: bool,
+    /// How long readiness must hold before the window opens.
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    ready_stable: Duration,
+    /// Longest wait for readiness before the window opens anyway (with a warning).
+    #[arg(long, value_parser = duration, default_value = "180s")]
+    ready_timeout: Duration,
+    /// A stream that sends nothing for this long is an error.
+    #[arg(long, value_parser = duration, default_value = "60s")]
+    stall_timeout: Duration,
+    /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it).
+    #[arg(long, value_parser = duration, default_value = "3s")]
+    warmup: Duration,
+    /// Simulated-engine profile used when no --url is given.
+    #[arg(long, default_value = DEMO_PROFILE)]
+    sim_profile: String,
+}
 
-pub async fn main(_args: RunArgs) -> ExitCode {
-    eprintln!("speedmatrix run: not built yet");
-    ExitCode::from(1)
+/// A parsed `8k,16k` list (a newtype so clap treats it as one value).
+#[derive(Debug, Clone, PartialEq)]
+struct TokenList(Vec<Tokens>);
+/// A parsed `1,2,4` list.
+#[derive(Debug, Clone, PartialEq)]
+struct CountList(Vec<u32>);
+
+fn token_list(s: &str) -> Result<TokenList, String> {
+    parse_token_list(s).map(TokenList).map_err(|e| e.to_string())
+}
+fn count_list(s: &str) -> Result<CountList, String> {
+    parse_count_list(s).map(CountList).map_err(|e| e.to_string())
+}
+fn duration(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+fn tokens(s: &str) -> Result<Tokens, String> {
+    parse_tokens(s).map_err(|e| e.to_string())
+}
+
+const K: u64 = 1024;
+
+/// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
+fn default_contexts() -> Vec<Tokens> {
+    [8, 16, 32, 64, 128, 256].iter().map(|k| Tokens(k * K)).collect()
+}
+fn default_concurrency() -> Vec<u32> {
+    vec![1, 2, 4, 8, 16, 32, 64, 128]
+}
+
+pub async fn main(args: RunArgs) -> ExitCode {
+    match run(args).await {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn run(mut args: RunArgs) -> Result<ExitCode> {
+    let secrets: Vec<String> = args.api_key.iter().cloned().collect();
+    let sim = match &args.url {
+        Some(_) => None,
+        None => Some(start_demo_sim(&mut args).await?),
+    };
+    let url = match (&args.url, &sim) {
+        (Some(u), _) => u.clone(),
+        (None, Some(h)) => h.url(),
+        (None, None) => unreachable!("a URL or the simulated engine"),
+    };
+    let concurrency = args.concurrency.clone().map_or_else(default_concurrency, |c| c.0);
+    let pool = concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let client = Client::new(&url, args.api_key.clone(), pool)?;
+    let launch_command = launch_command(&args, &client, sim.is_some());
+    let overrides = Overrides {
+        model: args.model.clone(),
+        kv_budget: args.kv_budget.map(|t| t.0),
+        max_num_seqs: args.max_num_seqs,
+        max_model_len: args.max_model_len.map(|t| t.0),
+        launch_command: launch_command.clone(),
+    };
+    let facts = discover::discover(&client, &overrides).await?;
+    print_facts(&facts);
+    let config = config(&args, concurrency, launch_command, secrets);
+    let out = out_dir(&args, &facts.model);
+    let journal = Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\ninterrupted: stopping the current cell and writing what was measured (Ctrl-C again to abort at once)");
+            let _ = stop_tx.send(true);
+            if tokio::signal::ctrl_c().await.is_ok() {
+                std::process::exit(130);
+            }
+        }
+    });
+    let dry_run = config.dry_run;
+    let record = sm_bench::run(client, facts, config, journal.clone(), &Console, stop_rx)
+        .await
+        .with_context(|| format!("cannot write {}", journal.path().display()))?;
+    if let Some(h) = sim {
+        h.shutdown().await;
+    }
+    if dry_run {
+        print_plan(&record);
+    } else {
+        println!("\n{}", table::matrix(&record));
+    }
+    println!("results: {}", journal.path().display());
+    Ok(exit_code(&record))
+}
+
+/// Exit codes: 0 complete, 2 some cells errored, 130 interrupted (1 is for failures to start).
+fn exit_code(record: &RunRecord) -> ExitCode {
+    match record.status {
+        RunStatus::Interrupted => ExitCode::from(130),
+        RunStatus::Failed => ExitCode::from(1),
+        _ if record.decode.iter().any(|c| matches!(c.status(), CellStatus::Error | CellStatus::Loop))
+            || record.prefill.iter().any(|p| p.status != CellStatus::Valid) =>
+        {
+            ExitCode::from(2)
+        }
+        _ => ExitCode::SUCCESS,
+    }
+}
+
+async fn start_demo_sim(args: &mut RunArgs) -> Result<sm_sim::SimHandle> {
+    let profile = sm_sim::Profile::resolve(&args.sim_profile)?;
+    let name = profile.name.clone();
+    let handle = sm_sim::start(sm_sim::SimOptions::new(profile)).await.context("cannot start the built-in simulated engine")?;
+    let user_matrix = args.contexts.is_some() || args.concurrency.is_some() || args.duration.is_some();
+    if !user_matrix {
+        // Short enough to finish in about two minutes, and wide enough to show an over-capacity cell.
+        args.contexts = Some(TokenList(vec![Tokens(8 * K), Tokens(64 * K), Tokens(256 * K)]));
+        args.concurrency = Some(CountList(vec![1, 16, 64]));
+        args.duration = Some(Duration::from_secs(5));
+        args.ready_stable = Duration::from_secs(1);
+        args.warmup = Duration::ZERO;
+    }
+    args.label.get_or_insert_with(|| format!("simulated engine, profile {name}"));
+    eprintln!(
+        "No --url given: measuring the built-in simulated engine (profile {name}) at {}{}.\nPass --url to measure a real server.",
+        handle.url(),
+        if user_matrix { "" } else { " with a short demo matrix (8K, 64K, 256K × 1, 16, 64; 5 s windows)" }
+    );
+    Ok(handle)
+}
+
+fn launch_command(args: &RunArgs, client: &Client, simulated: bool) -> Option<String> {
+    if let Some(cmd) = &args.launch_command {
+        return Some(redact::redact_command(cmd));
+    }
+    if simulated {
+        return Some(format!("speedmatrix sim --profile {}", args.sim_profile));
+    }
+    local_port(client.base()).and_then(discover::launch_command_for_port)
+}
+
+/// The port of a URL that points at this host.
+fn local_port(base: &str) -> Option<u16> {
+    let rest = base.split_once("://")?.1;
+    let hostport = rest.split('/').next()?;
+    let (host, port) = hostport.rsplit_once(':')?;
+    let local = matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "0.0.0.0") || host.starts_with("127.");
+    local.then(|| port.parse().ok()).flatten()
+}
+
+fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>, secrets: Vec<String>) -> RunConfig {
+    let mut hardware = discover::hardware();
+    if let (Some(name), Some(count)) = (&args.gpu, args.gpu_count) {
+        hardware.gpus = (0..count).map(|_| Gpu { name: name.clone(), memory_mib: None }).collect();
+        hardware.gpu_count = count;
+    }
+    RunConfig {
+        contexts: args.contexts.clone().map_or_else(default_contexts, |c| c.0),
+        concurrency,
+        max_tokens: args.max_tokens.unwrap_or(Tokens(4096)),
+        prefill_contexts: args.prefill_contexts.clone().map(|c| c.0).unwrap_or_default(),
+        prefill_at_max: !args.no_prefill_at_max,
+        api: if args.api == "completions" { Api::Completions } else { Api::Chat },
+        rule: args.capacity_rule,
+        timing: CellTiming {
+            duration: args.duration.unwrap_or(Duration::from_secs(30)),
+            ready_stable: args.ready_stable,
+            ready_timeout: args.ready_timeout,
+            idle_timeout: args.stall_timeout,
+            ..CellTiming::default()
+        },
+        warmup: args.warmup,
+        idle_gap: Duration::from_millis(500),
+        ignore_eos: true,
+        temperature: None,
+        label: args.label.clone(),
+        launch_command,
+        hardware,
+        dry_run: args.dry_run,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        secrets,
+    }
+}
+
+fn out_dir(args: &RunArgs, model: &str) -> PathBuf {
+    if let Some(out) = &args.out {
+        return out.clone();
+    }
+    let stamp = sm_core::record::now_rfc3339().replace([':', '-'], "");
+    let safe: String = model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
+    Path::new("results").join(format!("{stamp}-{safe}"))
+}
+
+fn print_facts(f: &discover::ServerFacts) {
+    let opt = |v: Option<u64>| v.map_or("unknown".to_string(), |n| Tokens(n).to_string());
+    eprintln!(
+        "server: {} {} · model {} · max_model_len {} · KV budget {} ({}) · max sequences {} · metrics {} · tokenize {}",
+        f.engine,
+        f.engine_version.as_deref().unwrap_or("(version unknown)"),
+        f.model,
+        opt(f.max_model_len),
+        opt(f.kv_budget),
+        f.kv_budget_source,
+        f.max_num_seqs.map_or("unknown".into(), |n| n.to_string()),
+        if f.metrics_available { "yes" } else { "no" },
+        if matches!(f.tokenize, discover::TokenizeApi::None) { "no" } else { "yes" },
+    );
+    for w in &f.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
+fn print_plan(record: &RunRecord) {
+    println!("{}", table::plan(record));
+}
+
+/// One line per finished row or cell on stdout; other events on stderr.
+struct Console;
+
+impl Reporter for Console {
+    fn event(&self, text: &str) {
+        if !text.starts_with("cell ") || text.contains(" started") {
+            eprintln!("· {text}");
+        }
+    }
+    fn prefill_done(&self, _row: &PrefillRow) {}
+    fn cell_done(&self, cell: &DecodeCell) {
+        println!("{}", table::cell_line(cell));
+    }
 }

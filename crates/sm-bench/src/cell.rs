@@ -1,0 +1,305 @@
+//! The sustained-decode cell driver (methodology §1.6): C saturated streams,
+//! readiness, a fixed window, cancel, drain barrier.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sm_client::Client;
+use sm_client::discover::{self, Engine};
+use sm_core::record::CellStatus;
+use tokio::sync::watch;
+
+use crate::request::{Observer, Outcome, stream_request};
+use crate::server::{DrainError, drain, scrape};
+use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
+
+/// Timing knobs of a cell.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CellTiming {
+    pub duration: Duration,
+    pub ready_stable: Duration,
+    pub ready_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub drain_timeout: Duration,
+    pub poll: Duration,
+}
+
+impl Default for CellTiming {
+    fn default() -> Self {
+        CellTiming {
+            duration: Duration::from_secs(30),
+            ready_stable: Duration::from_secs(3),
+            ready_timeout: Duration::from_secs(180),
+            idle_timeout: Duration::from_secs(60),
+            drain_timeout: Duration::from_secs(300),
+            poll: Duration::from_millis(250),
+        }
+    }
+}
+
+/// What the driver needs to know about the server.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub client: Client,
+    pub engine: Engine,
+    pub metrics: bool,
+    pub abort_request: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellOutcome {
+    pub status: CellStatus,
+    pub reason: Option<String>,
+    pub figures: Option<Figures>,
+    pub warnings: Vec<String>,
+}
+
+impl CellOutcome {
+    fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
+        CellOutcome { status, reason: Some(reason.into()), figures: None, warnings: Vec::new() }
+    }
+}
+
+/// Live state shared with the workers and whoever shows progress.
+#[derive(Debug, Default)]
+pub struct Live {
+    /// Workers that have received at least one token.
+    pub streams_with_token: AtomicUsize,
+    pub tokens: AtomicU64,
+    failure: Mutex<Option<(CellStatus, String)>>,
+    failed: AtomicBool,
+}
+
+impl Live {
+    fn fail(&self, status: CellStatus, reason: String) {
+        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some((status, reason));
+        }
+        self.failed.store(true, Ordering::Release);
+    }
+    fn failure(&self) -> Option<(CellStatus, String)> {
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+struct WorkerObserver {
+    live: Arc<Live>,
+    has_token: AtomicBool,
+}
+
+impl Observer for WorkerObserver {
+    fn first_token(&self) {
+        if !self.has_token.swap(true, Ordering::AcqRel) {
+            self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    fn tokens(&self, tokens: u64) {
+        self.live.tokens.fetch_add(tokens, Ordering::Relaxed);
+    }
+}
+
+/// Runs one cell. `stop` turning true ends it early as `skipped`.
+pub async fn run_cell(
+    target: &Target,
+    path: &'static str,
+    body: Arc<Value>,
+    concurrency: u32,
+    timing: CellTiming,
+    live: Arc<Live>,
+    stop: &mut watch::Receiver<bool>,
+) -> CellOutcome {
+    if target.metrics {
+        if let Err(e) = drain(target, timing.drain_timeout).await {
+            return CellOutcome::failed(CellStatus::Error, before_reason(e));
+        }
+    }
+    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| tokio::spawn(worker(target.clone(), path, body.clone(), timing.idle_timeout, cancel_rx.clone(), live.clone())))
+        .collect();
+    let phase = watch_window(target, concurrency, timing, &live, stop).await;
+    let _ = cancel_tx.send(true);
+    let mut logs: Vec<RequestLog> = Vec::new();
+    for w in workers {
+        match tokio::time::timeout(Duration::from_secs(30), w).await {
+            Ok(Ok(worker_logs)) => logs.extend(worker_logs),
+            Ok(Err(e)) => live.fail(CellStatus::Error, format!("a stream worker crashed: {e}")),
+            Err(_) => live.fail(CellStatus::Error, "a stream did not stop within 30 s of the cancel".into()),
+        }
+    }
+    let mut warnings = Vec::new();
+    if target.metrics {
+        if let Err(e) = drain(target, timing.drain_timeout).await {
+            warnings.push(format!("after the cell: {e}"));
+        }
+    }
+    let mut outcome = match (phase, live.failure()) {
+        (_, Some((status, reason))) => CellOutcome::failed(status, reason),
+        (Phase::Stopped, None) => CellOutcome::failed(CellStatus::Skipped, "stopped by the user"),
+        (Phase::Measured { window, samples, ready_warning }, None) => {
+            warnings.extend(ready_warning);
+            judge(figures(&logs, window, &samples), concurrency, target.metrics)
+        }
+    };
+    outcome.warnings.splice(0..0, warnings);
+    outcome
+}
+
+fn before_reason(e: DrainError) -> String {
+    format!("before the cell: {e}")
+}
+
+enum Phase {
+    Measured { window: Window, samples: Vec<RunningSample>, ready_warning: Option<String> },
+    Stopped,
+}
+
+/// Waits for readiness, then for the window to pass; samples the running gauge.
+async fn watch_window(
+    target: &Target,
+    concurrency: u32,
+    timing: CellTiming,
+    live: &Live,
+    stop: &mut watch::Receiver<bool>,
+) -> Phase {
+    let started = Instant::now();
+    let mut ready_since: Option<Instant> = None;
+    let mut window: Option<Window> = None;
+    let mut ready_warning = None;
+    let mut samples = Vec::new();
+    let mut tick = tokio::time::interval(timing.poll);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let deadline = window.map(|w| w.end);
+        tokio::select! {
+            biased;
+            _ = stop.wait_for(|v| *v) => return Phase::Stopped,
+            _ = tick.tick() => {}
+            _ = sleep_until_opt(deadline) => {}
+        }
+        if live.failed.load(Ordering::Acquire) {
+            return Phase::Stopped;
+        }
+        let state = if target.metrics { scrape(target).await } else { None };
+        let now = Instant::now();
+        if let Some(w) = window {
+            if let Some(s) = state {
+                samples.push(RunningSample { at: now, running: s.running });
+            }
+            if now >= w.end {
+                return Phase::Measured { window: w, samples, ready_warning };
+            }
+            continue;
+        }
+        let streams = live.streams_with_token.load(Ordering::Acquire);
+        let (ready, why_not) = readiness(concurrency, streams, state.as_ref(), target.metrics);
+        if ready {
+            let since = *ready_since.get_or_insert(now);
+            if now - since < timing.ready_stable {
+                continue;
+            }
+        } else {
+            ready_since = None;
+            if now - started < timing.ready_timeout {
+                continue;
+            }
+            ready_warning = Some(format!("readiness timed out after {:.0} s: {why_not}", timing.ready_timeout.as_secs_f64()));
+        }
+        window = Some(Window { start: now, end: now + timing.duration });
+        if let Some(s) = state {
+            samples.push(RunningSample { at: now, running: s.running });
+        }
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Ready when every stream produced a token and, where the server reports its
+/// scheduler, it runs all C requests and queues none.
+fn readiness(
+    concurrency: u32,
+    streams_with_token: usize,
+    state: Option<&discover::SchedulerState>,
+    metrics: bool,
+) -> (bool, String) {
+    let c = concurrency as usize;
+    if streams_with_token < c {
+        return (false, format!("waiting for streams {streams_with_token}/{c}"));
+    }
+    if !metrics {
+        return (true, String::new());
+    }
+    match state {
+        None => (false, "metrics scrape failed".into()),
+        Some(s) if s.waiting > 0.0 => (false, format!("queue {}", s.waiting)),
+        Some(s) if s.running < concurrency as f64 => (false, format!("running {}/{c}", s.running)),
+        Some(_) => (true, String::new()),
+    }
+}
+
+/// Turns figures into a verdict: a cell without tokens is an error, never 0 tok/s.
+fn judge(f: Figures, concurrency: u32, metrics: bool) -> CellOutcome {
+    if f.output_tokens == 0 {
+        return CellOutcome::failed(CellStatus::Error, "no tokens arrived inside the window");
+    }
+    let mut warnings = Vec::new();
+    if f.token_source == Some(sm_core::record::TokenSource::Chunks) {
+        warnings.push("the server sent no usage: tokens were counted from chunks, which undercounts chunks carrying several tokens".into());
+    }
+    if concurrency > 1 && f.avg_active < 0.95 * concurrency as f64 {
+        let who = if metrics { "the server ran" } else { "streams were generating" };
+        warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
+    }
+    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings }
+}
+
+async fn worker(
+    target: Target,
+    path: &'static str,
+    body: Arc<Value>,
+    idle_timeout: Duration,
+    mut cancel: watch::Receiver<bool>,
+    live: Arc<Live>,
+) -> Vec<RequestLog> {
+    let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false) };
+    let mut logs = Vec::new();
+    loop {
+        let run = stream_request(&target.client, path, &body, idle_timeout, &mut cancel, &observer, |id| {
+            let target = &target;
+            async move {
+                if let (true, Some(rid)) = (target.abort_request, id) {
+                    let _ = discover::abort_request(&target.client, &rid).await;
+                }
+            }
+        })
+        .await;
+        logs.push(run.log);
+        match run.outcome {
+            Outcome::Completed => continue,
+            Outcome::Cancelled => break,
+            Outcome::Failed(reason) => {
+                // A failure after the cancel is the cancel's doing, not the server's.
+                if !*cancel.borrow() {
+                    live.fail(CellStatus::Error, reason);
+                }
+                break;
+            }
+            Outcome::Loop(f) => {
+                live.fail(
+                    CellStatus::Loop,
+                    format!("a stream repeated the same {} characters {} times", f.period_chars, f.repeated_chars / f.period_chars),
+                );
+                break;
+            }
+        }
+    }
+    logs
+}

@@ -1,0 +1,453 @@
+//! A whole run, in the order of methodology §1: plan, warm up, prefill rows,
+//! the decode matrix; the record is written after every step.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sm_client::Client;
+use sm_client::discover::ServerFacts;
+use sm_client::openai::{Prompt, RequestSpec};
+use sm_core::capacity::{CapacityRule, Limits};
+use sm_core::context::label;
+use sm_core::plan::{Cell, Plan, PlanInput};
+use sm_core::record::{
+    Api, CellStatus, DecodeCell, Event, Hardware, PrefillRow, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, Tool,
+    now_rfc3339,
+};
+use sm_core::Tokens;
+use tokio::sync::watch;
+
+use crate::cell::{CellOutcome, CellTiming, Live, Target, run_cell};
+use crate::journal::Journal;
+use crate::prompt::{self, MEASURED, WARMUP};
+use crate::scout::scout;
+use crate::sizing::Sizer;
+
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    pub contexts: Vec<Tokens>,
+    pub concurrency: Vec<u32>,
+    pub max_tokens: Tokens,
+    pub prefill_contexts: Vec<Tokens>,
+    pub prefill_at_max: bool,
+    pub api: Api,
+    pub rule: CapacityRule,
+    pub timing: CellTiming,
+    /// Window of the hidden C=1 warm-up cell; zero skips it.
+    pub warmup: Duration,
+    pub idle_gap: Duration,
+    pub ignore_eos: bool,
+    pub temperature: Option<f64>,
+    pub label: Option<String>,
+    pub launch_command: Option<String>,
+    pub hardware: Hardware,
+    pub dry_run: bool,
+    pub tool_version: String,
+    /// Values that must never be written or shown (the API key).
+    pub secrets: Vec<String>,
+}
+
+/// Where progress goes (the console, a dashboard, a test).
+pub trait Reporter: Send + Sync {
+    fn event(&self, _text: &str) {}
+    fn prefill_done(&self, _row: &PrefillRow) {}
+    fn cell_done(&self, _cell: &DecodeCell) {}
+}
+
+pub struct NoReport;
+impl Reporter for NoReport {}
+
+struct Runner<'a> {
+    client: Client,
+    facts: ServerFacts,
+    config: RunConfig,
+    journal: Journal,
+    reporter: &'a dyn Reporter,
+    record: RunRecord,
+    t0: Instant,
+    run_id: String,
+    stop: watch::Receiver<bool>,
+}
+
+/// Runs the matrix. Returns the final record (also written to the journal).
+pub async fn run(
+    client: Client,
+    facts: ServerFacts,
+    config: RunConfig,
+    journal: Journal,
+    reporter: &dyn Reporter,
+    stop: watch::Receiver<bool>,
+) -> std::io::Result<RunRecord> {
+    let plan = Plan::build(&plan_input(&config, &facts));
+    let record = skeleton(&client, &facts, &config, &plan);
+    let mut r = Runner {
+        client,
+        facts,
+        config,
+        journal,
+        reporter,
+        record,
+        t0: Instant::now(),
+        run_id: run_id(),
+        stop,
+    };
+    r.journal.write(&r.record)?;
+    if r.config.dry_run {
+        return Ok(r.record);
+    }
+    r.record.status = RunStatus::Running;
+    let status = r.measure(&plan).await?;
+    r.record.status = status;
+    r.record.finished = Some(now_rfc3339());
+    r.event(match status {
+        RunStatus::Interrupted => "run interrupted: finished cells are kept".to_string(),
+        RunStatus::Failed => "run failed".to_string(),
+        _ => "run complete".to_string(),
+    });
+    r.journal.write(&r.record)?;
+    Ok(r.record)
+}
+
+fn plan_input(config: &RunConfig, facts: &ServerFacts) -> PlanInput {
+    PlanInput {
+        contexts: config.contexts.clone(),
+        concurrency: config.concurrency.clone(),
+        max_tokens: config.max_tokens,
+        prefill_contexts: config.prefill_contexts.clone(),
+        prefill_at_max: config.prefill_at_max,
+        max_model_len: facts.max_model_len.map(Tokens),
+        limits: Limits {
+            kv_budget: facts.kv_budget.map(Tokens),
+            block_size: facts.block_size,
+            max_num_seqs: facts.max_num_seqs,
+        },
+        rule: config.rule,
+    }
+}
+
+fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Plan) -> RunRecord {
+    let decode = plan
+        .cells
+        .iter()
+        .filter_map(|c| c.over_capacity.as_ref().map(|reason| over_capacity_cell(c, reason)))
+        .collect();
+    RunRecord {
+        schema: SCHEMA.to_string(),
+        tool: Tool { name: "speedmatrix".into(), version: config.tool_version.clone(), commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string) },
+        status: RunStatus::Planned,
+        started: now_rfc3339(),
+        finished: None,
+        label: config.label.clone(),
+        server: ServerInfo {
+            url: client.base().to_string(),
+            engine: facts.engine.to_string(),
+            engine_version: facts.engine_version.clone(),
+            model: facts.model.clone(),
+            max_model_len: facts.max_model_len,
+            kv_budget_tokens: facts.kv_budget,
+            kv_budget_source: facts.kv_budget_source.clone(),
+            max_num_seqs: facts.max_num_seqs,
+            metrics_available: facts.metrics_available,
+            tokenize_available: !matches!(facts.tokenize, sm_client::discover::TokenizeApi::None),
+            extra: facts.extra.clone(),
+        },
+        settings: Settings {
+            contexts: plan.rows.iter().filter_map(|r| r.fit.context()).map(|t| t.0).collect(),
+            concurrency: config.concurrency.clone(),
+            duration_s: config.timing.duration.as_secs_f64(),
+            max_tokens: config.max_tokens.0,
+            prefill_contexts: plan.prefill.iter().map(|p| p.context.0).collect(),
+            capacity_rule: config.rule,
+            api: config.api,
+            prompt_source: "pending".into(),
+            ignore_eos: config.ignore_eos,
+            temperature: config.temperature,
+        },
+        hardware: config.hardware.clone(),
+        launch_command: config.launch_command.clone(),
+        plan: plan.to_record(),
+        prefill: Vec::new(),
+        decode,
+        events: Vec::new(),
+    }
+}
+
+fn over_capacity_cell(c: &Cell, reason: &str) -> DecodeCell {
+    DecodeCell {
+        context: c.context.0,
+        label: c.label.clone(),
+        concurrency: c.concurrency,
+        status: Some(CellStatus::OverCapacity),
+        reason: Some(reason.to_string()),
+        kv_need_tokens: Some(c.kv_need.0),
+        ..DecodeCell::default()
+    }
+}
+
+/// Eight lowercase letters, different for every run, so prompts of two runs
+/// never share a cached prefix.
+fn run_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    let mut v = h.finish();
+    (0..8)
+        .map(|_| {
+            let c = (b'a' + (v % 26) as u8) as char;
+            v /= 26;
+            c
+        })
+        .collect()
+}
+
+impl Runner<'_> {
+    fn event(&mut self, text: String) {
+        let secrets: Vec<&str> = self.config.secrets.iter().map(String::as_str).collect();
+        let text = sm_core::redact::redact_known(&text, &secrets);
+        tracing::info!("{text}");
+        self.reporter.event(&text);
+        let t = self.t0.elapsed().as_secs_f64();
+        self.record.events.push(Event { t: (t * 1000.0).round() / 1000.0, text });
+    }
+
+    fn stopped(&self) -> bool {
+        *self.stop.borrow()
+    }
+
+    fn spec(&self, max_tokens: u64, continuous_usage: bool) -> RequestSpec {
+        RequestSpec {
+            api: self.config.api,
+            model: self.facts.model.clone(),
+            max_tokens,
+            stream: true,
+            ignore_eos: self.config.ignore_eos,
+            continuous_usage,
+            temperature: self.config.temperature,
+        }
+    }
+
+    fn target(&self) -> Target {
+        Target {
+            client: self.client.clone(),
+            engine: self.facts.engine,
+            metrics: self.facts.metrics_available,
+            abort_request: self.facts.abort_request,
+        }
+    }
+
+    async fn measure(&mut self, plan: &Plan) -> std::io::Result<RunStatus> {
+        let smallest = plan.prefill.iter().map(|p| p.context.0).chain(plan.cells.iter().map(|c| c.context.0)).min().unwrap_or(1024);
+        let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.event(format!("cannot size prompts: {e}"));
+                return Ok(RunStatus::Failed);
+            }
+        };
+        self.record.settings.prompt_source = sizer.method.name().to_string();
+        self.event(format!("prompt lengths by {}", sizer.method.name()));
+        self.warm_up().await;
+        let mut prompts: Vec<(u64, Arc<Prompt>)> = Vec::new();
+        for p in &plan.prefill {
+            if self.stopped() {
+                return Ok(RunStatus::Interrupted);
+            }
+            let prompt = match sizer.size(&prompt::tag(&self.run_id, MEASURED, p.context.0), p.context.0).await {
+                Ok(s) => Arc::new(s.prompt),
+                Err(e) => {
+                    self.prefill_error(p.context, e);
+                    continue;
+                }
+            };
+            self.prefill_row(p.context, &prompt).await?;
+            prompts.push((p.context.0, prompt));
+        }
+        if !self.config.warmup.is_zero() {
+            self.hidden_warmup(plan, &sizer).await;
+        }
+        for cell in plan.runnable() {
+            if self.stopped() {
+                return Ok(RunStatus::Interrupted);
+            }
+            let prompt = match prompts.iter().find(|(c, _)| *c == cell.context.0) {
+                Some((_, p)) => p.clone(),
+                None => match sizer.size(&prompt::tag(&self.run_id, MEASURED, cell.context.0), cell.context.0).await {
+                    Ok(s) => {
+                        let p = Arc::new(s.prompt);
+                        prompts.push((cell.context.0, p.clone()));
+                        p
+                    }
+                    Err(e) => {
+                        self.finish_cell(cell, CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] })?;
+                        continue;
+                    }
+                },
+            };
+            let outcome = self.decode_cell(cell, &prompt, self.config.timing).await;
+            let interrupted = outcome.status == CellStatus::Skipped && self.stopped();
+            if !interrupted {
+                self.finish_cell(cell, outcome)?;
+            }
+            if self.stopped() {
+                return Ok(RunStatus::Interrupted);
+            }
+            tokio::time::sleep(self.config.idle_gap).await;
+        }
+        Ok(RunStatus::Complete)
+    }
+
+    /// One short request so that JIT compilation or graph capture is not measured.
+    async fn warm_up(&mut self) {
+        let spec = RequestSpec { continuous_usage: false, ..self.spec(16, false) };
+        let body = spec.body(&prompt::warmup_prompt(&prompt::tag(&self.run_id, WARMUP, 0)));
+        match scout(&self.client, spec.path(), &body, self.config.timing.idle_timeout).await {
+            Ok(_) => self.event("warm-up request done".into()),
+            Err(e) => self.event(format!("warm-up request failed: {e}")),
+        }
+    }
+
+    async fn prefill_row(&mut self, ctx: Tokens, prompt: &Prompt) -> std::io::Result<()> {
+        let spec = self.spec(1, false);
+        let body = spec.body(prompt);
+        self.event(format!("prefill {} started", label(ctx)));
+        let row = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
+            Ok(s) => PrefillRow {
+                context: ctx.0,
+                label: label(ctx),
+                prompt_tokens: s.prompt_tokens,
+                ttft_ms: Some(round3(s.ttft_ms())),
+                prompt_tok_s: s.prompt_tok_s().map(round1),
+                cached_tokens: s.cached_tokens,
+                status: CellStatus::Valid,
+                reason: None,
+            },
+            Err(e) => error_row(ctx, e),
+        };
+        self.reporter.prefill_done(&row);
+        self.event(match (&row.status, row.prompt_tok_s) {
+            (CellStatus::Valid, Some(tps)) => format!("prefill {} done: {tps:.0} prompt tok/s, TTFT {:.0} ms", row.label, row.ttft_ms.unwrap_or(0.0)),
+            _ => format!("prefill {} failed: {}", row.label, row.reason.clone().unwrap_or_default()),
+        });
+        self.record.prefill.push(row);
+        self.journal.write(&self.record)
+    }
+
+    fn prefill_error(&mut self, ctx: Tokens, reason: String) {
+        let row = error_row(ctx, reason);
+        self.reporter.prefill_done(&row);
+        self.record.prefill.push(row);
+    }
+
+    /// A C=1 cell at the largest runnable context, with a prompt that shares no
+    /// prefix with the measured ones; its figures are discarded.
+    async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer) {
+        let Some(cell) = plan.runnable().filter(|c| c.concurrency == 1).max_by_key(|c| c.context) else {
+            return;
+        };
+        let prompt = match sizer.size(&prompt::tag(&self.run_id, WARMUP, cell.context.0), cell.context.0).await {
+            Ok(s) => s.prompt,
+            Err(e) => {
+                self.event(format!("decode warm-up skipped: {e}"));
+                return;
+            }
+        };
+        self.event(format!("decode warm-up at {} for {:.0} s", cell.label, self.config.warmup.as_secs_f64()));
+        let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
+        let outcome = self.decode_cell(cell, &prompt, timing).await;
+        self.event(format!("decode warm-up done ({})", status_word(outcome.status)));
+    }
+
+    async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
+        let scout_spec = self.spec(1, false);
+        if let Err(e) = scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await {
+            return CellOutcome { status: CellStatus::Error, reason: Some(format!("the cache-warming scout failed: {e}")), figures: None, warnings: vec![] };
+        }
+        let spec = self.spec(self.config.max_tokens.0, true);
+        let body = Arc::new(spec.body(prompt));
+        self.event(format!("cell {} × {} started", cell.label, cell.concurrency));
+        let mut stop = self.stop.clone();
+        run_cell(&self.target(), spec.path(), body, cell.concurrency, timing, Arc::new(Live::default()), &mut stop).await
+    }
+
+    fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome) -> std::io::Result<()> {
+        let dc = decode_cell(cell, outcome);
+        self.event(match dc.status() {
+            CellStatus::Valid => format!(
+                "cell {} × {} done: {:.1} tok/s total, {:.1} tok/s per request, TTFT {:.0} ms",
+                dc.label,
+                dc.concurrency,
+                dc.total_tok_s.unwrap_or(0.0),
+                dc.per_request_tok_s.unwrap_or(0.0),
+                dc.ttft_ms_p50.unwrap_or(0.0)
+            ),
+            s => format!("cell {} × {} {}: {}", dc.label, dc.concurrency, status_word(s), dc.reason.clone().unwrap_or_default()),
+        });
+        self.reporter.cell_done(&dc);
+        self.record.decode.push(dc);
+        self.journal.write(&self.record)
+    }
+}
+
+fn error_row(ctx: Tokens, reason: String) -> PrefillRow {
+    PrefillRow {
+        context: ctx.0,
+        label: label(ctx),
+        prompt_tokens: None,
+        ttft_ms: None,
+        prompt_tok_s: None,
+        cached_tokens: None,
+        status: CellStatus::Error,
+        reason: Some(reason),
+    }
+}
+
+pub fn status_word(s: CellStatus) -> &'static str {
+    match s {
+        CellStatus::Valid => "valid",
+        CellStatus::OverCapacity => "over capacity",
+        CellStatus::Error => "error",
+        CellStatus::Loop => "loop",
+        CellStatus::Skipped => "skipped",
+    }
+}
+
+fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
+    let mut dc = DecodeCell {
+        context: cell.context.0,
+        label: cell.label.clone(),
+        concurrency: cell.concurrency,
+        status: Some(outcome.status),
+        reason: outcome.reason,
+        warnings: outcome.warnings,
+        ..DecodeCell::default()
+    };
+    let Some(f) = outcome.figures.filter(|_| outcome.status == CellStatus::Valid) else {
+        return dc;
+    };
+    dc.total_tok_s = Some(round3(f.total_tok_s));
+    dc.per_request_tok_s = f.per_request_tok_s.map(round3);
+    if let Some(q) = f.ttft_ms {
+        (dc.ttft_ms_p50, dc.ttft_ms_p90, dc.ttft_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
+    }
+    if let Some(q) = f.tbt_ms {
+        (dc.tbt_ms_p50, dc.tbt_ms_p90, dc.tbt_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
+    }
+    if let Some(q) = f.chunk_gap_ms {
+        (dc.chunk_gap_ms_p50, dc.chunk_gap_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p99)));
+    }
+    dc.avg_active = Some(round3(f.avg_active));
+    dc.completed = Some(f.completed);
+    dc.output_tokens = Some(f.output_tokens);
+    dc.measured_s = Some(round3(f.measured_s));
+    dc.requests = Some(f.requests);
+    dc.token_source = f.token_source;
+    dc
+}

@@ -1,0 +1,62 @@
+//! The prefill scout: one streamed request with `max_tokens: 1` and the exact
+//! prompt of a context. Its first run is the context's (cold) prefill row; later
+//! runs re-warm the prefix cache before a decode cell.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use sm_client::Client;
+use sm_client::openai::parse_chunk;
+use sm_client::sse::SseEvent;
+
+use crate::request::describe;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScoutResult {
+    pub ttft: Duration,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+}
+
+impl ScoutResult {
+    pub fn ttft_ms(&self) -> f64 {
+        self.ttft.as_secs_f64() * 1000.0
+    }
+    /// `prompt_tokens / TTFT`.
+    pub fn prompt_tok_s(&self) -> Option<f64> {
+        let secs = self.ttft.as_secs_f64();
+        self.prompt_tokens.filter(|_| secs > 0.0).map(|p| p as f64 / secs)
+    }
+}
+
+/// `body` must ask for `max_tokens: 1`, streamed with usage.
+pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration) -> Result<ScoutResult, String> {
+    let mut stream = client.stream(path, body, timeout).await.map_err(|e| describe(&e))?;
+    let sent: Instant = stream.sent_at;
+    let mut first: Option<Instant> = None;
+    let mut prompt_tokens = None;
+    let mut cached_tokens = None;
+    loop {
+        let ev = match stream.next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => break,
+            Err(e) => return Err(describe(&e)),
+        };
+        let data = match ev.event {
+            SseEvent::Done => break,
+            SseEvent::Data(d) => d,
+        };
+        let chunk = parse_chunk(&data).map_err(|e| e.to_string())?;
+        if let Some(err) = chunk.error {
+            return Err(format!("the server reported an error mid-stream: {err}"));
+        }
+        // With one output token the token chunk may be empty text plus a finish reason.
+        if first.is_none() && (chunk.has_text || chunk.finish_reason.is_some()) {
+            first = Some(ev.at);
+        }
+        prompt_tokens = chunk.prompt_tokens.or(prompt_tokens);
+        cached_tokens = chunk.cached_tokens.or(cached_tokens);
+    }
+    let first = first.ok_or_else(|| "the scout's stream ended without a token".to_string())?;
+    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens })
+}

@@ -1,0 +1,106 @@
+//! Plain-text views of a record for the console: the decode matrix, the plan,
+//! one line per cell.
+
+use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+
+/// Rows are contexts, columns concurrency; each cell total tok/s or its status.
+pub fn matrix(record: &RunRecord) -> String {
+    let contexts = record.settings.contexts.clone();
+    let conc = &record.settings.concurrency;
+    let mut lines = vec!["Sustained decode, total tok/s (rows: context, columns: simultaneous requests)".to_string()];
+    let mut header = format!("{:>8}", "Context");
+    for c in conc {
+        header.push_str(&format!(" {c:>11}"));
+    }
+    lines.push(header);
+    for ctx in contexts {
+        let label = sm_core::context::label(sm_core::Tokens(ctx));
+        let mut line = format!("{label:>8}");
+        for &c in conc {
+            line.push_str(&format!(" {:>11}", cell_text(record.decode_cell(ctx, c))));
+        }
+        lines.push(line);
+    }
+    if !record.prefill.is_empty() {
+        lines.push(String::new());
+        lines.push("Prefill".to_string());
+        for p in &record.prefill {
+            let v = match (p.status, p.prompt_tok_s, p.ttft_ms) {
+                (CellStatus::Valid, Some(tps), Some(ttft)) => format!("{tps:>10.0} prompt tok/s  TTFT {ttft:>8.0} ms"),
+                _ => format!("error: {}", p.reason.as_deref().unwrap_or("")),
+            };
+            lines.push(format!("{:>8}  {v}", p.label));
+        }
+    }
+    lines.join("\n")
+}
+
+fn cell_text(cell: Option<&DecodeCell>) -> String {
+    let Some(cell) = cell else {
+        return "·".into();
+    };
+    match cell.status() {
+        CellStatus::Valid => format!("{:.1}", cell.total_tok_s.unwrap_or(0.0)),
+        CellStatus::OverCapacity => "over cap.".into(),
+        CellStatus::Error => "ERROR".into(),
+        CellStatus::Loop => "LOOP".into(),
+        CellStatus::Skipped => "skipped".into(),
+    }
+}
+
+/// The line printed when a cell finishes.
+pub fn cell_line(cell: &DecodeCell) -> String {
+    let head = format!("decode {:>5} × {:<4}", cell.label, cell.concurrency);
+    match cell.status() {
+        CellStatus::Valid => {
+            let mut s = format!(
+                "{head} {:>9.1} tok/s total  {:>7.1} tok/s/request  TTFT {:>7.0} ms  TBT {:>6.2} ms  active {:>5.1}  tokens {}",
+                cell.total_tok_s.unwrap_or(0.0),
+                cell.per_request_tok_s.unwrap_or(0.0),
+                cell.ttft_ms_p50.unwrap_or(0.0),
+                cell.tbt_ms_p50.unwrap_or(0.0),
+                cell.avg_active.unwrap_or(0.0),
+                cell.output_tokens.unwrap_or(0),
+            );
+            for w in &cell.warnings {
+                s.push_str(&format!("\n    warning: {w}"));
+            }
+            s
+        }
+        status => format!("{head} {}: {}", word(status), cell.reason.as_deref().unwrap_or("")),
+    }
+}
+
+fn word(s: CellStatus) -> &'static str {
+    sm_bench::runner::status_word(s)
+}
+
+/// The `--dry-run` view: fitted contexts, over-capacity cells with reasons, an estimate.
+pub fn plan(record: &RunRecord) -> String {
+    let mut lines = Vec::new();
+    let s = &record.settings;
+    let labels: Vec<String> = s.contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
+    lines.push(format!("Decode contexts: {}", labels.join(", ")));
+    let prefill: Vec<String> = s.prefill_contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
+    lines.push(format!("Prefill contexts: {}", prefill.join(", ")));
+    lines.push(format!(
+        "Concurrency: {}",
+        s.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
+    ));
+    for p in record.plan.iter().filter(|p| p.status == "skipped") {
+        lines.push(format!("Skipped {} {}: {}", p.kind, p.label, p.reason.as_deref().unwrap_or("")));
+    }
+    let runnable = record.plan.iter().filter(|p| p.kind == "decode" && p.status == "planned").count();
+    let over: Vec<&sm_core::record::PlannedCell> = record.plan.iter().filter(|p| p.status == "over_capacity").collect();
+    for p in &over {
+        lines.push(format!("Over capacity {} × {}: {}", p.label, p.concurrency, p.reason.as_deref().unwrap_or("")));
+    }
+    // Per cell: the window plus roughly 10 s of scout, ramp-up, readiness and drain.
+    let est = runnable as f64 * (s.duration_s + 10.0);
+    lines.push(format!(
+        "{runnable} cells to measure, {} over capacity; estimated {:.0} min (plus prefill)",
+        over.len(),
+        est / 60.0
+    ));
+    lines.join("\n")
+}
