@@ -111,14 +111,22 @@ pub async fn run_cell(
     live: Arc<Live>,
     stop: &mut watch::Receiver<bool>,
 ) -> CellOutcome {
-    if target.metrics {
-        if let Err(e) = drain(target, timing.drain_timeout).await {
+    if target.metrics
+        && let Err(e) = drain(target, timing.drain_timeout).await {
             return CellOutcome::failed(CellStatus::Error, before_reason(e));
         }
-    }
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let workers: Vec<_> = (0..concurrency)
-        .map(|_| tokio::spawn(worker(target.clone(), path, body.clone(), timing.idle_timeout, cancel_rx.clone(), live.clone())))
+        .map(|_| {
+            tokio::spawn(worker(
+                target.clone(),
+                path,
+                body.clone(),
+                timing.idle_timeout,
+                cancel_rx.clone(),
+                live.clone(),
+            ))
+        })
         .collect();
     let phase = watch_window(target, concurrency, timing, &live, stop).await;
     let _ = cancel_tx.send(true);
@@ -131,11 +139,10 @@ pub async fn run_cell(
         }
     }
     let mut warnings = Vec::new();
-    if target.metrics {
-        if let Err(e) = drain(target, timing.drain_timeout).await {
+    if target.metrics
+        && let Err(e) = drain(target, timing.drain_timeout).await {
             warnings.push(format!("after the cell: {e}"));
         }
-    }
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped, None) => CellOutcome::failed(CellStatus::Skipped, "stopped by the user"),
@@ -206,7 +213,8 @@ async fn watch_window(
             if now - started < timing.ready_timeout {
                 continue;
             }
-            ready_warning = Some(format!("readiness timed out after {:.0} s: {why_not}", timing.ready_timeout.as_secs_f64()));
+            ready_warning =
+                Some(format!("readiness timed out after {:.0} s: {why_not}", timing.ready_timeout.as_secs_f64()));
         }
         window = Some(Window { start: now, end: now + timing.duration });
         if let Some(s) = state {
@@ -295,7 +303,11 @@ async fn worker(
             Outcome::Loop(f) => {
                 live.fail(
                     CellStatus::Loop,
-                    format!("a stream repeated the same {} characters {} times", f.period_chars, f.repeated_chars / f.period_chars),
+                    format!(
+                        "a stream repeated the same {} characters {} times",
+                        f.period_chars,
+                        f.repeated_chars / f.period_chars
+                    ),
                 );
                 break;
             }

@@ -118,7 +118,13 @@ struct ReadState {
 
 impl ReadState {
     /// Applies one event; `Some` ends the request.
-    fn handle(&mut self, at: Instant, event: SseEvent, run: &mut RequestRun, observer: &dyn Observer) -> Option<Outcome> {
+    fn handle(
+        &mut self,
+        at: Instant,
+        event: SseEvent,
+        run: &mut RequestRun,
+        observer: &dyn Observer,
+    ) -> Option<Outcome> {
         let data = match event {
             SseEvent::Done => {
                 run.log.ended.get_or_insert(at);
@@ -133,12 +139,11 @@ impl ReadState {
         if let Some(err) = chunk.error {
             return Some(Outcome::Failed(format!("the server reported an error mid-stream: {err}")));
         }
-        if run.id.is_none() {
-            if let Some(id) = &chunk.id {
+        if run.id.is_none()
+            && let Some(id) = &chunk.id {
                 observer.request_id(id);
                 run.id = Some(id.clone());
             }
-        }
         let log = &mut run.log;
         if chunk.prompt_tokens.is_some() {
             log.prompt_tokens = chunk.prompt_tokens;
@@ -157,11 +162,8 @@ impl ReadState {
             }
         }
         let prev = log.points.last().map_or(0, |p| p.tokens);
-        let now_tokens = if log.usage {
-            chunk.completion_tokens.unwrap_or(prev).max(prev)
-        } else {
-            self.chunks_with_text
-        };
+        let now_tokens =
+            if log.usage { chunk.completion_tokens.unwrap_or(prev).max(prev) } else { self.chunks_with_text };
         if now_tokens > prev && (chunk.has_text || log.first_token.is_some()) {
             log.points.push(Point { at, tokens: now_tokens });
             observer.tokens(now_tokens - prev);
@@ -170,11 +172,10 @@ impl ReadState {
             self.finished = true;
             log.ended.get_or_insert(at);
         }
-        if chunk.has_text {
-            if let Some(f) = self.guard.push(&chunk.text) {
+        if chunk.has_text
+            && let Some(f) = self.guard.push(&chunk.text) {
                 return Some(Outcome::Loop(f));
             }
-        }
         None
     }
 }

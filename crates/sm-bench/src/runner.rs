@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use sm_client::Client;
 use sm_client::discover::ServerFacts;
 use sm_client::openai::{Prompt, RequestSpec};
+use sm_core::Tokens;
 use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::label;
 use sm_core::plan::{Cell, Plan, PlanInput};
@@ -14,7 +15,6 @@ use sm_core::record::{
     Api, CellStatus, DecodeCell, Event, Hardware, PrefillRow, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, Tool,
     now_rfc3339,
 };
-use sm_core::Tokens;
 use tokio::sync::watch;
 
 use crate::cell::{CellOutcome, CellTiming, Live, Target, run_cell};
@@ -80,17 +80,7 @@ pub async fn run(
 ) -> std::io::Result<RunRecord> {
     let plan = Plan::build(&plan_input(&config, &facts));
     let record = skeleton(&client, &facts, &config, &plan);
-    let mut r = Runner {
-        client,
-        facts,
-        config,
-        journal,
-        reporter,
-        record,
-        t0: Instant::now(),
-        run_id: run_id(),
-        stop,
-    };
+    let mut r = Runner { client, facts, config, journal, reporter, record, t0: Instant::now(), run_id: run_id(), stop };
     r.journal.write(&r.record)?;
     if r.config.dry_run {
         return Ok(r.record);
@@ -133,7 +123,11 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
         .collect();
     RunRecord {
         schema: SCHEMA.to_string(),
-        tool: Tool { name: "speedmatrix".into(), version: config.tool_version.clone(), commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string) },
+        tool: Tool {
+            name: "speedmatrix".into(),
+            version: config.tool_version.clone(),
+            commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string),
+        },
         status: RunStatus::Planned,
         started: now_rfc3339(),
         finished: None,
@@ -236,7 +230,13 @@ impl Runner<'_> {
     }
 
     async fn measure(&mut self, plan: &Plan) -> std::io::Result<RunStatus> {
-        let smallest = plan.prefill.iter().map(|p| p.context.0).chain(plan.cells.iter().map(|c| c.context.0)).min().unwrap_or(1024);
+        let smallest = plan
+            .prefill
+            .iter()
+            .map(|p| p.context.0)
+            .chain(plan.cells.iter().map(|c| c.context.0))
+            .min()
+            .unwrap_or(1024);
         let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest).await {
             Ok(s) => s,
             Err(e) => {
@@ -278,7 +278,10 @@ impl Runner<'_> {
                         p
                     }
                     Err(e) => {
-                        self.finish_cell(cell, CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] })?;
+                        self.finish_cell(
+                            cell,
+                            CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] },
+                        )?;
                         continue;
                     }
                 },
@@ -325,7 +328,9 @@ impl Runner<'_> {
         };
         self.reporter.prefill_done(&row);
         self.event(match (&row.status, row.prompt_tok_s) {
-            (CellStatus::Valid, Some(tps)) => format!("prefill {} done: {tps:.0} prompt tok/s, TTFT {:.0} ms", row.label, row.ttft_ms.unwrap_or(0.0)),
+            (CellStatus::Valid, Some(tps)) => {
+                format!("prefill {} done: {tps:.0} prompt tok/s, TTFT {:.0} ms", row.label, row.ttft_ms.unwrap_or(0.0))
+            }
             _ => format!("prefill {} failed: {}", row.label, row.reason.clone().unwrap_or_default()),
         });
         self.record.prefill.push(row);
@@ -360,13 +365,19 @@ impl Runner<'_> {
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
         let scout_spec = self.spec(1, false);
         if let Err(e) = scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await {
-            return CellOutcome { status: CellStatus::Error, reason: Some(format!("the cache-warming scout failed: {e}")), figures: None, warnings: vec![] };
+            return CellOutcome {
+                status: CellStatus::Error,
+                reason: Some(format!("the cache-warming scout failed: {e}")),
+                figures: None,
+                warnings: vec![],
+            };
         }
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
         self.event(format!("cell {} × {} started", cell.label, cell.concurrency));
         let mut stop = self.stop.clone();
-        run_cell(&self.target(), spec.path(), body, cell.concurrency, timing, Arc::new(Live::default()), &mut stop).await
+        run_cell(&self.target(), spec.path(), body, cell.concurrency, timing, Arc::new(Live::default()), &mut stop)
+            .await
     }
 
     fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome) -> std::io::Result<()> {
@@ -380,7 +391,13 @@ impl Runner<'_> {
                 dc.per_request_tok_s.unwrap_or(0.0),
                 dc.ttft_ms_p50.unwrap_or(0.0)
             ),
-            s => format!("cell {} × {} {}: {}", dc.label, dc.concurrency, status_word(s), dc.reason.clone().unwrap_or_default()),
+            s => format!(
+                "cell {} × {} {}: {}",
+                dc.label,
+                dc.concurrency,
+                status_word(s),
+                dc.reason.clone().unwrap_or_default()
+            ),
         });
         self.reporter.cell_done(&dc);
         self.record.decode.push(dc);
@@ -435,7 +452,8 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
     dc.total_tok_s = Some(round3(f.total_tok_s));
     dc.per_request_tok_s = f.per_request_tok_s.map(round3);
     if let Some(q) = f.ttft_ms {
-        (dc.ttft_ms_p50, dc.ttft_ms_p90, dc.ttft_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
+        (dc.ttft_ms_p50, dc.ttft_ms_p90, dc.ttft_ms_p99) =
+            (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
     }
     if let Some(q) = f.tbt_ms {
         (dc.tbt_ms_p50, dc.tbt_ms_p90, dc.tbt_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));

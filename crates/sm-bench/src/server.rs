@@ -25,7 +25,9 @@ pub async fn scrape(target: &Target) -> Option<SchedulerState> {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("the server did not become idle within {secs:.0} s (running {running}, waiting {waiting}); is another client using it?")]
+#[error(
+    "the server did not become idle within {secs:.0} s (running {running}, waiting {waiting}); is another client using it?"
+)]
 pub struct DrainError {
     pub secs: f64,
     pub running: f64,

@@ -50,7 +50,13 @@ pub struct Sized {
 impl Sizer {
     /// Chooses the method: the server's tokenizer if it counts this prompt form,
     /// else a calibration with two short probes (tagged so they share no prefix).
-    pub async fn new(client: &Client, facts: &ServerFacts, api: Api, run_id: &str, smallest: u64) -> Result<Sizer, String> {
+    pub async fn new(
+        client: &Client,
+        facts: &ServerFacts,
+        api: Api,
+        run_id: &str,
+        smallest: u64,
+    ) -> Result<Sizer, String> {
         let mut sizer = Sizer { client: client.clone(), facts: facts.clone(), api, method: Method::ServerTokenize };
         let probe = prompt::build(&prompt::tag(run_id, CALIBRATION, 0), 16);
         if let Ok(Some(_)) = discover::count_tokens(client, facts, api, &probe).await {
@@ -141,8 +147,11 @@ impl Sizer {
             .post_json(spec.path(), &body, TIMEOUT)
             .await
             .map_err(|e| format!("prompt-length calibration request failed: {e}"))?;
-        resp.pointer("/usage/prompt_tokens")
-            .and_then(|v| v.as_u64())
-            .ok_or_else(|| format!("the server's answer has no usage.prompt_tokens, so prompt lengths cannot be calibrated: {}", json!(resp.get("usage"))))
+        resp.pointer("/usage/prompt_tokens").and_then(|v| v.as_u64()).ok_or_else(|| {
+            format!(
+                "the server's answer has no usage.prompt_tokens, so prompt lengths cannot be calibrated: {}",
+                json!(resp.get("usage"))
+            )
+        })
     }
 }

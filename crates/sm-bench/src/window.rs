@@ -113,10 +113,8 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -
             }
         }
     }
-    let ttft: Vec<f64> = logs
-        .iter()
-        .filter_map(|r| r.first_token.filter(|&t| t < window.end).map(|t| ms(t - r.sent)))
-        .collect();
+    let ttft: Vec<f64> =
+        logs.iter().filter_map(|r| r.first_token.filter(|&t| t < window.end).map(|t| ms(t - r.sent))).collect();
     let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
     let completed = logs.iter().filter(|r| r.ended.is_some_and(|t| window.contains(t))).count() as u64;
     let measured_s = window.len().as_secs_f64();
@@ -128,11 +126,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -
         ttft_ms: Quantiles::of(&ttft),
         tbt_ms: Quantiles::of(&tbt),
         chunk_gap_ms: Quantiles::of(&gaps),
-        avg_active: if running.is_empty() {
-            client_active(logs, window)
-        } else {
-            time_weighted(running, window)
-        },
+        avg_active: if running.is_empty() { client_active(logs, window) } else { time_weighted(running, window) },
         completed,
         requests,
         token_source,
@@ -164,12 +158,7 @@ fn time_weighted(samples: &[RunningSample], window: Window) -> f64 {
     if len <= 0.0 || samples.is_empty() {
         return 0.0;
     }
-    let mut value = samples
-        .iter()
-        .take_while(|s| s.at <= window.start)
-        .last()
-        .unwrap_or(&samples[0])
-        .running;
+    let mut value = samples.iter().take_while(|s| s.at <= window.start).last().unwrap_or(&samples[0]).running;
     let mut t = window.start;
     let mut acc = 0.0;
     for s in samples.iter().filter(|s| window.contains(s.at)) {
@@ -245,10 +234,7 @@ mod tests {
     fn server_gauge_is_time_weighted() {
         let b = Instant::now();
         let w = Window { start: at(b, 0), end: at(b, 1000) };
-        let samples = [
-            RunningSample { at: at(b, 0), running: 4.0 },
-            RunningSample { at: at(b, 250), running: 8.0 },
-        ];
+        let samples = [RunningSample { at: at(b, 0), running: 4.0 }, RunningSample { at: at(b, 250), running: 8.0 }];
         let f = figures(&[], w, &samples);
         assert!((f.avg_active - 7.0).abs() < 1e-9);
         assert_eq!(f.token_source, None);

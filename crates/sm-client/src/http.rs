@@ -213,16 +213,9 @@ impl EventStream {
 
 async fn read_text(path: &str, resp: reqwest::Response) -> Result<TextResponse, ClientError> {
     let status = resp.status().as_u16();
-    let content_type = resp
-        .headers()
-        .get(reqwest::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let body = resp
-        .text()
-        .await
-        .map_err(|e| ClientError::Broken { path: path.to_string(), reason: root_cause(&e) })?;
+    let content_type =
+        resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let body = resp.text().await.map_err(|e| ClientError::Broken { path: path.to_string(), reason: root_cause(&e) })?;
     Ok(TextResponse { status, content_type, body })
 }
 

@@ -18,12 +18,7 @@ impl Prompt {
     }
 
     pub fn messages_json(&self) -> Value {
-        Value::Array(
-            self.messages
-                .iter()
-                .map(|(role, content)| json!({"role": role, "content": content}))
-                .collect(),
-        )
+        Value::Array(self.messages.iter().map(|(role, content)| json!({"role": role, "content": content})).collect())
     }
 }
 

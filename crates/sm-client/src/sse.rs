@@ -109,11 +109,7 @@ mod tests {
         let whole = parse_all(&[stream]);
         assert_eq!(
             whole,
-            vec![
-                SseEvent::Data(b"{\"a\":1}".to_vec()),
-                SseEvent::Data(b"{\"b\":2}".to_vec()),
-                SseEvent::Done
-            ]
+            vec![SseEvent::Data(b"{\"a\":1}".to_vec()), SseEvent::Data(b"{\"b\":2}".to_vec()), SseEvent::Done]
         );
         for split in 0..stream.len() {
             let (a, b) = stream.split_at(split);

@@ -36,9 +36,7 @@ impl FromStr for CapacityRule {
         match s {
             "reference" => Ok(CapacityRule::Reference),
             "prefix-shared" => Ok(CapacityRule::PrefixShared),
-            other => Err(format!(
-                "unknown capacity rule '{other}': use 'reference' or 'prefix-shared'"
-            )),
+            other => Err(format!("unknown capacity rule '{other}': use 'reference' or 'prefix-shared'")),
         }
     }
 }
@@ -79,13 +77,10 @@ pub fn over_capacity_reason(
     max_tokens: Tokens,
     concurrency: u32,
 ) -> Option<String> {
-    if let Some(max) = limits.max_num_seqs {
-        if concurrency > max {
-            return Some(format!(
-                "concurrency {concurrency} is above max-num-seqs {max}"
-            ));
+    if let Some(max) = limits.max_num_seqs
+        && concurrency > max {
+            return Some(format!("concurrency {concurrency} is above max-num-seqs {max}"));
         }
-    }
     let budget = limits.kv_budget?;
     let need = kv_need(rule, ctx, max_tokens, concurrency, limits.block_size);
     (need > budget).then(|| format!("needs {need} KV tokens, the server has {budget}"))
@@ -95,11 +90,7 @@ pub fn over_capacity_reason(
 mod tests {
     use super::*;
 
-    const SEED: Limits = Limits {
-        kv_budget: Some(Tokens(12_582_912)),
-        block_size: Some(256),
-        max_num_seqs: Some(256),
-    };
+    const SEED: Limits = Limits { kv_budget: Some(Tokens(12_582_912)), block_size: Some(256), max_num_seqs: Some(256) };
 
     #[test]
     fn published_page_cells() {
@@ -119,40 +110,20 @@ mod tests {
     fn prefix_shared_lets_more_cells_run() {
         let r = CapacityRule::PrefixShared;
         // 131,072 shared + 128 × 4,096 own = 655,360
-        assert_eq!(
-            kv_need(r, Tokens(131_072), Tokens(4096), 128, Some(256)),
-            Tokens(655_360)
-        );
+        assert_eq!(kv_need(r, Tokens(131_072), Tokens(4096), 128, Some(256)), Tokens(655_360));
         // a partial last block is private to each request and rounded up
-        assert_eq!(
-            kv_need(r, Tokens(300), Tokens(10), 2, Some(256)),
-            Tokens(256 + 2 * 256)
-        );
+        assert_eq!(kv_need(r, Tokens(300), Tokens(10), 2, Some(256)), Tokens(256 + 2 * 256));
         assert!(over_capacity_reason(r, &SEED, Tokens(257_984), Tokens(4096), 128).is_none());
     }
 
     #[test]
     fn max_num_seqs_and_unknown_budget() {
-        let limits = Limits {
-            kv_budget: None,
-            block_size: None,
-            max_num_seqs: Some(8),
-        };
+        let limits = Limits { kv_budget: None, block_size: None, max_num_seqs: Some(8) };
         assert_eq!(
-            over_capacity_reason(CapacityRule::Reference, &limits, Tokens(10), Tokens(10), 16)
-                .as_deref(),
+            over_capacity_reason(CapacityRule::Reference, &limits, Tokens(10), Tokens(10), 16).as_deref(),
             Some("concurrency 16 is above max-num-seqs 8")
         );
-        assert!(
-            over_capacity_reason(
-                CapacityRule::Reference,
-                &limits,
-                Tokens(1 << 40),
-                Tokens(10),
-                8
-            )
-            .is_none()
-        );
+        assert!(over_capacity_reason(CapacityRule::Reference, &limits, Tokens(1 << 40), Tokens(10), 8).is_none());
     }
 
     #[test]
@@ -160,11 +131,6 @@ mod tests {
         for r in [CapacityRule::Reference, CapacityRule::PrefixShared] {
             assert_eq!(r.to_string().parse::<CapacityRule>().unwrap(), r);
         }
-        assert!(
-            "nope"
-                .parse::<CapacityRule>()
-                .unwrap_err()
-                .contains("prefix-shared")
-        );
+        assert!("nope".parse::<CapacityRule>().unwrap_err().contains("prefix-shared"));
     }
 }

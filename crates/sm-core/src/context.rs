@@ -12,15 +12,8 @@ pub const MODEL_LEN_MARGIN: u64 = 64;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Fit {
     Kept(Tokens),
-    Trimmed {
-        requested: Tokens,
-        to: Tokens,
-        reason: String,
-    },
-    Skipped {
-        requested: Tokens,
-        reason: String,
-    },
+    Trimmed { requested: Tokens, to: Tokens, reason: String },
+    Skipped { requested: Tokens, reason: String },
 }
 
 impl Fit {
@@ -44,11 +37,7 @@ pub fn fit_context(requested: Tokens, output_tokens: Tokens, max_model_len: Opti
         Fit::Trimmed {
             requested,
             to: Tokens(room),
-            reason: format!(
-                "trimmed to {} tokens by max_model_len {}",
-                Tokens(room),
-                mml
-            ),
+            reason: format!("trimmed to {} tokens by max_model_len {}", Tokens(room), mml),
         }
     } else {
         Fit::Skipped {
@@ -66,11 +55,7 @@ pub fn fit_context(requested: Tokens, output_tokens: Tokens, max_model_len: Opti
 /// The page's label of a context: `floor(ctx / 1024)` followed by `K`, or the
 /// plain number under 1,024.
 pub fn label(ctx: Tokens) -> String {
-    if ctx.0 >= 1024 {
-        format!("{}K", ctx.0 / 1024)
-    } else {
-        ctx.0.to_string()
-    }
+    if ctx.0 >= 1024 { format!("{}K", ctx.0 / 1024) } else { ctx.0.to_string() }
 }
 
 #[cfg(test)]
@@ -95,27 +80,15 @@ mod tests {
     #[test]
     fn reference_tool_cases() {
         let mml = Some(Tokens(131_072));
-        assert_eq!(
-            fit_context(Tokens(128 * K), Tokens(2048), mml).context(),
-            Some(Tokens(131_072 - 2048 - 64))
-        );
+        assert_eq!(fit_context(Tokens(128 * K), Tokens(2048), mml).context(), Some(Tokens(131_072 - 2048 - 64)));
         let small = Some(Tokens(65_536));
-        assert!(matches!(
-            fit_context(Tokens(128 * K), Tokens(2048), small),
-            Fit::Skipped { .. }
-        ));
-        assert_eq!(
-            fit_context(Tokens(64 * K), Tokens(2048), small).context(),
-            Some(Tokens(65_536 - 2048 - 64))
-        );
+        assert!(matches!(fit_context(Tokens(128 * K), Tokens(2048), small), Fit::Skipped { .. }));
+        assert_eq!(fit_context(Tokens(64 * K), Tokens(2048), small).context(), Some(Tokens(65_536 - 2048 - 64)));
     }
 
     #[test]
     fn unknown_limit_keeps_everything() {
-        assert_eq!(
-            fit_context(Tokens(1 << 30), Tokens(1), None),
-            Fit::Kept(Tokens(1 << 30))
-        );
+        assert_eq!(fit_context(Tokens(1 << 30), Tokens(1), None), Fit::Kept(Tokens(1 << 30)));
     }
 
     #[test]

@@ -61,10 +61,7 @@ impl Plan {
         let rows: Vec<Row> = input
             .contexts
             .iter()
-            .map(|&requested| Row {
-                requested,
-                fit: fit_context(requested, input.max_tokens, input.max_model_len),
-            })
+            .map(|&requested| Row { requested, fit: fit_context(requested, input.max_tokens, input.max_model_len) })
             .collect();
         let contexts: Vec<Tokens> = rows.iter().filter_map(|r| r.fit.context()).collect();
         let cells = order(&contexts, &input.concurrency)
@@ -73,29 +70,12 @@ impl Plan {
                 context: ctx,
                 label: label(ctx),
                 concurrency: c,
-                over_capacity: over_capacity_reason(
-                    input.rule,
-                    &input.limits,
-                    ctx,
-                    input.max_tokens,
-                    c,
-                ),
-                kv_need: kv_need(
-                    input.rule,
-                    ctx,
-                    input.max_tokens,
-                    c,
-                    input.limits.block_size,
-                ),
+                over_capacity: over_capacity_reason(input.rule, &input.limits, ctx, input.max_tokens, c),
+                kv_need: kv_need(input.rule, ctx, input.max_tokens, c, input.limits.block_size),
             })
             .collect();
         let (prefill, prefill_skipped) = prefill_points(input, &contexts);
-        Plan {
-            rows,
-            prefill,
-            cells,
-            prefill_skipped,
-        }
+        Plan { rows, prefill, cells, prefill_skipped }
     }
 
     pub fn runnable(&self) -> impl Iterator<Item = &Cell> {
@@ -117,19 +97,15 @@ impl Plan {
                 reason: None,
             })
             .collect();
-        out.extend(
-            self.prefill_skipped
-                .iter()
-                .map(|(req, reason)| PlannedCell {
-                    kind: "prefill".into(),
-                    requested_context: req.0,
-                    context: 0,
-                    label: label(*req),
-                    concurrency: 1,
-                    status: "skipped".into(),
-                    reason: Some(reason.clone()),
-                }),
-        );
+        out.extend(self.prefill_skipped.iter().map(|(req, reason)| PlannedCell {
+            kind: "prefill".into(),
+            requested_context: req.0,
+            context: 0,
+            label: label(*req),
+            concurrency: 1,
+            status: "skipped".into(),
+            reason: Some(reason.clone()),
+        }));
         for row in &self.rows {
             if let Fit::Skipped { requested, reason } = &row.fit {
                 out.push(PlannedCell {
@@ -143,31 +119,20 @@ impl Plan {
                 });
             }
         }
-        out.extend(self.cells.iter().map(|c| {
-            PlannedCell {
-                kind: "decode".into(),
-                requested_context: self.requested_of(c.context).0,
-                context: c.context.0,
-                label: c.label.clone(),
-                concurrency: c.concurrency,
-                status: if c.over_capacity.is_some() {
-                    "over_capacity"
-                } else {
-                    "planned"
-                }
-                .into(),
-                reason: c.over_capacity.clone(),
-            }
+        out.extend(self.cells.iter().map(|c| PlannedCell {
+            kind: "decode".into(),
+            requested_context: self.requested_of(c.context).0,
+            context: c.context.0,
+            label: c.label.clone(),
+            concurrency: c.concurrency,
+            status: if c.over_capacity.is_some() { "over_capacity" } else { "planned" }.into(),
+            reason: c.over_capacity.clone(),
         }));
         out
     }
 
     fn requested_of(&self, ctx: Tokens) -> Tokens {
-        self.rows
-            .iter()
-            .find(|r| r.fit.context() == Some(ctx))
-            .map(|r| r.requested)
-            .unwrap_or(ctx)
+        self.rows.iter().find(|r| r.fit.context() == Some(ctx)).map(|r| r.requested).unwrap_or(ctx)
     }
 }
 
@@ -188,38 +153,24 @@ pub fn order(contexts: &[Tokens], concurrency: &[u32]) -> Vec<(Tokens, u32)> {
     out
 }
 
-fn prefill_points(
-    input: &PlanInput,
-    decode: &[Tokens],
-) -> (Vec<PrefillPoint>, Vec<(Tokens, String)>) {
+fn prefill_points(input: &PlanInput, decode: &[Tokens]) -> (Vec<PrefillPoint>, Vec<(Tokens, String)>) {
     let mut points: Vec<PrefillPoint> = input
         .rows_requested_for(decode)
-        .map(|(requested, ctx)| PrefillPoint {
-            requested,
-            context: ctx,
-            label: label(ctx),
-            scout_only: false,
-        })
+        .map(|(requested, ctx)| PrefillPoint { requested, context: ctx, label: label(ctx), scout_only: false })
         .collect();
     let mut skipped = Vec::new();
     let mut extras: Vec<Tokens> = input.prefill_contexts.clone();
-    if input.prefill_at_max {
-        if let Some(mml) = input.max_model_len {
+    if input.prefill_at_max
+        && let Some(mml) = input.max_model_len {
             extras.push(mml);
         }
-    }
     for requested in extras {
         match fit_context(requested, Tokens(1), input.max_model_len) {
             Fit::Skipped { reason, .. } => skipped.push((requested, reason)),
             fit => {
                 let ctx = fit.context().unwrap_or(requested);
                 if !points.iter().any(|p| p.context == ctx) {
-                    points.push(PrefillPoint {
-                        requested,
-                        context: ctx,
-                        label: label(ctx),
-                        scout_only: true,
-                    });
+                    points.push(PrefillPoint { requested, context: ctx, label: label(ctx), scout_only: true });
                 }
             }
         }
@@ -229,18 +180,13 @@ fn prefill_points(
 }
 
 impl PlanInput {
-    fn rows_requested_for<'a>(
-        &'a self,
-        decode: &'a [Tokens],
-    ) -> impl Iterator<Item = (Tokens, Tokens)> + 'a {
+    fn rows_requested_for<'a>(&'a self, decode: &'a [Tokens]) -> impl Iterator<Item = (Tokens, Tokens)> + 'a {
         decode.iter().map(move |&ctx| {
             let requested = self
                 .contexts
                 .iter()
                 .copied()
-                .find(|&r| {
-                    fit_context(r, self.max_tokens, self.max_model_len).context() == Some(ctx)
-                })
+                .find(|&r| fit_context(r, self.max_tokens, self.max_model_len).context() == Some(ctx))
                 .unwrap_or(ctx);
             (requested, ctx)
         })
@@ -255,20 +201,13 @@ mod tests {
 
     fn seed_input() -> PlanInput {
         PlanInput {
-            contexts: [8, 16, 32, 64, 128, 256]
-                .iter()
-                .map(|k| Tokens(k * K))
-                .collect(),
+            contexts: [8, 16, 32, 64, 128, 256].iter().map(|k| Tokens(k * K)).collect(),
             concurrency: vec![1, 2, 4, 8, 16, 32, 64, 128],
             max_tokens: Tokens(4096),
             prefill_contexts: vec![],
             prefill_at_max: true,
             max_model_len: Some(Tokens(262_144)),
-            limits: Limits {
-                kv_budget: Some(Tokens(12_582_912)),
-                block_size: Some(256),
-                max_num_seqs: Some(256),
-            },
+            limits: Limits { kv_budget: Some(Tokens(12_582_912)), block_size: Some(256), max_num_seqs: Some(256) },
             rule: CapacityRule::Reference,
         }
     }
@@ -276,26 +215,11 @@ mod tests {
     #[test]
     fn published_matrix() {
         let plan = Plan::build(&seed_input());
-        let labels: Vec<String> = plan
-            .rows
-            .iter()
-            .map(|r| label(r.fit.context().unwrap()))
-            .collect();
+        let labels: Vec<String> = plan.rows.iter().map(|r| label(r.fit.context().unwrap())).collect();
         assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
-        let over: Vec<(String, u32)> = plan
-            .cells
-            .iter()
-            .filter(|c| c.over_capacity.is_some())
-            .map(|c| (c.label.clone(), c.concurrency))
-            .collect();
-        assert_eq!(
-            over,
-            [
-                ("128K".to_string(), 128),
-                ("251K".into(), 64),
-                ("251K".into(), 128)
-            ]
-        );
+        let over: Vec<(String, u32)> =
+            plan.cells.iter().filter(|c| c.over_capacity.is_some()).map(|c| (c.label.clone(), c.concurrency)).collect();
+        assert_eq!(over, [("128K".to_string(), 128), ("251K".into(), 64), ("251K".into(), 128)]);
         assert_eq!(plan.cells.len(), 48);
         let prefill: Vec<&str> = plan.prefill.iter().map(|p| p.label.as_str()).collect();
         assert_eq!(prefill, ["8K", "16K", "32K", "64K", "128K", "251K", "255K"]);
@@ -315,15 +239,7 @@ mod tests {
         input.max_model_len = Some(Tokens(65_536));
         let plan = Plan::build(&input);
         let rec = plan.to_record();
-        assert!(
-            rec.iter()
-                .any(|p| p.kind == "decode" && p.status == "skipped" && p.label == "128K")
-        );
-        assert_eq!(
-            rec.iter()
-                .filter(|p| p.kind == "decode" && p.concurrency > 0)
-                .count(),
-            4 * 8
-        );
+        assert!(rec.iter().any(|p| p.kind == "decode" && p.status == "skipped" && p.label == "128K"));
+        assert_eq!(rec.iter().filter(|p| p.kind == "decode" && p.concurrency > 0).count(), 4 * 8);
     }
 }

@@ -202,19 +202,14 @@ pub struct RunRecord {
 
 impl RunRecord {
     pub fn decode_cell(&self, context: u64, concurrency: u32) -> Option<&DecodeCell> {
-        self.decode
-            .iter()
-            .find(|c| c.context == context && c.concurrency == concurrency)
+        self.decode.iter().find(|c| c.context == context && c.concurrency == concurrency)
     }
 }
 
 /// Now, UTC, RFC 3339 with whole seconds.
 pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| time::OffsetDateTime::now_utc());
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
 #[cfg(test)]
@@ -223,25 +218,11 @@ mod tests {
 
     #[test]
     fn statuses_serialise_as_documented() {
-        let s = serde_json::to_string(&[
-            CellStatus::Valid,
-            CellStatus::OverCapacity,
-            CellStatus::Loop,
-        ])
-        .unwrap();
+        let s = serde_json::to_string(&[CellStatus::Valid, CellStatus::OverCapacity, CellStatus::Loop]).unwrap();
         assert_eq!(s, r#"["valid","over_capacity","loop"]"#);
-        assert_eq!(
-            serde_json::to_string(&RunStatus::Interrupted).unwrap(),
-            r#""interrupted""#
-        );
-        assert_eq!(
-            serde_json::to_string(&CapacityRule::PrefixShared).unwrap(),
-            r#""prefix-shared""#
-        );
-        assert_eq!(
-            serde_json::to_string(&TokenSource::Chunks).unwrap(),
-            r#""chunks""#
-        );
+        assert_eq!(serde_json::to_string(&RunStatus::Interrupted).unwrap(), r#""interrupted""#);
+        assert_eq!(serde_json::to_string(&CapacityRule::PrefixShared).unwrap(), r#""prefix-shared""#);
+        assert_eq!(serde_json::to_string(&TokenSource::Chunks).unwrap(), r#""chunks""#);
     }
 
     #[test]

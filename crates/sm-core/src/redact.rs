@@ -8,13 +8,8 @@
 pub const REDACTED: &str = "<redacted>";
 
 fn is_secret_name(name: &str) -> bool {
-    let upper = name
-        .trim_start_matches('-')
-        .to_ascii_uppercase()
-        .replace('-', "_");
-    ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD"]
-        .iter()
-        .any(|word| upper.contains(word))
+    let upper = name.trim_start_matches('-').to_ascii_uppercase().replace('-', "_");
+    ["TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD"].iter().any(|word| upper.contains(word))
 }
 
 /// Redacts a shell-like command line, keeping its layout (words are split on
@@ -66,11 +61,7 @@ pub fn redact_known(text: &str, secrets: &[&str]) -> String {
 
 /// Redacts `NAME=value` environment entries whose name looks secret.
 pub fn redact_env_value(name: &str, value: &str) -> String {
-    if is_secret_name(name) {
-        REDACTED.to_string()
-    } else {
-        value.to_string()
-    }
+    if is_secret_name(name) { REDACTED.to_string() } else { value.to_string() }
 }
 
 #[cfg(test)]
@@ -88,12 +79,10 @@ mod tests {
 
     #[test]
     fn flags_assignments_and_env() {
-        let cmd = "HF_TOKEN=hf_x MY_SECRET=s PATH=/bin serve --hf-token=hf_y --db-password 'pw' --port 8000 --api-key=\"k\"";
+        let cmd =
+            "HF_TOKEN=hf_x MY_SECRET=s PATH=/bin serve --hf-token=hf_y --db-password 'pw' --port 8000 --api-key=\"k\"";
         let r = redact_command(cmd);
-        assert!(
-            !r.contains("hf_x") && !r.contains("hf_y") && !r.contains("pw") && !r.contains("\"k\""),
-            "{r}"
-        );
+        assert!(!r.contains("hf_x") && !r.contains("hf_y") && !r.contains("pw") && !r.contains("\"k\""), "{r}");
         assert!(r.contains("PATH=/bin") && r.contains("--port 8000"), "{r}");
         assert!(r.contains("--db-password '<redacted>'"), "{r}");
         assert_eq!(redact_env_value("OPENAI_API_KEY", "sk"), REDACTED);
@@ -102,10 +91,7 @@ mod tests {
 
     #[test]
     fn known_secrets_anywhere() {
-        assert_eq!(
-            redact_known("Bearer sk-abcdef failed", &["sk-abcdef"]),
-            "Bearer <redacted> failed"
-        );
+        assert_eq!(redact_known("Bearer sk-abcdef failed", &["sk-abcdef"]), "Bearer <redacted> failed");
         // very short strings would redact ordinary words
         assert_eq!(redact_known("a b", &["a"]), "a b");
     }

@@ -8,9 +8,7 @@ use thiserror::Error;
 
 /// A count of tokens. Kept apart from other integers so a token count is never
 /// added to a byte count or a request count by mistake.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct Tokens(pub u64);
 
@@ -52,7 +50,7 @@ pub fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -62,9 +60,7 @@ pub fn thousands(n: u64) -> String {
 
 #[derive(Debug, Error, PartialEq)]
 pub enum ParseError {
-    #[error(
-        "'{input}' is not a token count: use a number with an optional k or m suffix, e.g. 8192, 8k, 1m"
-    )]
+    #[error("'{input}' is not a token count: use a number with an optional k or m suffix, e.g. 8192, 8k, 1m")]
     Tokens { input: String },
     #[error("'{input}' is not a whole number")]
     Integer { input: String },
@@ -81,9 +77,7 @@ pub enum ParseError {
 /// Parses `8192`, `8k`, `8K`, `1m` (k = 1024, m = 1024²: the page's context labels are binary).
 pub fn parse_tokens(input: &str) -> Result<Tokens, ParseError> {
     let s = input.trim();
-    let err = || ParseError::Tokens {
-        input: input.to_string(),
-    };
+    let err = || ParseError::Tokens { input: input.to_string() };
     let (digits, mult) = match s.char_indices().last() {
         Some((i, 'k' | 'K')) => (&s[..i], 1024),
         Some((i, 'm' | 'M')) => (&s[..i], 1024 * 1024),
@@ -95,9 +89,7 @@ pub fn parse_tokens(input: &str) -> Result<Tokens, ParseError> {
 
 /// A comma-separated list of token counts (`8k,16k,32k`), without duplicates or zeros.
 pub fn parse_token_list(input: &str) -> Result<Vec<Tokens>, ParseError> {
-    let values = split_list(input)
-        .map(parse_tokens)
-        .collect::<Result<Vec<_>, _>>()?;
+    let values = split_list(input).map(parse_tokens).collect::<Result<Vec<_>, _>>()?;
     check_list(values.iter().map(|t| t.0))?;
     Ok(values)
 }
@@ -105,11 +97,7 @@ pub fn parse_token_list(input: &str) -> Result<Vec<Tokens>, ParseError> {
 /// A comma-separated list of positive integers (`1,2,4`).
 pub fn parse_count_list(input: &str) -> Result<Vec<u32>, ParseError> {
     let values = split_list(input)
-        .map(|s| {
-            s.parse::<u32>().map_err(|_| ParseError::Integer {
-                input: s.to_string(),
-            })
-        })
+        .map(|s| s.parse::<u32>().map_err(|_| ParseError::Integer { input: s.to_string() }))
         .collect::<Result<Vec<_>, _>>()?;
     check_list(values.iter().map(|&v| u64::from(v)))?;
     Ok(values)
@@ -139,9 +127,7 @@ fn check_list(values: impl Iterator<Item = u64>) -> Result<(), ParseError> {
 /// Parses `30s`, `2m`, `500ms`, `1.5s`, or a bare number of seconds.
 pub fn parse_duration(input: &str) -> Result<Duration, ParseError> {
     let s = input.trim();
-    let err = || ParseError::Duration {
-        input: input.to_string(),
-    };
+    let err = || ParseError::Duration { input: input.to_string() };
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = s.strip_suffix('s') {
@@ -177,16 +163,10 @@ mod tests {
     #[test]
     fn lists_reject_zero_duplicates_and_empty() {
         assert_eq!(parse_count_list("1, 2,4").unwrap(), vec![1, 2, 4]);
-        assert_eq!(
-            parse_count_list("1,1"),
-            Err(ParseError::Duplicate { value: 1 })
-        );
+        assert_eq!(parse_count_list("1,1"), Err(ParseError::Duplicate { value: 1 }));
         assert_eq!(parse_count_list("0"), Err(ParseError::Zero));
         assert_eq!(parse_count_list(" , "), Err(ParseError::EmptyList));
-        assert_eq!(
-            parse_token_list("8k,16k").unwrap(),
-            vec![Tokens(8192), Tokens(16384)]
-        );
+        assert_eq!(parse_token_list("8k,16k").unwrap(), vec![Tokens(8192), Tokens(16384)]);
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! discover (sm-client) → plan (sm-core) → drive and measure (sm-bench) →
 //! report; the simulated engine (sm-sim) beside them.
 
+mod import_cmd;
+mod report_cmd;
 mod run_cmd;
-mod table;
 mod sim_cmd;
+mod table;
 
 use std::process::ExitCode;
 
@@ -29,6 +31,10 @@ enum Command {
     Run(run_cmd::RunArgs),
     /// Serve the built-in simulated inference engine (vLLM's API, driven by a performance profile).
     Sim(sim_cmd::SimArgs),
+    /// Render a run (run.json, a run directory, or a reference-tool file) as HTML, Markdown and CSV.
+    Report(report_cmd::ReportArgs),
+    /// Convert a reference-tool result (llm-inference-bench JSON or lil-bench-result/1) into a speedmatrix run.
+    Import(import_cmd::ImportArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +51,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(args) => run_cmd::main(args).await,
             Command::Sim(args) => sim_cmd::main(args).await,
+            Command::Report(args) => report_cmd::main(args),
+            Command::Import(args) => import_cmd::main(args),
         }
     })
 }
@@ -52,8 +60,5 @@ fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPEEDMATRIX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }

@@ -167,11 +167,14 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     print_facts(&facts);
     let config = config(&args, concurrency, launch_command, secrets);
     let out = out_dir(&args, &facts.model);
-    let journal = Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let journal =
+        Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
     let (stop_tx, stop_rx) = watch::channel(false);
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!("\ninterrupted: stopping the current cell and writing what was measured (Ctrl-C again to abort at once)");
+            eprintln!(
+                "\ninterrupted: stopping the current cell and writing what was measured (Ctrl-C again to abort at once)"
+            );
             let _ = stop_tx.send(true);
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
@@ -211,7 +214,8 @@ fn exit_code(record: &RunRecord) -> ExitCode {
 async fn start_demo_sim(args: &mut RunArgs) -> Result<sm_sim::SimHandle> {
     let profile = sm_sim::Profile::resolve(&args.sim_profile)?;
     let name = profile.name.clone();
-    let handle = sm_sim::start(sm_sim::SimOptions::new(profile)).await.context("cannot start the built-in simulated engine")?;
+    let handle =
+        sm_sim::start(sm_sim::SimOptions::new(profile)).await.context("cannot start the built-in simulated engine")?;
     let user_matrix = args.contexts.is_some() || args.concurrency.is_some() || args.duration.is_some();
     if !user_matrix {
         // Short enough to finish in about two minutes, and wide enough to show an over-capacity cell.
@@ -288,7 +292,8 @@ fn out_dir(args: &RunArgs, model: &str) -> PathBuf {
         return out.clone();
     }
     let stamp = sm_core::record::now_rfc3339().replace([':', '-'], "");
-    let safe: String = model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
+    let safe: String =
+        model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
     Path::new("results").join(format!("{stamp}-{safe}"))
 }
 

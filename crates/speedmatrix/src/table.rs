@@ -81,12 +81,10 @@ pub fn plan(record: &RunRecord) -> String {
     let s = &record.settings;
     let labels: Vec<String> = s.contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
     lines.push(format!("Decode contexts: {}", labels.join(", ")));
-    let prefill: Vec<String> = s.prefill_contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
+    let prefill: Vec<String> =
+        s.prefill_contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
     lines.push(format!("Prefill contexts: {}", prefill.join(", ")));
-    lines.push(format!(
-        "Concurrency: {}",
-        s.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")
-    ));
+    lines.push(format!("Concurrency: {}", s.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")));
     for p in record.plan.iter().filter(|p| p.status == "skipped") {
         lines.push(format!("Skipped {} {}: {}", p.kind, p.label, p.reason.as_deref().unwrap_or("")));
     }
