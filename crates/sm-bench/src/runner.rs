@@ -153,7 +153,13 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             prefill_contexts: plan.prefill.iter().map(|p| p.context.0).collect(),
             capacity_rule: config.rule,
             api: config.api,
-            prompt_source: "pending".into(),
+            // what sizing will use; confirmed (or corrected) once prompts are sized
+            prompt_source: if matches!(facts.tokenize, sm_client::discover::TokenizeApi::None) {
+                "usage_calibration"
+            } else {
+                "server_tokenize"
+            }
+            .into(),
             ignore_eos: config.ignore_eos,
             temperature: config.temperature,
         },

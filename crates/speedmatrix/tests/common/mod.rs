@@ -1,0 +1,117 @@
+//! Shared helpers: a simulated engine in the test process, the real binary as a
+//! child process, and readers for what it wrote.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sm_sim::{Fault, Flavor, Profile, SimHandle, SimOptions};
+
+pub struct Sim {
+    pub handle: SimHandle,
+    pub trace: Option<PathBuf>,
+}
+
+pub struct SimSpec<'a> {
+    pub profile: &'a str,
+    pub flavor: Flavor,
+    pub faults: &'a [&'a str],
+    pub api_key: Option<&'a str>,
+    pub trace_dir: Option<&'a Path>,
+}
+
+impl Default for SimSpec<'_> {
+    fn default() -> Self {
+        SimSpec { profile: "tiny", flavor: Flavor::Vllm, faults: &[], api_key: None, trace_dir: None }
+    }
+}
+
+pub async fn sim(spec: SimSpec<'_>) -> Sim {
+    let mut opts = SimOptions::new(Profile::builtin(spec.profile).expect("built-in profile"));
+    opts.flavor = spec.flavor;
+    opts.faults = spec.faults.iter().map(|f| f.parse::<Fault>().expect("fault spec")).collect();
+    opts.api_key = spec.api_key.map(str::to_string);
+    let trace = spec.trace_dir.map(|d| d.join("trace.jsonl"));
+    opts.trace = trace.clone();
+    Sim { handle: sm_sim::start(opts).await.expect("sim starts"), trace }
+}
+
+pub struct RunResult {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub record: Option<Value>,
+}
+
+impl RunResult {
+    pub fn record(&self) -> &Value {
+        self.record.as_ref().unwrap_or_else(|| panic!("no run.json; stderr:\n{}", self.stderr))
+    }
+    pub fn cells(&self) -> Vec<&Value> {
+        self.record()["decode"].as_array().expect("decode[]").iter().collect()
+    }
+    pub fn cell(&self, ctx: u64, c: u64) -> &Value {
+        self.record()["decode"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["context"] == ctx && x["concurrency"] == c)
+            .unwrap_or_else(|| panic!("no cell {ctx}×{c}; stdout:\n{}\nstderr:\n{}", self.stdout, self.stderr))
+    }
+}
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+}
+
+/// Runs `speedmatrix run` with `args` plus `--out out`, in a blocking thread.
+pub async fn run(out: &Path, args: &[&str]) -> RunResult {
+    let out = out.to_path_buf();
+    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    // QUICK runs default to short requests
+    if args.iter().any(|a| a == "--no-prefill-at-max") && !args.iter().any(|a| a == "--max-tokens") {
+        args.extend(["--max-tokens".to_string(), "512".to_string()]);
+    }
+    tokio::task::spawn_blocking(move || {
+        let output = bin().arg("run").args(&args).arg("--out").arg(&out).env_remove("OPENAI_API_KEY").output().unwrap();
+        result(&out, output)
+    })
+    .await
+    .unwrap()
+}
+
+pub fn result(out: &Path, output: Output) -> RunResult {
+    let record =
+        std::fs::read_to_string(out.join("run.json")).ok().map(|s| serde_json::from_str(&s).expect("run.json is JSON"));
+    RunResult {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        record,
+    }
+}
+
+/// Settings for a short matrix on the tiny profile.
+/// With QUICK, [`run`] adds `--max-tokens 512` unless the test sets its own.
+pub const QUICK: &[&str] = &["--ready-stable", "300ms", "--warmup", "0s", "--no-prefill-at-max"];
+
+pub fn trace_lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("trace line is JSON"))
+        .collect()
+}
+
+pub async fn scheduler(url: &str) -> (f64, f64) {
+    let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    let read = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    (read("vllm:num_requests_running"), read("vllm:num_requests_waiting"))
+}

@@ -1,0 +1,55 @@
+"""Every run.json speedmatrix writes validates against the published schema/run.schema.json."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import jsonschema
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("SPEEDMATRIX_BIN", str(ROOT / "target" / "debug" / "speedmatrix"))
+SCHEMA = json.loads((ROOT / "schema" / "run.schema.json").read_text())
+
+
+def validate(record):
+    jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.FormatChecker()).validate(record)
+
+
+def test_sample_record_validates():
+    validate(json.loads((ROOT / "tests" / "data" / "run-sample.json").read_text()))
+
+
+def test_a_fresh_run_validates(tmp_path):
+    out = tmp_path / "run"
+    # no --url: the built-in simulated engine, here with the fast "tiny" profile
+    proc = subprocess.run(
+        [BIN, "run", "--sim-profile", "tiny", "--contexts", "1k,4k", "--concurrency", "1,2,128",
+         "--duration", "1s", "--max-tokens", "256", "--ready-stable", "200ms", "--warmup", "1s",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    validate(record)
+    statuses = {c["status"] for c in record["decode"]}
+    assert statuses == {"valid", "over_capacity"}, statuses
+
+
+def test_a_dry_run_validates(tmp_path):
+    out = tmp_path / "plan"
+    proc = subprocess.run([BIN, "run", "--dry-run", "--out", str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "planned"
+    validate(record)
+
+
+def test_a_broken_record_is_rejected():
+    record = json.loads((ROOT / "tests" / "data" / "run-sample.json").read_text())
+    record["decode"][0]["total_tps"] = record["decode"][0].pop("total_tok_s")
+    try:
+        validate(record)
+    except jsonschema.ValidationError:
+        return
+    raise AssertionError("a renamed field must fail validation")
