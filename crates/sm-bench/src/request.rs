@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::http::{Client, ClientError};
+use sm_client::http::{Client, ClientError, EventStream};
 use sm_client::openai::parse_chunk;
 use sm_client::sse::SseEvent;
 use tokio::sync::watch;
@@ -61,17 +61,13 @@ where
     if *cancel.borrow() {
         return run;
     }
-    let started = tokio::select! {
-        biased;
-        _ = wait_true(cancel) => return run,
-        s = client.stream(path, body, idle_timeout) => s,
-    };
-    let mut stream = match started {
-        Ok(s) => s,
-        Err(e) => {
+    let mut stream = match start(client, path, body, idle_timeout, cancel).await {
+        Some(Ok(s)) => s,
+        Some(Err(e)) => {
             run.outcome = Outcome::Failed(describe(&e));
             return run;
         }
+        None => return run,
     };
     run.log.sent = stream.sent_at;
     let mut state = ReadState::default();
@@ -109,9 +105,34 @@ where
     }
 }
 
+/// Sends the request; `None` when cancelled first. A pooled keep-alive connection
+/// that the server closed in the meantime fails before any byte of the answer:
+/// that request is sent once more before it counts as a failure.
+async fn start(
+    client: &Client,
+    path: &str,
+    body: &Value,
+    idle_timeout: Duration,
+    cancel: &mut watch::Receiver<bool>,
+) -> Option<Result<EventStream, ClientError>> {
+    for attempt in 0..2 {
+        let result = tokio::select! {
+            biased;
+            _ = wait_true(cancel) => return None,
+            s = client.stream(path, body, idle_timeout) => s,
+        };
+        match result {
+            Err(e @ ClientError::Broken { .. }) if attempt == 0 => {
+                tracing::warn!("retrying a request once: {e}");
+            }
+            other => return Some(other),
+        }
+    }
+    unreachable!("the second attempt always returns")
+}
+
 #[derive(Default)]
 struct ReadState {
-    chunks_with_text: u64,
     finished: bool,
     guard: LoopGuard,
 }
@@ -140,10 +161,11 @@ impl ReadState {
             return Some(Outcome::Failed(format!("the server reported an error mid-stream: {err}")));
         }
         if run.id.is_none()
-            && let Some(id) = &chunk.id {
-                observer.request_id(id);
-                run.id = Some(id.clone());
-            }
+            && let Some(id) = &chunk.id
+        {
+            observer.request_id(id);
+            run.id = Some(id.clone());
+        }
         let log = &mut run.log;
         if chunk.prompt_tokens.is_some() {
             log.prompt_tokens = chunk.prompt_tokens;
@@ -151,20 +173,22 @@ impl ReadState {
         if chunk.cached_tokens.is_some() {
             log.cached_tokens = chunk.cached_tokens;
         }
-        if chunk.has_text {
-            self.chunks_with_text += 1;
-            if chunk.completion_tokens.is_none() {
-                log.usage = false;
-            }
-            if log.first_token.is_none() {
-                log.first_token = Some(at);
-                observer.first_token();
-            }
+        if chunk.has_text && log.first_token.is_none() {
+            log.first_token = Some(at);
+            observer.first_token();
         }
+        // Usage on the chunk is the truth; a text chunk without usage counts one
+        // token; usage that arrives only at the end (llama.cpp) reconciles the count.
         let prev = log.points.last().map_or(0, |p| p.tokens);
-        let now_tokens =
-            if log.usage { chunk.completion_tokens.unwrap_or(prev).max(prev) } else { self.chunks_with_text };
-        if now_tokens > prev && (chunk.has_text || log.first_token.is_some()) {
+        let mut now_tokens = prev;
+        if chunk.has_text && chunk.completion_tokens.is_none() {
+            log.usage = false;
+            now_tokens += 1;
+        }
+        if let Some(n) = chunk.completion_tokens {
+            now_tokens = now_tokens.max(n);
+        }
+        if now_tokens > prev && log.first_token.is_some() {
             log.points.push(Point { at, tokens: now_tokens });
             observer.tokens(now_tokens - prev);
         }
@@ -173,9 +197,10 @@ impl ReadState {
             log.ended.get_or_insert(at);
         }
         if chunk.has_text
-            && let Some(f) = self.guard.push(&chunk.text) {
-                return Some(Outcome::Loop(f));
-            }
+            && let Some(f) = self.guard.push(&chunk.text)
+        {
+            return Some(Outcome::Loop(f));
+        }
         None
     }
 }
@@ -193,5 +218,67 @@ pub fn describe(e: &ClientError) -> String {
         ClientError::Connect { reason, .. } => format!("server stopped responding: {reason}"),
         ClientError::Broken { reason, .. } => format!("the connection broke: {reason}"),
         other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(events: &[&str]) -> (RequestRun, Option<Outcome>) {
+        let t0 = Instant::now();
+        let mut run = RequestRun { log: RequestLog::new(t0), outcome: Outcome::Cancelled, id: None };
+        let mut state = ReadState::default();
+        let mut end = None;
+        for (i, e) in events.iter().enumerate() {
+            let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
+            let ev = if *e == "[DONE]" { SseEvent::Done } else { SseEvent::Data(e.as_bytes().to_vec()) };
+            if let Some(o) = state.handle(at, ev, &mut run, &()) {
+                end = Some(o);
+                break;
+            }
+        }
+        (run, end)
+    }
+
+    #[test]
+    fn continuous_usage_counts_tokens_and_skips_the_role_chunk() {
+        let (run, end) = feed(&[
+            r#"{"id":"r1","choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0,"prompt_tokens":9}}"#,
+            r#"{"id":"r1","choices":[{"delta":{"content":" a b"}}],"usage":{"completion_tokens":2}}"#,
+            r#"{"id":"r1","choices":[{"delta":{"content":" c"},"finish_reason":"length"}],"usage":{"completion_tokens":3}}"#,
+            r#"{"id":"r1","choices":[],"usage":{"completion_tokens":3}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(end, Some(Outcome::Completed));
+        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
+        assert_eq!(tokens, [2, 3]);
+        assert!(run.log.usage);
+        assert_eq!(run.log.prompt_tokens, Some(9));
+        assert_eq!(run.id.as_deref(), Some("r1"));
+        assert_eq!(run.log.first_token, Some(run.log.points[0].at), "the role chunk is not the first token");
+        assert!(run.log.ended.is_some());
+    }
+
+    #[test]
+    fn usage_only_at_the_end_reconciles_the_chunk_count() {
+        // llama.cpp: text chunks without usage, coalesced, then the true total at the end
+        let (run, _) = feed(&[
+            r#"{"choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"bc"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"d"},"finish_reason":"length"}],"usage":{"completion_tokens":5}}"#,
+            "[DONE]",
+        ]);
+        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
+        assert_eq!(tokens, [1, 2, 5]);
+        assert!(!run.log.usage, "the count came partly from chunks");
+    }
+
+    #[test]
+    fn errors_inside_the_stream() {
+        let (_, end) = feed(&[r#"{"error":{"message":"out of memory"}}"#]);
+        assert!(matches!(end, Some(Outcome::Failed(m)) if m.contains("out of memory")));
+        let (_, end) = feed(&[r#"{"choices":[{"delta":{"content":"#]);
+        assert!(matches!(end, Some(Outcome::Failed(m)) if m.contains("malformed")));
     }
 }
