@@ -11,6 +11,7 @@ use sm_client::discover::{self, Engine};
 use sm_core::record::CellStatus;
 use tokio::sync::watch;
 
+use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, stream_request};
 use crate::server::{DrainError, drain, scrape};
 use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
@@ -68,11 +69,27 @@ pub struct Live {
     /// Workers that have received at least one token.
     pub streams_with_token: AtomicUsize,
     pub tokens: AtomicU64,
+    stats: Mutex<LiveStats>,
     failure: Mutex<Option<(CellStatus, String)>>,
     failed: AtomicBool,
 }
 
+/// Recent timings for the live view only; the cell's figures come from the logs.
+#[derive(Debug, Default)]
+struct LiveStats {
+    ttft_ms: Vec<f64>,
+    tbt_ms: std::collections::VecDeque<f64>,
+}
+
+const LIVE_TBT_KEEP: usize = 2048;
+
 impl Live {
+    fn medians(&self) -> (Option<f64>, Option<f64>) {
+        let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
+        let tbt: Vec<f64> = s.tbt_ms.iter().copied().collect();
+        (sm_core::stats::median(&s.ttft_ms), sm_core::stats::median(&tbt))
+    }
+
     fn fail(&self, status: CellStatus, reason: String) {
         let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
         if slot.is_none() {
@@ -91,30 +108,44 @@ struct WorkerObserver {
 }
 
 impl Observer for WorkerObserver {
-    fn first_token(&self) {
+    fn first_token(&self, ttft: Duration) {
         if !self.has_token.swap(true, Ordering::AcqRel) {
             self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
         }
+        let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
+        s.ttft_ms.push(ttft.as_secs_f64() * 1000.0);
     }
-    fn tokens(&self, tokens: u64) {
+    fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
         self.live.tokens.fetch_add(tokens, Ordering::Relaxed);
+        if let Some(gap) = since_last {
+            let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
+            if s.tbt_ms.len() == LIVE_TBT_KEEP {
+                s.tbt_ms.pop_front();
+            }
+            s.tbt_ms.push_back(gap.as_secs_f64() * 1000.0 / tokens as f64);
+        }
     }
 }
 
-/// Runs one cell. `stop` turning true ends it early as `skipped`.
-pub async fn run_cell(
-    target: &Target,
-    path: &'static str,
-    body: Arc<Value>,
-    concurrency: u32,
-    timing: CellTiming,
-    live: Arc<Live>,
-    stop: &mut watch::Receiver<bool>,
-) -> CellOutcome {
+/// One decode cell to run.
+pub struct CellSpec<'a> {
+    pub target: &'a Target,
+    pub path: &'static str,
+    pub body: Arc<Value>,
+    pub label: String,
+    pub concurrency: u32,
+    pub timing: CellTiming,
+}
+
+/// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
+pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
+    let CellSpec { target, path, body, ref label, concurrency, timing } = spec;
+    let live = Arc::new(Live::default());
     if target.metrics
-        && let Err(e) = drain(target, timing.drain_timeout).await {
-            return CellOutcome::failed(CellStatus::Error, before_reason(e));
-        }
+        && let Err(e) = drain(target, timing.drain_timeout).await
+    {
+        return CellOutcome::failed(CellStatus::Error, before_reason(e));
+    }
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
@@ -128,8 +159,10 @@ pub async fn run_cell(
             ))
         })
         .collect();
-    let phase = watch_window(target, concurrency, timing, &live, stop).await;
+    let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
+    let phase = watcher.watch(controls.clone()).await;
     let _ = cancel_tx.send(true);
+    reporter.step(&Step::Drain { label: label.clone(), concurrency });
     let mut logs: Vec<RequestLog> = Vec::new();
     for w in workers {
         match tokio::time::timeout(Duration::from_secs(30), w).await {
@@ -140,12 +173,13 @@ pub async fn run_cell(
     }
     let mut warnings = Vec::new();
     if target.metrics
-        && let Err(e) = drain(target, timing.drain_timeout).await {
-            warnings.push(format!("after the cell: {e}"));
-        }
+        && let Err(e) = drain(target, timing.drain_timeout).await
+    {
+        warnings.push(format!("after the cell: {e}"));
+    }
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
-        (Phase::Stopped, None) => CellOutcome::failed(CellStatus::Skipped, "stopped by the user"),
+        (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
         (Phase::Measured { window, samples, ready_warning }, None) => {
             warnings.extend(ready_warning);
             judge(figures(&logs, window, &samples), concurrency, target.metrics)
@@ -161,65 +195,108 @@ fn before_reason(e: DrainError) -> String {
 
 enum Phase {
     Measured { window: Window, samples: Vec<RunningSample>, ready_warning: Option<String> },
-    Stopped,
+    Stopped(&'static str),
 }
 
-/// Waits for readiness, then for the window to pass; samples the running gauge.
-async fn watch_window(
-    target: &Target,
+struct Watcher<'a> {
+    target: &'a Target,
+    label: &'a str,
     concurrency: u32,
     timing: CellTiming,
-    live: &Live,
-    stop: &mut watch::Receiver<bool>,
-) -> Phase {
-    let started = Instant::now();
-    let mut ready_since: Option<Instant> = None;
-    let mut window: Option<Window> = None;
-    let mut ready_warning = None;
-    let mut samples = Vec::new();
-    let mut tick = tokio::time::interval(timing.poll);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        let deadline = window.map(|w| w.end);
-        tokio::select! {
-            biased;
-            _ = stop.wait_for(|v| *v) => return Phase::Stopped,
-            _ = tick.tick() => {}
-            _ = sleep_until_opt(deadline) => {}
-        }
-        if live.failed.load(Ordering::Acquire) {
-            return Phase::Stopped;
-        }
-        let state = if target.metrics { scrape(target).await } else { None };
-        let now = Instant::now();
-        if let Some(w) = window {
+    live: &'a Live,
+    reporter: &'a dyn Reporter,
+}
+
+impl Watcher<'_> {
+    /// Waits for readiness, then for the window to pass; samples the running gauge.
+    async fn watch(&self, mut controls: Controls) -> Phase {
+        let timing = self.timing;
+        let started = Instant::now();
+        let skip_at_start = *controls.skip_cell.borrow();
+        let mut ready_since: Option<Instant> = None;
+        let mut window: Option<Window> = None;
+        let mut ready_warning = None;
+        let mut samples = Vec::new();
+        let mut last_reason = String::new();
+        let mut tick = tokio::time::interval(timing.poll);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let deadline = window.map(|w| w.end);
+            tokio::select! {
+                biased;
+                _ = controls.stop_now.wait_for(|v| *v) => return Phase::Stopped("stopped by the user"),
+                _ = controls.skip_cell.wait_for(|n| *n != skip_at_start) => return Phase::Stopped("skipped by the user"),
+                _ = tick.tick() => {}
+                _ = sleep_until_opt(deadline) => {}
+            }
+            if self.live.failed.load(Ordering::Acquire) {
+                return Phase::Stopped("a stream failed");
+            }
+            let state = if self.target.metrics { scrape(self.target).await } else { None };
+            let now = Instant::now();
+            self.report_live(now, state);
+            if let Some(w) = window {
+                if let Some(s) = &state {
+                    samples.push(RunningSample { at: now, running: s.running });
+                }
+                if now >= w.end {
+                    return Phase::Measured { window: w, samples, ready_warning };
+                }
+                continue;
+            }
+            let streams = self.live.streams_with_token.load(Ordering::Acquire);
+            let (ready, why_not) = readiness(self.concurrency, streams, state.as_ref(), self.target.metrics);
+            if ready {
+                let since = *ready_since.get_or_insert(now);
+                if now - since < timing.ready_stable {
+                    self.ramp(&mut last_reason, "stable readiness");
+                    continue;
+                }
+            } else {
+                ready_since = None;
+                self.ramp(&mut last_reason, &why_not);
+                if now - started < timing.ready_timeout {
+                    continue;
+                }
+                ready_warning =
+                    Some(format!("readiness timed out after {:.0} s: {why_not}", timing.ready_timeout.as_secs_f64()));
+            }
+            let w = Window { start: now, end: now + timing.duration };
+            window = Some(w);
+            self.reporter.step(&Step::Measuring {
+                label: self.label.to_string(),
+                concurrency: self.concurrency,
+                started: w.start,
+                window: timing.duration,
+            });
             if let Some(s) = state {
                 samples.push(RunningSample { at: now, running: s.running });
             }
-            if now >= w.end {
-                return Phase::Measured { window: w, samples, ready_warning };
-            }
-            continue;
         }
-        let streams = live.streams_with_token.load(Ordering::Acquire);
-        let (ready, why_not) = readiness(concurrency, streams, state.as_ref(), target.metrics);
-        if ready {
-            let since = *ready_since.get_or_insert(now);
-            if now - since < timing.ready_stable {
-                continue;
-            }
-        } else {
-            ready_since = None;
-            if now - started < timing.ready_timeout {
-                continue;
-            }
-            ready_warning =
-                Some(format!("readiness timed out after {:.0} s: {why_not}", timing.ready_timeout.as_secs_f64()));
+    }
+
+    fn ramp(&self, last: &mut String, reason: &str) {
+        if last != reason {
+            reason.clone_into(last);
+            self.reporter.step(&Step::Ramp {
+                label: self.label.to_string(),
+                concurrency: self.concurrency,
+                waiting_for: reason.to_string(),
+            });
         }
-        window = Some(Window { start: now, end: now + timing.duration });
-        if let Some(s) = state {
-            samples.push(RunningSample { at: now, running: s.running });
-        }
+    }
+
+    fn report_live(&self, at: Instant, server: Option<discover::SchedulerState>) {
+        let (ttft, tbt) = self.live.medians();
+        self.reporter.live(&LiveSample {
+            at,
+            tokens: self.live.tokens.load(Ordering::Relaxed),
+            streams_with_token: self.live.streams_with_token.load(Ordering::Acquire),
+            concurrency: self.concurrency,
+            ttft_ms_p50: ttft,
+            tbt_ms_p50: tbt,
+            server,
+        });
     }
 }
 

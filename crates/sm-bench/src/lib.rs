@@ -7,17 +7,21 @@
 //! * [`window`] — the window accounting: every figure of a cell, from timestamps.
 //! * [`loopguard`] — the exact-repetition guard.
 //! * [`server`] — scheduler scrapes and the drain barrier.
-//! * [`runner`] — the run in order; [`journal`] — `run.json`, written atomically.
+//! * [`runner`] — the run in order; [`journal`] — `run.json`, written atomically;
+//!   [`resume`] — continuing an interrupted run; [`progress`] — what a run reports and how it is steered.
 
 pub mod cell;
 pub mod journal;
 pub mod loopguard;
+pub mod progress;
 pub mod prompt;
 pub mod request;
+pub mod resume;
 pub mod runner;
 pub mod scout;
 pub mod server;
 pub mod sizing;
 pub mod window;
 
-pub use runner::{NoReport, Reporter, RunConfig, run};
+pub use progress::{ControlHandle, Controls, NoReport, Reporter, Step, controls};
+pub use runner::{RunConfig, RunError, run};

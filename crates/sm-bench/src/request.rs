@@ -25,10 +25,10 @@ pub enum Outcome {
 
 /// What the caller wants to know while a request runs.
 pub trait Observer: Sync {
-    /// The first token of this request arrived.
-    fn first_token(&self) {}
-    /// `tokens` more output tokens arrived.
-    fn tokens(&self, _tokens: u64) {}
+    /// The first token of this request arrived, `ttft` after the request was sent.
+    fn first_token(&self, _ttft: Duration) {}
+    /// `tokens` more output tokens arrived, `since_last` after the previous ones of this request.
+    fn tokens(&self, _tokens: u64, _since_last: Option<Duration>) {}
     /// The server's request id (SGLang aborts need it).
     fn request_id(&self, _id: &str) {}
 }
@@ -175,7 +175,7 @@ impl ReadState {
         }
         if chunk.has_text && log.first_token.is_none() {
             log.first_token = Some(at);
-            observer.first_token();
+            observer.first_token(at - log.sent);
         }
         // Usage on the chunk is the truth; a text chunk without usage counts one
         // token; usage that arrives only at the end (llama.cpp) reconciles the count.
@@ -189,8 +189,9 @@ impl ReadState {
             now_tokens = now_tokens.max(n);
         }
         if now_tokens > prev && log.first_token.is_some() {
+            let since_last = log.points.last().map(|p| at - p.at);
             log.points.push(Point { at, tokens: now_tokens });
-            observer.tokens(now_tokens - prev);
+            observer.tokens(now_tokens - prev, since_last);
         }
         if chunk.finish_reason.is_some() {
             self.finished = true;

@@ -12,14 +12,15 @@ use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::label;
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PrefillRow, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, Tool,
-    now_rfc3339,
+    Api, CellStatus, DecodeCell, Event, Hardware, PrefillRow, PromptInfo, RunRecord, RunStatus, SCHEMA, ServerInfo,
+    Settings, Tool, fnv1a64, now_rfc3339,
 };
-use tokio::sync::watch;
 
-use crate::cell::{CellOutcome, CellTiming, Live, Target, run_cell};
+use crate::cell::{CellOutcome, CellSpec, CellTiming, Target, run_cell};
 use crate::journal::Journal;
+use crate::progress::{Controls, Reporter, Step};
 use crate::prompt::{self, MEASURED, WARMUP};
+use crate::resume;
 use crate::scout::scout;
 use crate::sizing::Sizer;
 
@@ -45,17 +46,20 @@ pub struct RunConfig {
     pub tool_version: String,
     /// Values that must never be written or shown (the API key).
     pub secrets: Vec<String>,
+    /// The record of an interrupted run to continue (`--resume`).
+    pub resume: Option<RunRecord>,
 }
 
-/// Where progress goes (the console, a dashboard, a test).
-pub trait Reporter: Send + Sync {
-    fn event(&self, _text: &str) {}
-    fn prefill_done(&self, _row: &PrefillRow) {}
-    fn cell_done(&self, _cell: &DecodeCell) {}
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot write the results: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(
+        "cannot resume: this run differs from the one in the directory:\n  - {}\nTo start fresh, run without --resume (or with another --out).",
+        .0.join("\n  - ")
+    )]
+    Mismatch(Vec<String>),
 }
-
-pub struct NoReport;
-impl Reporter for NoReport {}
 
 struct Runner<'a> {
     client: Client,
@@ -66,26 +70,47 @@ struct Runner<'a> {
     record: RunRecord,
     t0: Instant,
     run_id: String,
-    stop: watch::Receiver<bool>,
+    controls: Controls,
 }
 
 /// Runs the matrix. Returns the final record (also written to the journal).
 pub async fn run(
     client: Client,
     facts: ServerFacts,
-    config: RunConfig,
+    mut config: RunConfig,
     journal: Journal,
     reporter: &dyn Reporter,
-    stop: watch::Receiver<bool>,
-) -> std::io::Result<RunRecord> {
+    controls: Controls,
+) -> Result<RunRecord, RunError> {
     let plan = Plan::build(&plan_input(&config, &facts));
-    let record = skeleton(&client, &facts, &config, &plan);
-    let mut r = Runner { client, facts, config, journal, reporter, record, t0: Instant::now(), run_id: run_id(), stop };
+    let mut record = skeleton(&client, &facts, &config, &plan);
+    let resumed = config.resume.take();
+    let run_id = match resumed {
+        Some(old) => {
+            let diffs = resume::differences(&old, &record);
+            if !diffs.is_empty() {
+                return Err(RunError::Mismatch(diffs));
+            }
+            let id = old.run_id.clone().unwrap_or_else(run_id);
+            record = resume::continue_from(old, record);
+            id
+        }
+        None => run_id(),
+    };
+    record.run_id = Some(run_id.clone());
+    let t0 = Instant::now() - Duration::from_secs_f64(record.events.last().map_or(0.0, |e| e.t));
+    let mut r = Runner { client, facts, config, journal, reporter, record, t0, run_id, controls };
     r.journal.write(&r.record)?;
+    r.reporter.start(&r.record);
     if r.config.dry_run {
         return Ok(r.record);
     }
     r.record.status = RunStatus::Running;
+    if r.record.events.is_empty() {
+        r.event("run started".into());
+    } else {
+        r.event("run resumed: finished cells are kept".into());
+    }
     let status = r.measure(&plan).await?;
     r.record.status = status;
     r.record.finished = Some(now_rfc3339());
@@ -95,6 +120,7 @@ pub async fn run(
         _ => "run complete".to_string(),
     });
     r.journal.write(&r.record)?;
+    r.reporter.finish(&r.record);
     Ok(r.record)
 }
 
@@ -169,6 +195,8 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
         prefill: Vec::new(),
         decode,
         events: Vec::new(),
+        run_id: None,
+        prompts: Vec::new(),
     }
 }
 
@@ -211,7 +239,7 @@ impl Runner<'_> {
     }
 
     fn stopped(&self) -> bool {
-        *self.stop.borrow()
+        self.controls.stopped()
     }
 
     fn spec(&self, max_tokens: u64, continuous_usage: bool) -> RequestSpec {
@@ -235,7 +263,7 @@ impl Runner<'_> {
         }
     }
 
-    async fn measure(&mut self, plan: &Plan) -> std::io::Result<RunStatus> {
+    async fn measure(&mut self, plan: &Plan) -> Result<RunStatus, RunError> {
         let smallest = plan
             .prefill
             .iter()
@@ -243,6 +271,7 @@ impl Runner<'_> {
             .chain(plan.cells.iter().map(|c| c.context.0))
             .min()
             .unwrap_or(1024);
+        self.reporter.step(&Step::Sizing);
         let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest).await {
             Ok(s) => s,
             Err(e) => {
@@ -252,57 +281,83 @@ impl Runner<'_> {
         };
         self.record.settings.prompt_source = sizer.method.name().to_string();
         self.event(format!("prompt lengths by {}", sizer.method.name()));
+        self.reporter.step(&Step::Warmup);
         self.warm_up().await;
-        let mut prompts: Vec<(u64, Arc<Prompt>)> = Vec::new();
-        for p in &plan.prefill {
+        let mut prompts = Prompts::default();
+        let total = plan.prefill.len();
+        for (i, p) in plan.prefill.iter().enumerate() {
             if self.stopped() {
                 return Ok(RunStatus::Interrupted);
             }
-            let prompt = match sizer.size(&prompt::tag(&self.run_id, MEASURED, p.context.0), p.context.0).await {
-                Ok(s) => Arc::new(s.prompt),
+            let prompt = match self.prompt(&sizer, &mut prompts, p.context).await? {
+                Ok(prompt) => prompt,
                 Err(e) => {
-                    self.prefill_error(p.context, e);
+                    self.prefill_error(p.context, e)?;
                     continue;
                 }
             };
+            if self.record.prefill.iter().any(|r| r.context == p.context.0) {
+                continue;
+            }
+            let step = Step::Prefill { label: p.label.clone(), index: i + 1, total, started: Instant::now() };
+            self.reporter.step(&step);
             self.prefill_row(p.context, &prompt).await?;
-            prompts.push((p.context.0, prompt));
         }
         if !self.config.warmup.is_zero() {
+            self.reporter.step(&Step::Warmup);
             self.hidden_warmup(plan, &sizer).await;
         }
         for cell in plan.runnable() {
-            if self.stopped() {
+            if self.stopped() || self.controls.finishing() {
                 return Ok(RunStatus::Interrupted);
             }
-            let prompt = match prompts.iter().find(|(c, _)| *c == cell.context.0) {
-                Some((_, p)) => p.clone(),
-                None => match sizer.size(&prompt::tag(&self.run_id, MEASURED, cell.context.0), cell.context.0).await {
-                    Ok(s) => {
-                        let p = Arc::new(s.prompt);
-                        prompts.push((cell.context.0, p.clone()));
-                        p
-                    }
-                    Err(e) => {
-                        self.finish_cell(
-                            cell,
-                            CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] },
-                        )?;
-                        continue;
-                    }
-                },
+            if self.record.decode_cell(cell.context.0, cell.concurrency).is_some() {
+                continue;
+            }
+            let outcome = match self.prompt(&sizer, &mut prompts, cell.context).await? {
+                Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
+                Err(e) => CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] },
             };
-            let outcome = self.decode_cell(cell, &prompt, self.config.timing).await;
-            let interrupted = outcome.status == CellStatus::Skipped && self.stopped();
-            if !interrupted {
-                self.finish_cell(cell, outcome)?;
-            }
             if self.stopped() {
+                // the cell in progress was dropped: it is measured again on resume
                 return Ok(RunStatus::Interrupted);
             }
+            self.finish_cell(cell, outcome)?;
             tokio::time::sleep(self.config.idle_gap).await;
         }
         Ok(RunStatus::Complete)
+    }
+
+    /// The prompt of a context, sized once per run. A resumed run must produce
+    /// the same prompt as before, or its cells would not compare.
+    async fn prompt(
+        &mut self,
+        sizer: &Sizer,
+        prompts: &mut Prompts,
+        ctx: Tokens,
+    ) -> Result<Result<Arc<Prompt>, String>, RunError> {
+        if let Some(p) = prompts.get(ctx) {
+            return Ok(Ok(p));
+        }
+        let sized = match sizer.size(&prompt::tag(&self.run_id, MEASURED, ctx.0), ctx.0).await {
+            Ok(s) => s,
+            Err(e) => return Ok(Err(e)),
+        };
+        let texts: Vec<&str> = sized.prompt.messages.iter().flat_map(|(r, c)| [r.as_str(), c.as_str()]).collect();
+        let info = PromptInfo { context: ctx.0, tokens: sized.counted, hash: fnv1a64(&texts) };
+        match self.record.prompts.iter().find(|p| p.context == ctx.0) {
+            Some(old) if old.hash != info.hash => {
+                return Err(RunError::Mismatch(vec![format!(
+                    "the prompt of context {} is different now (the server's tokenizer or chat template changed)",
+                    label(ctx)
+                )]));
+            }
+            Some(_) => {}
+            None => self.record.prompts.push(info),
+        }
+        let prompt = Arc::new(sized.prompt);
+        prompts.0.push((ctx, prompt.clone()));
+        Ok(Ok(prompt))
     }
 
     /// One short request so that JIT compilation or graph capture is not measured.
@@ -343,10 +398,11 @@ impl Runner<'_> {
         self.journal.write(&self.record)
     }
 
-    fn prefill_error(&mut self, ctx: Tokens, reason: String) {
+    fn prefill_error(&mut self, ctx: Tokens, reason: String) -> std::io::Result<()> {
         let row = error_row(ctx, reason);
         self.reporter.prefill_done(&row);
         self.record.prefill.push(row);
+        self.journal.write(&self.record)
     }
 
     /// A C=1 cell at the largest runnable context, with a prompt that shares no
@@ -369,6 +425,7 @@ impl Runner<'_> {
     }
 
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
+        self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
         let scout_spec = self.spec(1, false);
         if let Err(e) = scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await {
             return CellOutcome {
@@ -381,9 +438,16 @@ impl Runner<'_> {
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
         self.event(format!("cell {} × {} started", cell.label, cell.concurrency));
-        let mut stop = self.stop.clone();
-        run_cell(&self.target(), spec.path(), body, cell.concurrency, timing, Arc::new(Live::default()), &mut stop)
-            .await
+        let target = self.target();
+        let cell_spec = CellSpec {
+            target: &target,
+            path: spec.path(),
+            body,
+            label: cell.label.clone(),
+            concurrency: cell.concurrency,
+            timing,
+        };
+        run_cell(cell_spec, self.reporter, &self.controls).await
     }
 
     fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome) -> std::io::Result<()> {
@@ -408,6 +472,16 @@ impl Runner<'_> {
         self.reporter.cell_done(&dc);
         self.record.decode.push(dc);
         self.journal.write(&self.record)
+    }
+}
+
+/// The prompts sized so far in this run.
+#[derive(Default)]
+struct Prompts(Vec<(Tokens, Arc<Prompt>)>);
+
+impl Prompts {
+    fn get(&self, ctx: Tokens) -> Option<Arc<Prompt>> {
+        self.0.iter().find(|(c, _)| *c == ctx).map(|(_, p)| p.clone())
     }
 }
 

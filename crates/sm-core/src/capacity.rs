@@ -78,9 +78,10 @@ pub fn over_capacity_reason(
     concurrency: u32,
 ) -> Option<String> {
     if let Some(max) = limits.max_num_seqs
-        && concurrency > max {
-            return Some(format!("concurrency {concurrency} is above max-num-seqs {max}"));
-        }
+        && concurrency > max
+    {
+        return Some(format!("concurrency {concurrency} is above max-num-seqs {max}"));
+    }
     let budget = limits.kv_budget?;
     let need = kv_need(rule, ctx, max_tokens, concurrency, limits.block_size);
     (need > budget).then(|| format!("needs {need} KV tokens, the server has {budget}"))

@@ -161,9 +161,10 @@ fn prefill_points(input: &PlanInput, decode: &[Tokens]) -> (Vec<PrefillPoint>, V
     let mut skipped = Vec::new();
     let mut extras: Vec<Tokens> = input.prefill_contexts.clone();
     if input.prefill_at_max
-        && let Some(mml) = input.max_model_len {
-            extras.push(mml);
-        }
+        && let Some(mml) = input.max_model_len
+    {
+        extras.push(mml);
+    }
     for requested in extras {
         match fit_context(requested, Tokens(1), input.max_model_len) {
             Fit::Skipped { reason, .. } => skipped.push((requested, reason)),

@@ -198,6 +198,35 @@ pub struct RunRecord {
     pub prefill: Vec<PrefillRow>,
     pub decode: Vec<DecodeCell>,
     pub events: Vec<Event>,
+    /// The run's id: the tag at the start of every prompt. A resumed run keeps it,
+    /// so it sends the same prompts (and hits the same cache) as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Each measured context's prompt: tokens as counted and a hash of its text. A
+    /// resume refuses to continue when the server now makes different prompts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptInfo {
+    pub context: u64,
+    /// Prompt tokens as the server counted them while sizing (null with calibration).
+    pub tokens: Option<u64>,
+    /// FNV-1a 64-bit hash of the prompt's messages, hex.
+    pub hash: String,
+}
+
+/// FNV-1a, 64 bits: a stable fingerprint of text (not for security).
+pub fn fnv1a64(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0u8)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
 }
 
 impl RunRecord {

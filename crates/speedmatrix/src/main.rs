@@ -3,6 +3,7 @@
 //! discover (sm-client) → plan (sm-core) → drive and measure (sm-bench) →
 //! report; the simulated engine (sm-sim) beside them.
 
+mod console;
 mod import_cmd;
 mod report_cmd;
 mod run_cmd;
@@ -25,6 +26,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up: the size difference between variants costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Measure a server (or, without --url, the built-in simulated engine) and write the speed test matrix.

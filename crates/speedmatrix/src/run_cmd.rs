@@ -5,17 +5,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use sm_bench::RunConfig;
 use sm_bench::cell::CellTiming;
 use sm_bench::journal::Journal;
-use sm_bench::{Reporter, RunConfig};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, CellStatus, DecodeCell, Gpu, PrefillRow, RunRecord, RunStatus};
+use sm_core::record::{Api, CellStatus, Gpu, RunRecord, RunStatus};
 use sm_core::units::{parse_count_list, parse_duration, parse_token_list, parse_tokens};
 use sm_core::{Tokens, redact};
-use tokio::sync::watch;
 
+use crate::console::{Console, Mode};
 use crate::table;
 
 /// The profile the built-in simulated engine uses when no --url is given.
@@ -99,6 +99,14 @@ pub struct RunArgs {
     /// Simulated-engine profile used when no --url is given.
     #[arg(long, default_value = DEMO_PROFILE)]
     sim_profile: String,
+    /// Continue the interrupted run in DIR: finished cells are kept, the rest is measured. Flags not
+    /// given are taken from DIR/run.json.
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "dry_run"])]
+    resume: Option<PathBuf>,
+    /// Progress display: auto (the dashboard on a terminal, else plain), dashboard, plain (one line
+    /// per event), quiet (only the summary).
+    #[arg(long, value_parser = ["auto", "dashboard", "plain", "quiet"], default_value = "auto")]
+    progress: String,
 }
 
 /// A parsed `8k,16k` list (a newtype so clap treats it as one value).
@@ -143,9 +151,13 @@ pub async fn main(args: RunArgs) -> ExitCode {
 
 async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let secrets: Vec<String> = args.api_key.iter().cloned().collect();
+    let resumed = match args.resume.clone() {
+        Some(dir) => Some(load_resume(&dir, &mut args)?),
+        None => None,
+    };
     let sim = match &args.url {
         Some(_) => None,
-        None => Some(start_demo_sim(&mut args).await?),
+        None => Some(start_demo_sim(&mut args, resumed.as_ref()).await?),
     };
     let url = match (&args.url, &sim) {
         (Some(u), _) => u.clone(),
@@ -165,26 +177,26 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     };
     let facts = discover::discover(&client, &overrides).await?;
     print_facts(&facts);
-    let config = config(&args, concurrency, launch_command, secrets);
+    let mut config = config(&args, concurrency, launch_command, secrets);
+    config.resume = resumed;
     let out = out_dir(&args, &facts.model);
     let journal =
         Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let (handle, controls) = sm_bench::controls();
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!(
                 "\ninterrupted: stopping the current cell and writing what was measured (Ctrl-C again to abort at once)"
             );
-            let _ = stop_tx.send(true);
+            handle.stop_now();
             if tokio::signal::ctrl_c().await.is_ok() {
                 std::process::exit(130);
             }
         }
     });
     let dry_run = config.dry_run;
-    let record = sm_bench::run(client, facts, config, journal.clone(), &Console, stop_rx)
-        .await
-        .with_context(|| format!("cannot write {}", journal.path().display()))?;
+    let reporter = Console::new(if args.progress == "quiet" { Mode::Quiet } else { Mode::Plain });
+    let record = sm_bench::run(client, facts, config, journal.clone(), &reporter, controls).await?;
     if let Some(h) = sim {
         h.shutdown().await;
     }
@@ -211,11 +223,15 @@ fn exit_code(record: &RunRecord) -> ExitCode {
     }
 }
 
-async fn start_demo_sim(args: &mut RunArgs) -> Result<sm_sim::SimHandle> {
+async fn start_demo_sim(args: &mut RunArgs, resumed: Option<&RunRecord>) -> Result<sm_sim::SimHandle> {
     let profile = sm_sim::Profile::resolve(&args.sim_profile)?;
     let name = profile.name.clone();
-    let handle =
-        sm_sim::start(sm_sim::SimOptions::new(profile)).await.context("cannot start the built-in simulated engine")?;
+    let mut options = sm_sim::SimOptions::new(profile);
+    // a resumed run must find the engine at the URL it recorded
+    if let Some(port) = resumed.and_then(|r| local_port(&r.server.url)) {
+        options.port = port;
+    }
+    let handle = sm_sim::start(options).await.context("cannot start the built-in simulated engine")?;
     let user_matrix = args.contexts.is_some() || args.concurrency.is_some() || args.duration.is_some();
     if !user_matrix {
         // Short enough to finish in about two minutes, and wide enough to show an over-capacity cell.
@@ -284,7 +300,40 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         dry_run: args.dry_run,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         secrets,
+        resume: None,
     }
+}
+
+/// Reads the run to resume and fills every flag the user did not give from it.
+fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
+    let path = dir.join("run.json");
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!("cannot resume: cannot read {} (is DIR the output directory of a run?)", path.display())
+    })?;
+    let old: RunRecord = serde_json::from_str(&text)
+        .with_context(|| format!("cannot resume: {} is not a speedmatrix run", path.display()))?;
+    let simulated = old.launch_command.as_deref().is_some_and(|c| c.starts_with("speedmatrix sim"));
+    if args.url.is_none() && !simulated {
+        args.url = Some(old.server.url.clone());
+    }
+    if simulated && let Some(profile) = old.launch_command.as_deref().and_then(|c| c.split_whitespace().nth(3)) {
+        args.sim_profile = profile.to_string();
+    }
+    let s = &old.settings;
+    args.model.get_or_insert_with(|| old.server.model.clone());
+    args.contexts.get_or_insert_with(|| TokenList(s.contexts.iter().map(|&c| Tokens(c)).collect()));
+    args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
+    args.duration.get_or_insert(Duration::from_secs_f64(s.duration_s));
+    args.max_tokens.get_or_insert(Tokens(s.max_tokens));
+    args.prefill_contexts.get_or_insert_with(|| TokenList(s.prefill_contexts.iter().map(|&c| Tokens(c)).collect()));
+    args.no_prefill_at_max = true;
+    args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
+    args.capacity_rule = s.capacity_rule;
+    if args.label.is_none() {
+        args.label.clone_from(&old.label);
+    }
+    args.out = Some(dir.to_path_buf());
+    Ok(old)
 }
 
 fn out_dir(args: &RunArgs, model: &str) -> PathBuf {
@@ -318,19 +367,4 @@ fn print_facts(f: &discover::ServerFacts) {
 
 fn print_plan(record: &RunRecord) {
     println!("{}", table::plan(record));
-}
-
-/// One line per finished row or cell on stdout; other events on stderr.
-struct Console;
-
-impl Reporter for Console {
-    fn event(&self, text: &str) {
-        if !text.starts_with("cell ") || text.contains(" started") {
-            eprintln!("· {text}");
-        }
-    }
-    fn prefill_done(&self, _row: &PrefillRow) {}
-    fn cell_done(&self, cell: &DecodeCell) {
-        println!("{}", table::cell_line(cell));
-    }
 }

@@ -48,6 +48,21 @@ fn cell_text(cell: Option<&DecodeCell>) -> String {
     }
 }
 
+/// The line printed when a prefill row finishes.
+pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
+    match (row.status, row.prompt_tok_s, row.ttft_ms) {
+        (CellStatus::Valid, Some(tps), Some(ttft)) => format!(
+            "prefill {:>5}  {tps:>9.0} prompt tok/s  TTFT {ttft:>8.0} ms  prompt tokens {}  cached {}",
+            row.label,
+            row.prompt_tokens.map_or("?".into(), |n| n.to_string()),
+            row.cached_tokens.map_or("?".into(), |n| n.to_string()),
+        ),
+        (status, _, _) => {
+            format!("prefill {:>5}  {}: {}", row.label, word(status), row.reason.as_deref().unwrap_or(""))
+        }
+    }
+}
+
 /// The line printed when a cell finishes.
 pub fn cell_line(cell: &DecodeCell) -> String {
     let head = format!("decode {:>5} × {:<4}", cell.label, cell.concurrency);
