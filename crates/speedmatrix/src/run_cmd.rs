@@ -183,6 +183,7 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let journal =
         Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
     let (handle, controls) = sm_bench::controls();
+    let reporter = progress_display(&args.progress, handle.clone());
     tokio::spawn(async move {
         if tokio::signal::ctrl_c().await.is_ok() {
             eprintln!(
@@ -195,8 +196,8 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
         }
     });
     let dry_run = config.dry_run;
-    let reporter = Console::new(if args.progress == "quiet" { Mode::Quiet } else { Mode::Plain });
-    let record = sm_bench::run(client, facts, config, journal.clone(), &reporter, controls).await?;
+    let record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
+    drop(reporter);
     if let Some(h) = sim {
         h.shutdown().await;
     }
@@ -207,6 +208,16 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     }
     println!("results: {}", journal.path().display());
     Ok(exit_code(&record))
+}
+
+/// Chooses how progress is shown. `handle` lets an interactive display steer the
+/// run (finish after the cell, skip the cell, stop); dropping the returned
+/// reporter must restore the terminal.
+fn progress_display(mode: &str, _handle: sm_bench::ControlHandle) -> Box<dyn sm_bench::Reporter> {
+    match mode {
+        "quiet" => Box::new(Console::new(Mode::Quiet)),
+        _ => Box::new(Console::new(Mode::Plain)),
+    }
 }
 
 /// Exit codes: 0 complete, 2 some cells errored, 130 interrupted (1 is for failures to start).
