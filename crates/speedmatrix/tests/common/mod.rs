@@ -75,7 +75,13 @@ pub async fn run(out: &Path, args: &[&str]) -> RunResult {
         args.extend(["--max-tokens".to_string(), "512".to_string()]);
     }
     tokio::task::spawn_blocking(move || {
-        let output = bin().arg("run").args(&args).arg("--out").arg(&out).env_remove("OPENAI_API_KEY").output().unwrap();
+        let mut cmd = bin();
+        cmd.arg("run").args(&args).env_remove("OPENAI_API_KEY");
+        // --resume names the directory itself
+        if !args.iter().any(|a| a == "--resume") {
+            cmd.arg("--out").arg(&out);
+        }
+        let output = cmd.output().unwrap();
         result(&out, output)
     })
     .await
