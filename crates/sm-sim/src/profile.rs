@@ -1,0 +1,343 @@
+//! Performance profiles: the TOML description of an engine's speed and capacity that drives the sim.
+
+use std::path::Path;
+
+use toml::{Table, Value};
+
+use crate::grid;
+
+const BUILTINS: &[(&str, &str)] = &[
+    ("seed-ling-3.0-flash-h200nvl-x2", include_str!("../profiles/seed-ling-3.0-flash-h200nvl-x2.toml")),
+    ("tiny", include_str!("../profiles/tiny.toml")),
+];
+const BUILTIN_NAMES: &[&str] = &["seed-ling-3.0-flash-h200nvl-x2", "tiny"];
+
+/// Output length used when `ignore_eos` is false and the profile does not set `natural_output_tokens`.
+const DEFAULT_NATURAL_OUTPUT_TOKENS: u64 = 512;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    #[error("unknown profile `{name}`: not a built-in profile ({}) and not a readable file", BUILTIN_NAMES.join(", "))]
+    Unknown { name: String },
+    #[error("cannot read profile file {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("profile is not valid TOML: {0}")]
+    Toml(String),
+    #[error("profile key `{key}`: {reason}")]
+    Invalid { key: String, reason: String },
+}
+
+fn invalid(key: &str, reason: impl Into<String>) -> ProfileError {
+    ProfileError::Invalid { key: key.to_string(), reason: reason.into() }
+}
+
+/// Prompt throughput by context length.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefillTable {
+    pub contexts: Vec<f64>,
+    pub tokens_per_s: Vec<f64>,
+}
+
+/// A `values[batch][context]` grid (decode step times, cached TTFTs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BatchContextTable {
+    pub batch: Vec<f64>,
+    pub contexts: Vec<f64>,
+    pub values: Vec<Vec<f64>>,
+}
+
+impl BatchContextTable {
+    pub fn at(&self, batch: f64, context: f64) -> f64 {
+        grid::batch_context(&self.batch, &self.contexts, &self.values, batch, context)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Profile {
+    pub name: String,
+    pub model: String,
+    pub max_model_len: u64,
+    pub kv_cache_tokens: u64,
+    pub block_size: u64,
+    pub max_num_seqs: u64,
+    pub max_num_batched_tokens: u64,
+    pub prefill: PrefillTable,
+    /// `[decode] step_ms`: time between tokens by running batch × context.
+    pub decode: BatchContextTable,
+    /// `[overhead] cached_prefill_ms`: time to first token of a fully cached prompt.
+    pub cached_prefill_ms: f64,
+    /// Optional `[ttft] cached_ms`: replaces `cached_prefill_ms` by a batch × context grid.
+    pub ttft: Option<BatchContextTable>,
+    /// Mean output length when a request does not set `ignore_eos`.
+    pub natural_output_tokens: u64,
+}
+
+impl Profile {
+    pub fn builtin_names() -> &'static [&'static str] {
+        BUILTIN_NAMES
+    }
+
+    pub fn builtin(name: &str) -> Option<Profile> {
+        let (_, text) = BUILTINS.iter().find(|(n, _)| *n == name)?;
+        Some(Self::from_toml_str(text).expect("built-in profiles are valid"))
+    }
+
+    pub fn from_file(path: &Path) -> Result<Profile, ProfileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ProfileError::Io { path: path.display().to_string(), source })?;
+        Self::from_toml_str(&text)
+    }
+
+    /// A built-in name, else a file path.
+    pub fn resolve(name_or_path: &str) -> Result<Profile, ProfileError> {
+        if let Some(p) = Self::builtin(name_or_path) {
+            return Ok(p);
+        }
+        let path = Path::new(name_or_path);
+        if path.is_file() {
+            return Self::from_file(path);
+        }
+        Err(ProfileError::Unknown { name: name_or_path.to_string() })
+    }
+
+    pub fn from_toml_str(text: &str) -> Result<Profile, ProfileError> {
+        let t: Table = toml::from_str(text).map_err(|e| ProfileError::Toml(e.to_string()))?;
+        let name = req_str(&t, "name")?;
+        let model = req_str(&t, "model")?;
+        let max_model_len = req_u64(&t, "max_model_len")?;
+        let kv_cache_tokens = req_u64(&t, "kv_cache_tokens")?;
+        let block_size = req_u64(&t, "block_size")?;
+        let max_num_seqs = req_u64(&t, "max_num_seqs")?;
+        let max_num_batched_tokens = req_u64(&t, "max_num_batched_tokens")?;
+        if kv_cache_tokens < max_model_len {
+            return Err(invalid(
+                "kv_cache_tokens",
+                format!(
+                    "{kv_cache_tokens} is less than max_model_len {max_model_len}: one full-length request must fit"
+                ),
+            ));
+        }
+        if kv_cache_tokens < block_size {
+            return Err(invalid("kv_cache_tokens", "smaller than one block"));
+        }
+        let natural_output_tokens = match t.get("natural_output_tokens") {
+            None => DEFAULT_NATURAL_OUTPUT_TOKENS,
+            Some(_) => req_u64(&t, "natural_output_tokens")?,
+        };
+
+        let prefill_t = req_table(&t, "prefill")?;
+        let contexts = req_axis(prefill_t, "prefill.contexts")?;
+        let tokens_per_s = req_values(prefill_t, "prefill.tokens_per_s", contexts.len())?;
+        let prefill = PrefillTable { contexts, tokens_per_s };
+
+        let decode = req_grid(req_table(&t, "decode")?, "decode", "step_ms")?;
+
+        let overhead = req_table(&t, "overhead")?;
+        let cached_prefill_ms = req_f64(overhead, "overhead.cached_prefill_ms", true)?;
+
+        let ttft = match t.get("ttft") {
+            None => None,
+            Some(_) => Some(req_grid(req_table(&t, "ttft")?, "ttft", "cached_ms")?),
+        };
+
+        Ok(Profile {
+            name,
+            model,
+            max_model_len,
+            kv_cache_tokens,
+            block_size,
+            max_num_seqs,
+            max_num_batched_tokens,
+            prefill,
+            decode,
+            cached_prefill_ms,
+            ttft,
+            natural_output_tokens,
+        })
+    }
+
+    pub fn num_gpu_blocks(&self) -> u64 {
+        self.kv_cache_tokens / self.block_size
+    }
+
+    /// Decode step duration in ms for `batch` running sequences whose mean length is `context`.
+    pub fn step_ms(&self, batch: f64, context: f64) -> f64 {
+        self.decode.at(batch, context)
+    }
+
+    /// Prompt tokens per second for a prompt of `context` tokens.
+    pub fn prefill_tokens_per_s(&self, context: f64) -> f64 {
+        grid::linear(&self.prefill.contexts, &self.prefill.tokens_per_s, context)
+    }
+
+    /// Time to first token of a fully cached prompt of `context` tokens arriving at running `batch`.
+    pub fn cached_ttft_ms(&self, batch: f64, context: f64) -> f64 {
+        match &self.ttft {
+            Some(t) => t.at(batch, context),
+            None => self.cached_prefill_ms,
+        }
+    }
+}
+
+fn key_of(path: &str) -> &str {
+    path.rsplit('.').next().unwrap_or(path)
+}
+
+fn req_str(t: &Table, key: &str) -> Result<String, ProfileError> {
+    match t.get(key) {
+        None => Err(invalid(key, "missing (a string is required)")),
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(invalid(key, "must not be empty")),
+        Some(v) => Err(invalid(key, format!("expected a string, found {}", v.type_str()))),
+    }
+}
+
+fn req_u64(t: &Table, key: &str) -> Result<u64, ProfileError> {
+    match t.get(key) {
+        None => Err(invalid(key, "missing (a positive integer is required)")),
+        Some(Value::Integer(i)) if *i > 0 => Ok(*i as u64),
+        Some(Value::Integer(i)) => Err(invalid(key, format!("must be a positive integer, got {i}"))),
+        Some(v) => Err(invalid(key, format!("expected an integer, found {}", v.type_str()))),
+    }
+}
+
+fn num(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Float(f) => Some(*f),
+        _ => None,
+    }
+}
+
+fn req_f64(t: &Table, path: &str, allow_zero: bool) -> Result<f64, ProfileError> {
+    let v = t.get(key_of(path)).ok_or_else(|| invalid(path, "missing (a number is required)"))?;
+    let x = num(v).ok_or_else(|| invalid(path, format!("expected a number, found {}", v.type_str())))?;
+    check_value(path, x, allow_zero)
+}
+
+fn check_value(path: &str, x: f64, allow_zero: bool) -> Result<f64, ProfileError> {
+    if !x.is_finite() || x < 0.0 || (!allow_zero && x == 0.0) {
+        let want = if allow_zero { "a finite number ≥ 0" } else { "a finite number > 0" };
+        return Err(invalid(path, format!("must be {want}, got {x}")));
+    }
+    Ok(x)
+}
+
+fn req_table<'a>(t: &'a Table, key: &str) -> Result<&'a Table, ProfileError> {
+    match t.get(key) {
+        None => Err(invalid(key, "missing table")),
+        Some(Value::Table(tt)) => Ok(tt),
+        Some(v) => Err(invalid(key, format!("expected a table, found {}", v.type_str()))),
+    }
+}
+
+fn req_array<'a>(t: &'a Table, path: &str) -> Result<&'a Vec<Value>, ProfileError> {
+    match t.get(key_of(path)) {
+        None => Err(invalid(path, "missing (an array is required)")),
+        Some(Value::Array(a)) if a.is_empty() => Err(invalid(path, "must not be empty")),
+        Some(Value::Array(a)) => Ok(a),
+        Some(v) => Err(invalid(path, format!("expected an array, found {}", v.type_str()))),
+    }
+}
+
+fn numbers(path: &str, a: &[Value]) -> Result<Vec<f64>, ProfileError> {
+    a.iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let x = num(v)
+                .ok_or_else(|| invalid(path, format!("element {i}: expected a number, found {}", v.type_str())))?;
+            check_value(&format!("{path}[{i}]"), x, false)
+        })
+        .collect()
+}
+
+/// A strictly increasing, positive axis.
+fn req_axis(t: &Table, path: &str) -> Result<Vec<f64>, ProfileError> {
+    let xs = numbers(path, req_array(t, path)?)?;
+    if let Some(i) = xs.windows(2).position(|w| w[1] <= w[0]) {
+        return Err(invalid(path, format!("must be strictly increasing ({} then {})", xs[i], xs[i + 1])));
+    }
+    Ok(xs)
+}
+
+fn req_values(t: &Table, path: &str, len: usize) -> Result<Vec<f64>, ProfileError> {
+    let ys = numbers(path, req_array(t, path)?)?;
+    if ys.len() != len {
+        return Err(invalid(path, format!("has {} values but the contexts axis has {len}", ys.len())));
+    }
+    Ok(ys)
+}
+
+fn req_grid(t: &Table, table: &str, values_key: &str) -> Result<BatchContextTable, ProfileError> {
+    let batch = req_axis(t, &format!("{table}.batch"))?;
+    let contexts = req_axis(t, &format!("{table}.contexts"))?;
+    let path = format!("{table}.{values_key}");
+    let rows = req_array(t, &path)?;
+    if rows.len() != batch.len() {
+        return Err(invalid(&path, format!("has {} rows but the batch axis has {}", rows.len(), batch.len())));
+    }
+    let mut values = Vec::with_capacity(rows.len());
+    for (i, row) in rows.iter().enumerate() {
+        let row_path = format!("{path}[{i}]");
+        let Value::Array(cells) = row else {
+            return Err(invalid(
+                &row_path,
+                format!("expected an array (one row per batch size), found {}", row.type_str()),
+            ));
+        };
+        let ys = numbers(&row_path, cells)?;
+        if ys.len() != contexts.len() {
+            return Err(invalid(
+                &row_path,
+                format!("has {} values but the contexts axis has {}", ys.len(), contexts.len()),
+            ));
+        }
+        values.push(ys);
+    }
+    Ok(BatchContextTable { batch, contexts, values })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        for name in Profile::builtin_names() {
+            let p = Profile::builtin(name).unwrap();
+            assert_eq!(&p.name, name);
+        }
+        let seed = Profile::builtin("seed-ling-3.0-flash-h200nvl-x2").unwrap();
+        assert_eq!(seed.kv_cache_tokens, 12_582_912);
+        assert_eq!(seed.num_gpu_blocks(), 49_152);
+        assert!((seed.step_ms(1.0, 8192.0) - 5.7).abs() < 1e-9);
+        assert!((seed.step_ms(128.0, 8192.0) - 20.2).abs() < 1e-9);
+        assert!((seed.prefill_tokens_per_s(8192.0) - 26100.0).abs() < 1e-9);
+        assert!((seed.cached_ttft_ms(1.0, 8192.0) - 60.0).abs() < 1e-9);
+        let tiny = Profile::builtin("tiny").unwrap();
+        assert_eq!(tiny.max_model_len, 16384);
+        assert_eq!(tiny.cached_ttft_ms(5.0, 100.0), tiny.cached_prefill_ms);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let base = include_str!("../profiles/tiny.toml");
+        let bad = base.replace("block_size = 16", "block_size = \"x\"");
+        let e = Profile::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(e.contains("`block_size`") && e.contains("expected an integer"), "{e}");
+        let bad = base.replace("max_num_seqs = 64\n", "");
+        let e = Profile::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(e.contains("`max_num_seqs`") && e.contains("missing"), "{e}");
+        let bad = base.replace("contexts = [1024, 16384]\ntokens_per_s", "contexts = [16384, 1024]\ntokens_per_s");
+        let e = Profile::from_toml_str(&bad).unwrap_err().to_string();
+        assert!(e.contains("`prefill.contexts`") && e.contains("increasing"), "{e}");
+        let e = Profile::from_toml_str("name = ").unwrap_err();
+        assert!(matches!(e, ProfileError::Toml(_)));
+        let e = Profile::resolve("nope").unwrap_err().to_string();
+        assert!(e.contains("tiny") && e.contains("seed-ling"), "{e}");
+    }
+}

@@ -1,0 +1,120 @@
+//! JSON of response chunks and bodies, shaped like vLLM's OpenAI server. Written with `format!` rather
+//! than `serde_json::Value` because thousands of streams each get a chunk per decode step.
+
+use std::fmt::Write;
+
+use super::request::Kind;
+
+pub(crate) struct Usage {
+    pub prompt: u32,
+    pub completion: u32,
+    /// Only the final usage carries `prompt_tokens_details`.
+    pub cached: Option<u32>,
+}
+
+impl Usage {
+    pub(crate) fn write(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            r#"{{"prompt_tokens":{},"total_tokens":{},"completion_tokens":{}"#,
+            self.prompt,
+            self.prompt + self.completion,
+            self.completion
+        );
+        if let Some(c) = self.cached {
+            let _ = write!(out, r#","prompt_tokens_details":{{"cached_tokens":{c}}}"#);
+        }
+        out.push('}');
+    }
+
+    pub(crate) fn json(&self) -> serde_json::Value {
+        let mut s = String::new();
+        self.write(&mut s);
+        serde_json::from_str(&s).expect("usage JSON is well formed")
+    }
+}
+
+pub(crate) struct ChunkWriter {
+    pub kind: Kind,
+    /// `{"id":…,"object":…,"created":…,"model":…,` shared by every chunk of the stream.
+    head: String,
+}
+
+impl ChunkWriter {
+    pub(crate) fn new(kind: Kind, id: &str, created: u64, model: &str) -> Self {
+        let object = match kind {
+            Kind::Chat => "chat.completion.chunk",
+            Kind::Completion => "text_completion",
+        };
+        let head =
+            format!(r#"{{"id":{},"object":"{object}","created":{created},"model":{},"#, json_str(id), json_str(model));
+        Self { kind, head }
+    }
+
+    /// The shared head, for building a non-streaming body.
+    pub(crate) fn head_json(&self) -> String {
+        self.head.clone()
+    }
+
+    /// An SSE event carrying one choice. `role` adds the assistant role (the first chat chunk).
+    pub(crate) fn choice(&self, text: &str, role: bool, finish: Option<&str>, usage: Option<&Usage>) -> String {
+        let mut s = String::with_capacity(self.head.len() + text.len() + 160);
+        s.push_str("data: ");
+        s.push_str(&self.head);
+        s.push_str(r#""choices":[{"index":0,"#);
+        match self.kind {
+            Kind::Chat => {
+                s.push_str(r#""delta":{"#);
+                if role {
+                    s.push_str(r#""role":"assistant","#);
+                }
+                let _ = write!(s, r#""content":{}}},"logprobs":null,"finish_reason":"#, json_str(text));
+                push_opt(&mut s, finish);
+            }
+            Kind::Completion => {
+                let _ = write!(s, r#""text":{},"logprobs":null,"finish_reason":"#, json_str(text));
+                push_opt(&mut s, finish);
+                s.push_str(r#","stop_reason":null"#);
+            }
+        }
+        s.push_str("}]");
+        if let Some(u) = usage {
+            s.push_str(r#","usage":"#);
+            u.write(&mut s);
+        }
+        s.push_str("}\n\n");
+        s
+    }
+
+    /// The final `"choices":[]` event with the request's usage.
+    pub(crate) fn usage(&self, usage: &Usage) -> String {
+        let mut s = String::from("data: ");
+        s.push_str(&self.head);
+        s.push_str(r#""choices":[],"usage":"#);
+        usage.write(&mut s);
+        s.push_str("}\n\n");
+        s
+    }
+
+    /// A broken event: the JSON stops in the middle of a string.
+    pub(crate) fn malformed(&self) -> String {
+        format!("data: {}\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"trunc\n\n", self.head)
+    }
+}
+
+fn push_opt(s: &mut String, v: Option<&str>) {
+    match v {
+        Some(v) => {
+            s.push('"');
+            s.push_str(v);
+            s.push('"');
+        }
+        None => s.push_str("null"),
+    }
+}
+
+pub(crate) fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+pub(crate) const DONE: &str = "data: [DONE]\n\n";

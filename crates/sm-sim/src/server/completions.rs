@@ -1,0 +1,360 @@
+//! `POST /v1/chat/completions` and `POST /v1/completions`: submit to the engine, then stream (or
+//! collect) its emissions as text.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::AppState;
+use super::chunks::{ChunkWriter, DONE, Usage};
+use super::error::ApiError;
+use super::request::{self, Kind, Parsed};
+use crate::engine::{Command, Event, FinishReason, NewRequest};
+use crate::fault::{self, FaultSet};
+use crate::flavor::Flavor;
+use crate::text::TextGen;
+
+pub(crate) async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(st, Kind::Chat, headers, body).await
+}
+
+pub(crate) async fn completion(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(st, Kind::Completion, headers, body).await
+}
+
+async fn handle(st: Arc<AppState>, kind: Kind, headers: HeaderMap, body: Bytes) -> Response {
+    match start(&st, kind, &headers, &body) {
+        Ok((run, parsed)) if parsed.stream => stream_response(run, parsed),
+        Ok((run, parsed)) => collect_response(run, parsed).await,
+        Err(e) => e.into_response(),
+    }
+}
+
+/// Ends the engine's request when the client goes away, unless it already finished. SGLang does not
+/// notice closed streams: there the request runs on, and only `/abort_request` (while the stream is
+/// still open) stops it.
+struct AbortGuard {
+    st: Arc<AppState>,
+    id: u64,
+    rid: String,
+    done: bool,
+}
+
+impl Drop for AbortGuard {
+    fn drop(&mut self) {
+        if self.st.flavor == Flavor::Sglang {
+            if let Ok(mut open) = self.st.sglang_open.lock() {
+                open.remove(&self.rid);
+            }
+        } else if !self.done {
+            let _ = self.st.engine_tx.send(Command::Abort { id: self.id, reason: FinishReason::Disconnect });
+        }
+    }
+}
+
+struct Run {
+    st: Arc<AppState>,
+    guard: AbortGuard,
+    events: UnboundedReceiver<Event>,
+    writer: ChunkWriter,
+    faults: FaultSet,
+    text: TextGen,
+    prompt_tokens: u32,
+}
+
+fn start(st: &Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8]) -> Result<(Run, Parsed), ApiError> {
+    let arrival = st.clock.now();
+    let request_faults = match headers.get("x-sim-fault") {
+        None => Vec::new(),
+        Some(v) => {
+            let s = v.to_str().map_err(|_| ApiError::bad_request("x-sim-fault: not valid text"))?;
+            fault::parse_list(s).map_err(|e| ApiError::bad_request(format!("x-sim-fault: {e}")))?
+        }
+    };
+    let faults = FaultSet::new(&st.faults, &request_faults);
+    if let Some(code) = faults.status {
+        let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Err(ApiError::new(status, format!("Simulated failure (fault status={code})")));
+    }
+    let body = request::parse_json(body)?;
+    let parsed = request::parse(st, kind, &body)?;
+    let p = &st.profile;
+    let seed = request::prompt_seed(&parsed.prompt_ids);
+    let mut max_tokens = parsed.max_tokens;
+    let mut end_reason = FinishReason::Length;
+    if !parsed.ignore_eos {
+        let natural = request::natural_length(p.natural_output_tokens, seed);
+        if natural < u64::from(max_tokens) {
+            max_tokens = natural as u32;
+            end_reason = FinishReason::Stop;
+        }
+    }
+    let id = st.next_id.fetch_add(1, Ordering::Relaxed);
+    let rid = match kind {
+        Kind::Chat => format!("chatcmpl-{id}"),
+        Kind::Completion => format!("cmpl-{id}"),
+    };
+    let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+    let prompt_tokens = parsed.prompt_ids.len() as u32;
+    let req = NewRequest {
+        id,
+        arrival,
+        prompt_tokens,
+        block_hashes: request::block_hashes(&parsed.prompt_ids, p.block_size as usize),
+        max_tokens,
+        end_reason,
+        tokens_per_step: faults.multi_token.max(1),
+        first_token_delay_s: f64::from(faults.slow_first_token_ms) / 1000.0,
+        events: tx,
+    };
+    if st.flavor == Flavor::Sglang
+        && let Ok(mut open) = st.sglang_open.lock()
+    {
+        open.insert(rid.clone(), id);
+    }
+    let guard = AbortGuard { st: st.clone(), id, rid: rid.clone(), done: false };
+    st.engine_tx
+        .send(Command::Submit(Box::new(req)))
+        .map_err(|_| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "The engine is shutting down"))?;
+    let created = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    Ok((
+        Run {
+            st: st.clone(),
+            guard,
+            events,
+            writer: ChunkWriter::new(kind, &rid, created, &st.model),
+            faults,
+            text: TextGen::new(seed, faults.looping),
+            prompt_tokens,
+        },
+        parsed,
+    ))
+}
+
+enum Phase {
+    Start,
+    Running,
+    Done,
+}
+
+struct SseState {
+    run: Run,
+    include_usage: bool,
+    continuous: bool,
+    generated: u32,
+    cached: u32,
+    phase: Phase,
+    pending: VecDeque<String>,
+    malformed_sent: bool,
+    /// Registered once per stream: re-arming a watch receiver on every chunk would take the watch's
+    /// lock, shared by all streams, twice per token.
+    shutdown: Pin<Box<dyn Future<Output = ()> + Send>>,
+}
+
+type Item = Result<Bytes, std::io::Error>;
+
+fn abrupt(why: &str) -> Option<Item> {
+    Some(Err(std::io::Error::new(std::io::ErrorKind::ConnectionAborted, why.to_string())))
+}
+
+impl SseState {
+    fn usage(&self, final_usage: bool) -> Usage {
+        Usage { prompt: self.run.prompt_tokens, completion: self.generated, cached: final_usage.then_some(self.cached) }
+    }
+
+    fn chunk_usage(&self) -> Option<Usage> {
+        (self.continuous && !self.run.faults.no_usage).then(|| self.usage(false))
+    }
+
+    fn finish(&mut self) {
+        if self.include_usage && !self.run.faults.no_usage {
+            let u = self.usage(true);
+            self.pending.push_back(self.run.writer.usage(&u));
+        }
+        self.pending.push_back(DONE.to_string());
+        self.phase = Phase::Done;
+        self.run.guard.done = true;
+    }
+
+    async fn next(&mut self) -> Option<Item> {
+        loop {
+            if let Some(s) = self.pending.pop_front() {
+                return Some(Ok(Bytes::from(s)));
+            }
+            match self.phase {
+                Phase::Done => return None,
+                Phase::Start => {
+                    self.phase = Phase::Running;
+                    if self.run.writer.kind == Kind::Chat {
+                        let u = self.chunk_usage();
+                        let c = self.run.writer.choice("", true, None, u.as_ref());
+                        self.pending.push_back(c);
+                    }
+                    continue;
+                }
+                Phase::Running => {}
+            }
+            let f = self.run.faults;
+            if f.disconnect_after.is_some_and(|n| self.generated >= n) {
+                // hyper drops unflushed chunks when a body fails: go idle once so that it flushes the
+                // tokens already sent, then fail where the next token would have come
+                tokio::select! {
+                    _ = self.run.events.recv() => {}
+                    _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
+                }
+                return abrupt("fault disconnect-after");
+            }
+            if f.stall_after.is_some_and(|n| self.generated >= n) {
+                // keep the connection open and silent; the engine finishes the request on its own
+                (&mut self.shutdown).await;
+                self.phase = Phase::Done;
+                return abrupt("sim shutting down");
+            }
+            let ev = tokio::select! {
+                ev = self.run.events.recv() => ev,
+                _ = &mut self.shutdown => {
+                    self.phase = Phase::Done;
+                    return abrupt("sim shutting down");
+                }
+            };
+            match ev {
+                None => return abrupt("engine stopped"),
+                Some(Event::Admitted { cached_tokens }) => self.cached = cached_tokens,
+                Some(Event::Tokens { n, at, finish }) => {
+                    let n = match f.disconnect_after {
+                        Some(limit) => n.min(limit - self.generated),
+                        None => n,
+                    };
+                    let mut text = String::with_capacity(8 * n as usize);
+                    for _ in 0..n {
+                        self.run.text.push_token(&mut text);
+                    }
+                    self.generated += n;
+                    let u = self.chunk_usage();
+                    let fin = finish.map(FinishReason::as_str);
+                    let c = self.run.writer.choice(&text, false, fin, u.as_ref());
+                    self.pending.push_back(c);
+                    if f.malformed_sse && !self.malformed_sent {
+                        self.malformed_sent = true;
+                        self.pending.push_back(self.run.writer.malformed());
+                    }
+                    if finish.is_some() {
+                        self.finish();
+                    }
+                    let st = &self.run.st;
+                    st.emission.handler.record(st.clock.now() - at, u64::from(n));
+                }
+                Some(Event::Finished { reason }) => {
+                    let u = self.chunk_usage();
+                    let c = self.run.writer.choice("", false, Some(reason.as_str()), u.as_ref());
+                    self.pending.push_back(c);
+                    self.finish();
+                }
+            }
+        }
+    }
+}
+
+fn stream_response(run: Run, parsed: Parsed) -> Response {
+    let mut rx = run.st.shutdown.clone();
+    let shutdown = Box::pin(async move {
+        let _ = rx.wait_for(|s| *s).await;
+    });
+    let state = SseState {
+        run,
+        include_usage: parsed.include_usage,
+        continuous: parsed.continuous_usage,
+        generated: 0,
+        cached: 0,
+        phase: Phase::Start,
+        pending: VecDeque::new(),
+        malformed_sent: false,
+        shutdown,
+    };
+    let stream = futures_util::stream::unfold(state, |mut s| async move {
+        let item = s.next().await?;
+        Some((item, s))
+    });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "text/event-stream; charset=utf-8")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream))
+        .expect("static headers are valid")
+}
+
+async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
+    let mut shutdown = run.st.shutdown.clone();
+    let (mut generated, mut cached) = (0u32, 0u32);
+    let mut text = String::new();
+    let reason = loop {
+        let ev = tokio::select! {
+            ev = run.events.recv() => ev,
+            _ = shutdown.wait_for(|s| *s) => None,
+        };
+        match ev {
+            None => {
+                return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "The engine stopped").into_response();
+            }
+            Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
+            Some(Event::Tokens { n, finish, .. }) => {
+                for _ in 0..n {
+                    run.text.push_token(&mut text);
+                }
+                generated += n;
+                if let Some(r) = finish {
+                    break r;
+                }
+            }
+            Some(Event::Finished { reason }) => break reason,
+        }
+    };
+    run.guard.done = true;
+    if let Some(n) = run.faults.disconnect_after
+        && generated >= n
+    {
+        // a non-streaming response has no tokens on the wire until the end: drop the connection
+        return abrupt_response();
+    }
+    let w = &run.writer;
+    let head: serde_json::Value =
+        serde_json::from_str(&format!("{}\"choices\":[]}}", w.head_json())).expect("valid head");
+    let mut body = head;
+    let choice = match w.kind {
+        Kind::Chat => serde_json::json!({
+            "index": 0,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": null,
+            "finish_reason": reason.as_str(),
+        }),
+        Kind::Completion => serde_json::json!({
+            "index": 0, "text": text, "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null,
+        }),
+    };
+    body["object"] = match w.kind {
+        Kind::Chat => "chat.completion".into(),
+        Kind::Completion => "text_completion".into(),
+    };
+    body["choices"] = serde_json::Value::Array(vec![choice]);
+    if !run.faults.no_usage {
+        let u = Usage { prompt: run.prompt_tokens, completion: generated, cached: Some(cached) };
+        body["usage"] = u.json();
+    }
+    axum::Json(body).into_response()
+}
+
+/// A response whose body fails at once, so that the server drops the connection.
+fn abrupt_response() -> Response {
+    let stream = futures_util::stream::once(async { abrupt("fault disconnect-after").expect("some") });
+    Response::builder()
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .expect("static headers are valid")
+}

@@ -1,0 +1,63 @@
+//! `--trace`: ground truth per finished request, and profile files.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use sm_sim::{Profile, ProfileError};
+
+#[tokio::test]
+async fn trace_records_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let p2 = path.clone();
+    let sim = sim_with(move |o| o.trace = Some(p2)).await;
+    let url = sim.url();
+    let prompt = words(100, "t");
+    let body = json!({"prompt": prompt, "max_tokens": 10, "ignore_eos": true, "stream": true});
+    post_stream(&url, "/v1/completions", body.clone(), &[]).await;
+    post_stream(&url, "/v1/completions", body.clone(), &[("x-sim-fault", "multi-token=3")]).await;
+    let cut = post_stream(&url, "/v1/completions", body, &[("x-sim-fault", "disconnect-after=4")]).await;
+    assert!(cut.broken);
+    sim.shutdown().await;
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let recs: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(recs.len(), 3, "{text}");
+    for r in &recs {
+        let t = |k: &str| r[k].as_f64().unwrap();
+        assert!(
+            t("arrival") <= t("admitted") && t("admitted") <= t("first_token") && t("first_token") <= t("end"),
+            "{r}"
+        );
+        assert_eq!(r["prompt_tokens"], 100);
+        let em = r["emissions"].as_array().unwrap();
+        let total: u64 = em.iter().map(|e| e[1].as_u64().unwrap()).sum();
+        assert_eq!(total, r["completion_tokens"].as_u64().unwrap());
+        assert_eq!(em[0][0].as_f64().unwrap(), t("first_token"));
+        assert!(em.windows(2).all(|w| w[0][0].as_f64() < w[1][0].as_f64()));
+    }
+    assert_eq!(recs[0]["finish"], "length");
+    assert_eq!(recs[0]["cached_tokens"], 0);
+    assert_eq!(recs[0]["completion_tokens"], 10);
+    assert_eq!(recs[1]["cached_tokens"], 96);
+    assert_eq!(recs[1]["emissions"].as_array().unwrap().len(), 4, "3+3+3+1");
+    assert_eq!(recs[2]["finish"], "disconnect");
+    assert!(recs[2]["completion_tokens"].as_u64().unwrap() < 10);
+}
+
+#[test]
+fn profile_files_are_validated_with_key_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.toml");
+    std::fs::write(&good, include_str!("../profiles/tiny.toml").replace("name = \"tiny\"", "name = \"mine\"")).unwrap();
+    assert_eq!(Profile::resolve(good.to_str().unwrap()).unwrap().name, "mine");
+    let bad = dir.path().join("bad.toml");
+    let text = include_str!("../profiles/tiny.toml").replace("  [2.1, 2.3],\n", "  [2.1],\n");
+    std::fs::write(&bad, text).unwrap();
+    let e = Profile::from_file(&bad).unwrap_err();
+    assert!(matches!(e, ProfileError::Invalid { ref key, .. } if key == "decode.step_ms[1]"), "{e}");
+    assert!(e.to_string().contains("has 1 values but the contexts axis has 2"), "{e}");
+    let e = Profile::resolve("no-such-profile").unwrap_err().to_string();
+    assert!(e.contains("seed-ling-3.0-flash-h200nvl-x2, tiny"), "{e}");
+}
