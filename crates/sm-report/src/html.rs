@@ -1,0 +1,377 @@
+//! The speed test matrix page: one self-contained HTML file (inline CSS and
+//! SVG, no script, nothing fetched), readable without JavaScript, in light and
+//! dark schemes and on paper. The results site reuses this template.
+
+use std::fmt::Write;
+
+use sm_core::record::RunRecord;
+
+use crate::escape::html as esc;
+use crate::format::{self, opt};
+use crate::svg::{self, Chart, Series};
+use crate::view::{self, Cell, CellKind, Matrix, Page};
+
+const CSS: &str = include_str!("page.css");
+
+/// Renders the page. `links` are `(text, href)` pairs shown as navigation
+/// above the title (the results site passes its own); hrefs with a scheme
+/// other than http(s) are dropped.
+pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
+    let page = view::build(record);
+    let mut s = String::with_capacity(64 * 1024);
+    let _ = writeln!(
+        s,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <meta name=\"generator\" content=\"speedmatrix\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <title>{} — speed test matrix</title>\n<style>\n{CSS}</style>\n</head>\n<body>",
+        esc(&page.title)
+    );
+    nav(&mut s, links);
+    header(&mut s, &page);
+    facts(&mut s, &page);
+    launch(&mut s, &page);
+    prefill(&mut s, &page);
+    decode(&mut s, &page);
+    all_measurements(&mut s, &page);
+    methodology(&mut s, &page);
+    let _ = writeln!(
+        s,
+        "<footer>Made with speedmatrix — figures defined in the Methodology section; every measurement is also in \
+         measurements.csv and run.json next to this page.</footer>\n</body>\n</html>"
+    );
+    s
+}
+
+fn safe_href(href: &str) -> bool {
+    let lower = href.trim().to_ascii_lowercase();
+    match lower.split_once(':') {
+        // "a:b" without a slash before the colon is a scheme
+        Some((scheme, _)) if !scheme.contains('/') => scheme == "http" || scheme == "https",
+        _ => true,
+    }
+}
+
+fn nav(s: &mut String, links: &[(String, String)]) {
+    let links: Vec<_> = links.iter().filter(|(_, h)| safe_href(h)).collect();
+    if links.is_empty() {
+        return;
+    }
+    s.push_str("<nav class=\"links\">");
+    for (text, href) in links {
+        let _ = write!(s, "<a href=\"{}\">{}</a>", esc(href), esc(text));
+    }
+    s.push_str("</nav>\n");
+}
+
+fn spans(parts: &[String]) -> String {
+    parts.iter().map(|p| format!("<span>{}</span>", esc(p))).collect()
+}
+
+fn header(s: &mut String, page: &Page) {
+    let _ = writeln!(
+        s,
+        "<header>\n<p class=\"kicker\">Speed test matrix</p>\n<h1>{}</h1>\n<p class=\"subtitle\">{}</p>\n<p class=\"byline\">{}</p>",
+        esc(&page.title),
+        spans(&page.subtitle),
+        spans(&page.byline)
+    );
+    if let Some(note) = &page.status_note {
+        let _ = writeln!(s, "<p class=\"banner\" role=\"note\">{}</p>", esc(note));
+    }
+    s.push_str("</header>\n");
+}
+
+fn dl(s: &mut String, title: &str, lines: &[(String, String)]) {
+    let _ = write!(s, "<section>\n<h3>{}</h3>\n<dl>", esc(title));
+    for (k, v) in lines {
+        let _ = write!(s, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    s.push_str("</dl>\n</section>\n");
+}
+
+fn facts(s: &mut String, page: &Page) {
+    s.push_str("<div class=\"facts\">\n");
+    dl(s, "Hardware", &page.hardware);
+    dl(s, "Engine", &page.engine);
+    dl(s, "Run", &page.run);
+    s.push_str("</div>\n");
+}
+
+fn launch(s: &mut String, page: &Page) {
+    s.push_str("<h2 id=\"launch-command\">Launch command</h2>\n");
+    match &page.launch_command {
+        Some(cmd) => {
+            let _ = writeln!(s, "<pre class=\"cmd\"><code>{}</code></pre>", esc(cmd));
+        }
+        None => s.push_str("<p class=\"caption\">unknown</p>\n"),
+    }
+}
+
+fn prefill(s: &mut String, page: &Page) {
+    s.push_str("<h2 id=\"prefill\">Prefill</h2>\n<p class=\"caption\">prompt tok/s by context length</p>\n");
+    if page.prefill.is_empty() {
+        s.push_str("<p class=\"caption\">No prefill rows were measured.</p>\n");
+        return;
+    }
+    s.push_str(
+        "<div class=\"scroll\"><table class=\"prefill\">\n<thead><tr><th>Context</th><th>Prompt tokens</th>\
+         <th>Prompt tok/s</th><th>TTFT</th></tr></thead>\n<tbody>\n",
+    );
+    for p in &page.prefill {
+        let (tok, ttft) = if p.valid() {
+            (opt(p.tok_s, format::kilo), opt(p.ttft_ms, format::ms))
+        } else {
+            (view::status_text(p.status).to_string(), p.reason.clone().unwrap_or_default())
+        };
+        let _ = writeln!(
+            s,
+            "<tr><td class=\"ctx\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            esc(&p.label),
+            esc(&opt(p.prompt_tokens, format::count)),
+            esc(&tok),
+            esc(&ttft)
+        );
+    }
+    s.push_str("</tbody></table></div>\n<div class=\"charts\">\n");
+    let labels: Vec<String> = page.prefill.iter().map(|p| p.label.clone()).collect();
+    let charts = [
+        Chart {
+            title: "Prompt tok/s by context",
+            x_title: "context",
+            y_title: "prompt tok/s",
+            x_labels: labels.clone(),
+            series: vec![Series {
+                name: "prompt tok/s".into(),
+                values: page.prefill.iter().map(|p| p.tok_s).collect(),
+                color: Some(0),
+            }],
+            value_fmt: format::kilo,
+        },
+        Chart {
+            title: "TTFT by context (cold prompt)",
+            x_title: "context",
+            y_title: "TTFT, ms",
+            x_labels: labels,
+            series: vec![Series {
+                name: "TTFT".into(),
+                values: page.prefill.iter().map(|p| p.ttft_ms).collect(),
+                color: Some(1),
+            }],
+            value_fmt: format::ms,
+        },
+    ];
+    for c in &charts {
+        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart(c));
+    }
+    s.push_str("</div>\n");
+}
+
+/// Position of a figure on the heat-map's scale, 0 … 1. Logarithmic, because
+/// totals span two orders of magnitude and a linear scale would leave the
+/// single-user column indistinguishable.
+fn heat(v: f64, min: f64, max: f64) -> f64 {
+    if max <= min || v <= 0.0 || min <= 0.0 {
+        return 1.0;
+    }
+    ((v / min).ln() / (max / min).ln()).clamp(0.0, 1.0)
+}
+
+fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str, c: u32) {
+    match cell.kind {
+        CellKind::Valid => {
+            let total = cell.total.unwrap_or(0.0);
+            let t = heat(total, min, max);
+            let mut tip = format!("{ctx_label} context, {c} at once: {} tok/s total", format::fixed1(total));
+            if let Some(p) = cell.per_request {
+                tip.push_str(&format!(", {} per request", format::fixed1(p)));
+            }
+            for w in &cell.warnings {
+                tip.push_str(&format!("\n⚠ {w}"));
+            }
+            let warn =
+                if cell.warnings.is_empty() { "" } else { "<span class=\"warn\" aria-label=\"warning\"> ⚠</span>" };
+            let _ = write!(
+                s,
+                "<td class=\"cell v{}\" style=\"--t:{t:.3}\" title=\"{}\"><span class=\"tot\">{}{warn}</span><span class=\"ttft\">{}</span></td>",
+                if t > 0.55 { " hot" } else { "" },
+                esc(&tip),
+                esc(&format::fixed1(total)),
+                esc(&opt(cell.ttft_ms, |v| format!("{} TTFT", format::ms(v)))),
+            );
+        }
+        CellKind::OverCapacity => {
+            let _ = write!(
+                s,
+                "<td class=\"cell oc\" title=\"{}\"><span class=\"st\">Over capacity</span></td>",
+                esc(cell.reason.as_deref().unwrap_or(view::OVER_CAPACITY_NOTE))
+            );
+        }
+        CellKind::NotMeasured => {
+            s.push_str("<td class=\"cell nm\" title=\"not measured\"><span class=\"st\">—</span></td>")
+        }
+        kind => {
+            let n = cell.footnote.unwrap_or(0);
+            let _ = write!(
+                s,
+                "<td class=\"cell err\" title=\"{}\"><span class=\"st\">{}<sup><a href=\"#fn-{n}\">{n}</a></sup></span></td>",
+                esc(cell.reason.as_deref().unwrap_or(view::kind_text(kind))),
+                esc(view::kind_text(kind)),
+            );
+        }
+    }
+}
+
+fn matrix_table(s: &mut String, m: &Matrix) {
+    let max = m.max_total();
+    let min = m.cells.iter().flatten().filter_map(|c| c.total).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
+    s.push_str("<div class=\"scroll\"><table class=\"matrix\">\n<thead><tr><th class=\"ctx\">Context</th>");
+    for c in &m.cols {
+        let _ = write!(s, "<th scope=\"col\">{c}</th>");
+    }
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for (ri, (_, label)) in m.rows.iter().enumerate() {
+        let _ = write!(s, "<tr><th class=\"ctx\" scope=\"row\">{}</th>", esc(label));
+        for (ci, cell) in m.cells[ri].iter().enumerate() {
+            matrix_cell(s, cell, min, max, label, m.cols[ci]);
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table></div>\n");
+    if max > 0.0 && min.is_finite() {
+        let _ = writeln!(
+            s,
+            "<p class=\"heatkey\"><span>{}</span><span class=\"bar\" aria-hidden=\"true\"></span><span>{} total tok/s (colour on a log scale)</span></p>",
+            esc(&format::fixed1(min)),
+            esc(&format::fixed1(max))
+        );
+    }
+}
+
+fn decode(s: &mut String, page: &Page) {
+    let m = &page.matrix;
+    s.push_str(
+        "<h2 id=\"sustained-decode\">Sustained decode</h2>\n<p class=\"caption\">total tok/s · rows are context length, \
+         columns are simultaneous requests</p>\n",
+    );
+    if m.rows.is_empty() {
+        s.push_str("<p class=\"caption\">No decode cells were measured.</p>\n");
+        return;
+    }
+    matrix_table(s, m);
+    s.push_str("<ul class=\"notes\">");
+    if m.any(CellKind::OverCapacity) {
+        let _ = write!(s, "<li>{}</li>", esc(view::OVER_CAPACITY_NOTE));
+    }
+    let _ = write!(s, "<li>{}</li>", esc(view::TTFT_NOTE));
+    if m.any(CellKind::NotMeasured) {
+        s.push_str("<li>— : planned but not measured (the run stopped first).</li>");
+    }
+    s.push_str("</ul>\n");
+    if !m.footnotes.is_empty() {
+        s.push_str("<ol class=\"footnotes\">");
+        for (i, f) in m.footnotes.iter().enumerate() {
+            let _ = write!(s, "<li id=\"fn-{}\">{}</li>", i + 1, esc(f));
+        }
+        s.push_str("</ol>\n");
+    }
+    let x_labels: Vec<String> = m.cols.iter().map(u32::to_string).collect();
+    let series = |get: fn(&Cell) -> Option<f64>| -> Vec<Series> {
+        m.rows
+            .iter()
+            .enumerate()
+            .map(|(ri, (_, label))| Series {
+                name: label.clone(),
+                values: m.cells[ri].iter().map(get).collect(),
+                color: None,
+            })
+            .collect()
+    };
+    let charts = [
+        Chart {
+            title: "Total tok/s by simultaneous requests",
+            x_title: "simultaneous requests",
+            y_title: "total tok/s",
+            x_labels: x_labels.clone(),
+            series: series(|c| c.total),
+            value_fmt: format::fixed1,
+        },
+        Chart {
+            title: "Per request tok/s by simultaneous requests",
+            x_title: "simultaneous requests",
+            y_title: "tok/s per request",
+            x_labels,
+            series: series(|c| c.per_request),
+            value_fmt: format::fixed1,
+        },
+    ];
+    s.push_str("<div class=\"charts\">\n");
+    for c in &charts {
+        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart(c));
+    }
+    s.push_str("</div>\n");
+}
+
+fn all_measurements(s: &mut String, page: &Page) {
+    let _ = write!(
+        s,
+        "<h2 id=\"all-measurements\">All measurements</h2>\n<p class=\"caption\">{}</p>\n<div class=\"scroll\"><table class=\"all\">\n<thead><tr>",
+        esc(view::MEASUREMENTS_NOTE)
+    );
+    for c in view::COLUMNS {
+        let _ = write!(s, "<th scope=\"col\">{}</th>", esc(c));
+    }
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for row in &page.measurements {
+        s.push_str("<tr>");
+        for (i, v) in row.iter().enumerate() {
+            if i == 3 {
+                let class = v.to_lowercase().replace(' ', "-");
+                let _ = write!(s, "<td class=\"st-{}\">{}</td>", esc(&class), esc(v));
+            } else {
+                let _ = write!(s, "<td>{}</td>", esc(v));
+            }
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table></div>\n");
+    if page.matrix.any(CellKind::OverCapacity) {
+        let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(view::OVER_CAPACITY_NOTE));
+    }
+}
+
+fn methodology(s: &mut String, page: &Page) {
+    s.push_str("<h2 id=\"methodology\">Methodology</h2>\n<dl class=\"method\">");
+    for (k, v) in &page.methodology {
+        let _ = write!(s, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    s.push_str("</dl>\n<ul class=\"notes\">");
+    let _ = write!(s, "<li>{}</li><li>{}</li>", esc(view::TTFT_NOTE), esc(view::MEASUREMENTS_NOTE));
+    for n in &page.import_notes {
+        let _ = write!(s, "<li>{}</li>", esc(n));
+    }
+    s.push_str("</ul>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hrefs() {
+        assert!(safe_href("https://example.org/x"));
+        assert!(safe_href("../index.html"));
+        assert!(safe_href("runs/a:b.html"));
+        assert!(!safe_href("javascript:alert(1)"));
+        assert!(!safe_href(" JavaScript:alert(1)"));
+        assert!(!safe_href("data:text/html,x"));
+    }
+
+    #[test]
+    fn heat_scale() {
+        assert_eq!(heat(10.0, 10.0, 1000.0), 0.0);
+        assert_eq!(heat(1000.0, 10.0, 1000.0), 1.0);
+        assert!((heat(100.0, 10.0, 1000.0) - 0.5).abs() < 1e-9);
+    }
+}

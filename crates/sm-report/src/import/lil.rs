@@ -1,0 +1,247 @@
+//! lil-bench-result/1 uploads: the bench JSON under `results.bench`, plus the
+//! server's launch argv and environment, hardware, the plan (with the cells
+//! skipped as over capacity) and optionally engine build facts and uploader.
+//!
+//! The upload stores the server's argv verbatim, API key included (study
+//! §5.3), so every secret found in it or in the environment is scrubbed from
+//! the whole record, not only from the launch command.
+
+use serde_json::{Value, json};
+use sm_core::Tokens;
+use sm_core::context::label;
+use sm_core::record::{Gpu, PlannedCell, RunRecord, RunStatus};
+use sm_core::redact::{self, REDACTED};
+
+use super::bench;
+use super::value::{str_at, u64_at};
+use super::{ImportError, Source};
+use crate::meta;
+
+const FORMAT: &str = "lil-bench-result/1";
+
+/// The lil-bench plan as speedmatrix plan entries: a decode cell skipped for
+/// KV or for the server's sequence limit is over capacity.
+pub fn plan(entries: &[Value], _max_tokens: u64) -> Vec<PlannedCell> {
+    entries
+        .iter()
+        .filter_map(|p| {
+            let kind = str_at(p, "kind")?;
+            let requested = u64_at(p, "requested_context").or_else(|| u64_at(p, "context"))?;
+            let context = u64_at(p, "context").unwrap_or(requested);
+            let reason = str_at(p, "reason").map(str::to_string);
+            let status = match str_at(p, "status").unwrap_or("planned") {
+                "planned" => "planned",
+                _ if kind == "decode" && reason.as_deref().is_some_and(is_capacity_reason) => "over_capacity",
+                _ => "skipped",
+            };
+            Some(PlannedCell {
+                kind: if kind == "prefill" { "prefill".into() } else { "decode".into() },
+                requested_context: requested,
+                context,
+                label: label(Tokens(if context > 0 { context } else { requested })),
+                concurrency: u64_at(p, "concurrency").unwrap_or(1) as u32,
+                status: status.into(),
+                reason: if status == "planned" { None } else { reason },
+            })
+        })
+        .collect()
+}
+
+fn is_capacity_reason(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    r.contains("kv") || r.contains("max-num-seqs") || r.contains("max_num_seqs")
+}
+
+/// One argv word as a shell would need it, with the user's home shown as
+/// `$HOME` (the published page does the same: the path names the user).
+fn shell_word(word: &str) -> String {
+    let home_rest = word
+        .strip_prefix("/home/")
+        .or_else(|| word.strip_prefix("/Users/"))
+        .and_then(|r| r.split_once('/').map(|(_, rest)| rest))
+        .or_else(|| word.strip_prefix("/root/"));
+    if let Some(rest) = home_rest {
+        return format!("\"$HOME/{}\"", rest.replace(['"', '\\', '$', '`'], "_"));
+    }
+    let plain = !word.is_empty() && word.chars().all(|c| c.is_ascii_alphanumeric() || "_-./:=,+@%".contains(c));
+    if plain { word.to_string() } else { format!("'{}'", word.replace('\'', "'\\''")) }
+}
+
+/// Values in argv and the environment that the redaction rules call secret.
+fn secrets(argv: &[&str], env: Option<&serde_json::Map<String, Value>>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, w) in argv.iter().enumerate() {
+        if let Some((name, value)) = w.split_once('=') {
+            if redact::redact_command(w) != *w {
+                out.push(value.to_string());
+            }
+            let _ = name;
+        } else if w.starts_with('-')
+            && let Some(next) = argv.get(i + 1)
+            && redact::redact_command(&format!("{w} x")).ends_with(REDACTED)
+        {
+            out.push(next.to_string());
+        }
+    }
+    for (name, value) in env.into_iter().flatten() {
+        if let Some(v) = value.as_str()
+            && redact::redact_env_value(name, v) == REDACTED
+        {
+            out.push(v.to_string());
+        }
+    }
+    out.retain(|s| s.len() >= 4);
+    out
+}
+
+fn scrub(value: &mut Value, secrets: &[&str]) {
+    match value {
+        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact::redact_known(s, secrets),
+        Value::Array(a) => a.iter_mut().for_each(|v| scrub(v, secrets)),
+        Value::Object(o) => o.values_mut().for_each(|v| scrub(v, secrets)),
+        _ => {}
+    }
+}
+
+pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
+    let bench_doc = doc
+        .get("results")
+        .and_then(|r| r.get("bench"))
+        .filter(|b| b.is_object())
+        .ok_or(ImportError::Incomplete { format: FORMAT, missing: "results.bench" })?;
+    let plan_entries = doc.get("plan").and_then(Value::as_array).map(Vec::as_slice);
+    let mut rec = bench::import(bench_doc, source, plan_entries)?;
+    let empty = json!({});
+    let client = doc.get("client").unwrap_or(&empty);
+    let server = doc.get("server").unwrap_or(&empty);
+    let api = server.get("api").unwrap_or(&empty);
+    let limits = server.get("limits").unwrap_or(&empty);
+    let engine = doc.get("engine").unwrap_or(&empty);
+    let hw = doc.get("hardware").unwrap_or(&empty);
+
+    rec.status = match str_at(doc, "status") {
+        Some("failed") => RunStatus::Failed,
+        Some("interrupted") => RunStatus::Interrupted,
+        Some("running") => RunStatus::Running,
+        _ => RunStatus::Complete,
+    };
+    if let Some(s) = str_at(doc, "started") {
+        rec.started = bench::timestamp(s);
+    }
+    rec.finished = str_at(doc, "finished").map(bench::timestamp).or(rec.finished);
+    if let Some(v) = str_at(client, "llm_decode_bench") {
+        rec.tool.version = v.to_string();
+    }
+    rec.label = str_at(client, "note").map(str::to_string);
+
+    let si = &mut rec.server;
+    if let Some(url) = str_at(server, "url") {
+        si.url = url.to_string();
+    }
+    if let Some(name) = str_at(engine, "name") {
+        si.engine = match name.to_ascii_lowercase().as_str() {
+            n @ ("vllm" | "sglang" | "llamacpp" | "tgi") => n.to_string(),
+            _ => "generic".into(),
+        };
+    }
+    si.engine_version =
+        str_at(engine, "version").or_else(|| str_at(api, "version")).map(str::to_string).or(si.engine_version.take());
+    if si.model == "unknown"
+        && let Some(m) = str_at(api, "model_id").or_else(|| str_at(limits, "served_model_name"))
+    {
+        si.model = m.to_string();
+    }
+    si.max_model_len = u64_at(api, "max_model_len").or_else(|| u64_at(limits, "max_model_len"));
+    if let Some(kv) = u64_at(api, "kv_tokens").or_else(|| u64_at(limits, "kv_tokens")) {
+        si.kv_budget_tokens = Some(kv);
+        si.kv_budget_source = "lil-bench server.api.kv_tokens".into();
+    }
+    si.max_num_seqs = u64_at(limits, "max_num_seqs").map(|n| n as u32);
+    let extra = &mut si.extra;
+    for key in [meta::QUANTIZATION, meta::BACKEND, meta::REPOSITORY, meta::BUILD, meta::COMMIT, meta::REVISION] {
+        if let Some(v) = str_at(engine, key) {
+            extra.insert(key.into(), json!(v));
+        }
+    }
+    if let Some(root) = str_at(server, "model").or_else(|| str_at(api, "root")) {
+        extra.insert(meta::MODEL_ROOT.into(), json!(root));
+    }
+    for key in ["block_size", "num_gpu_blocks"] {
+        if let Some(v) = u64_at(api, key) {
+            extra.insert(key.into(), json!(v));
+        }
+    }
+    if let Some(tp) = u64_at(limits, "tensor_parallel_size") {
+        extra.insert("tensor_parallel_size".into(), json!(tp));
+    }
+    if let Some(who) = str_at(client, "uploader") {
+        extra.insert(meta::UPLOADER.into(), json!(who));
+    }
+    let env = server.get("environment").and_then(Value::as_object);
+    if let Some(env) = env {
+        let redacted: serde_json::Map<String, Value> = env
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(redact::redact_env_value(k, v.as_str().unwrap_or_default()))))
+            .collect();
+        extra.insert("environment".into(), Value::Object(redacted));
+    }
+    extra.insert(
+        meta::IMPORTED_FROM.into(),
+        json!({
+            "format": FORMAT,
+            "version": str_at(client, "lil_bench"),
+            "file": source.file,
+            "importer": format!("speedmatrix {}", env!("CARGO_PKG_VERSION")),
+        }),
+    );
+
+    let gpus = hw.get("gpus").and_then(Value::as_array).cloned().unwrap_or_default();
+    rec.hardware.gpus = gpus
+        .iter()
+        .map(|g| Gpu {
+            name: str_at(g, "name").unwrap_or("unknown").to_string(),
+            memory_mib: u64_at(g, "memory_total_mib"),
+        })
+        .collect();
+    rec.hardware.gpu_count = rec.hardware.gpus.len() as u32;
+    if let Some(kind) = gpus.first().and_then(|g| str_at(g, "type")) {
+        rec.server.extra.insert(meta::HARDWARE_TYPE.into(), json!(kind));
+    }
+    let host = hw.get("host").unwrap_or(&empty);
+    rec.hardware.os = str_at(hw, "os").or_else(|| str_at(host, "container_os")).unwrap_or("").to_string();
+    rec.hardware.kernel = str_at(hw, "kernel").or_else(|| str_at(host, "kernel_release")).map(str::to_string);
+    rec.hardware.cpu =
+        str_at(hw, "cpu").or_else(|| hw.get("cpu").and_then(|c| str_at(c, "model_name"))).map(str::to_string);
+
+    let argv: Vec<&str> =
+        server.get("argv").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let secrets = secrets(&argv, env);
+    if !argv.is_empty() {
+        let joined = argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
+        rec.launch_command = Some(redact::redact_command(&joined));
+    }
+    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let mut value = serde_json::to_value(&rec).map_err(|source| ImportError::InvalidRun { source })?;
+    scrub(&mut value, &secret_refs);
+    serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words() {
+        assert_eq!(shell_word("/home/alice/env/bin/vllm"), "\"$HOME/env/bin/vllm\"");
+        assert_eq!(shell_word("--port"), "--port");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn finds_secrets() {
+        let env = json!({"HF_TOKEN": "hf_abcdef", "VLLM_USE_V1": "1"});
+        let s = secrets(&["serve", "--api-key", "sk-12345", "--hf-token=hf_zzzzz", "--port", "8000"], env.as_object());
+        assert_eq!(s, vec!["sk-12345", "hf_zzzzz", "hf_abcdef"]);
+    }
+}

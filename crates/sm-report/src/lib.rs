@@ -1,0 +1,51 @@
+//! The speed test matrix page that people read, made from a `speedmatrix.run/1`
+//! record: a self-contained HTML page ([`html_page`]), the same content as
+//! GitHub-flavoured Markdown ([`markdown`]), one CSV row per measurement
+//! ([`csv`]) and the end-of-run console view ([`terminal`]). [`import`] reads
+//! the reference tool's result files into the same record.
+//!
+//! All views are built from one model of the page ([`view`]), so they cannot
+//! disagree about a figure; numbers are formatted as on the published page
+//! ([`format`]).
+
+mod csv;
+pub mod escape;
+pub mod format;
+mod html;
+pub mod import;
+mod markdown;
+pub mod meta;
+pub mod svg;
+mod terminal;
+pub mod view;
+
+use std::path::{Path, PathBuf};
+
+use sm_core::record::RunRecord;
+
+pub use csv::csv;
+pub use html::html_page;
+pub use import::{ImportError, import_str, load_any};
+pub use markdown::markdown;
+pub use terminal::terminal;
+
+pub const HTML_FILE: &str = "report.html";
+pub const MARKDOWN_FILE: &str = "report.md";
+pub const CSV_FILE: &str = "measurements.csv";
+
+/// Writes `report.html`, `report.md` and `measurements.csv` into `dir` and
+/// returns their paths. Each file is written to a temporary name and renamed,
+/// so a reader (or a second Ctrl-C) never sees half a page.
+pub fn write_all(record: &RunRecord, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let outputs = [(HTML_FILE, html_page(record, &[])), (MARKDOWN_FILE, markdown(record)), (CSV_FILE, csv(record))];
+    outputs.into_iter().map(|(name, text)| write_atomic(&dir.join(name), &text)).collect()
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<PathBuf> {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)?;
+    Ok(path.to_path_buf())
+}

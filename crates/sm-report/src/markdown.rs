@@ -1,0 +1,137 @@
+//! The page as GitHub-flavoured Markdown, for pasting into issues and pull
+//! requests: the same sections, tables instead of charts.
+
+use std::fmt::Write;
+
+use sm_core::record::RunRecord;
+
+use crate::escape::markdown_cell as md;
+use crate::format::{self, opt};
+use crate::view::{self, CellKind, Page};
+
+pub fn markdown(record: &RunRecord) -> String {
+    let page = view::build(record);
+    let mut s = String::new();
+    let _ = writeln!(s, "# {}\n", md(&page.title));
+    let _ = writeln!(s, "{}\n", page.subtitle.iter().map(|p| md(p)).collect::<Vec<_>>().join(" · "));
+    let _ = writeln!(s, "{}\n", page.byline.iter().map(|p| md(p)).collect::<Vec<_>>().join(" · "));
+    if let Some(note) = &page.status_note {
+        let _ = writeln!(s, "> **{}**\n", md(note));
+    }
+    facts(&mut s, &page);
+    launch(&mut s, &page);
+    prefill(&mut s, &page);
+    decode(&mut s, &page);
+    all(&mut s, &page);
+    let _ = writeln!(s, "## Methodology\n");
+    for (k, v) in &page.methodology {
+        let _ = writeln!(s, "- **{}**: {}", md(k), md(v));
+    }
+    let _ = writeln!(s, "\n{}\n\n{}", md(view::TTFT_NOTE), md(view::MEASUREMENTS_NOTE));
+    for n in &page.import_notes {
+        let _ = writeln!(s, "\n{}", md(n));
+    }
+    s
+}
+
+fn table(s: &mut String, header: &[&str], rows: &[Vec<String>]) {
+    let _ = writeln!(s, "| {} |", header.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(
+        s,
+        "|{}",
+        header.iter().enumerate().map(|(i, _)| if i == 0 { "---|" } else { "---:|" }).collect::<String>()
+    );
+    for r in rows {
+        let _ = writeln!(s, "| {} |", r.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
+    }
+    s.push('\n');
+}
+
+fn facts(s: &mut String, page: &Page) {
+    for (title, lines) in [("Hardware", &page.hardware), ("Engine", &page.engine), ("Run", &page.run)] {
+        let _ = writeln!(s, "## {title}\n");
+        for (k, v) in lines {
+            let _ = writeln!(s, "- {}: {}", md(k), md(v));
+        }
+        s.push('\n');
+    }
+}
+
+fn launch(s: &mut String, page: &Page) {
+    let _ = writeln!(s, "## Launch command\n");
+    match &page.launch_command {
+        Some(cmd) => {
+            // a fence longer than any backtick run inside keeps the block closed
+            let longest = cmd.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+            let fence = "`".repeat(longest.max(2) + 1);
+            let _ = writeln!(s, "{fence}sh\n{}\n{fence}\n", cmd.replace(['\n', '\r'], " "));
+        }
+        None => s.push_str("unknown\n\n"),
+    }
+}
+
+fn prefill(s: &mut String, page: &Page) {
+    let _ = writeln!(s, "## Prefill\n\nprompt tok/s by context length\n");
+    let rows: Vec<Vec<String>> = page
+        .prefill
+        .iter()
+        .map(|p| {
+            let status = if p.valid() { String::new() } else { view::status_text(p.status).to_string() };
+            vec![
+                p.label.clone(),
+                opt(p.prompt_tokens, format::count),
+                if p.valid() { opt(p.tok_s, format::kilo) } else { status },
+                opt(p.ttft_ms, format::ms),
+            ]
+        })
+        .collect();
+    table(s, &["Context", "Prompt tokens", "Prompt tok/s", "TTFT"], &rows);
+}
+
+fn decode(s: &mut String, page: &Page) {
+    let m = &page.matrix;
+    let _ = writeln!(
+        s,
+        "## Sustained decode\n\ntotal tok/s · rows are context length, columns are simultaneous requests\n"
+    );
+    let cols: Vec<String> = std::iter::once("Context".to_string()).chain(m.cols.iter().map(u32::to_string)).collect();
+    let header: Vec<&str> = cols.iter().map(String::as_str).collect();
+    let rows: Vec<Vec<String>> = m
+        .rows
+        .iter()
+        .enumerate()
+        .map(|(ri, (_, label))| {
+            std::iter::once(label.clone())
+                .chain(m.cells[ri].iter().map(|c| match c.kind {
+                    CellKind::Valid => format!(
+                        "{} ({})",
+                        opt(c.total, format::fixed1),
+                        opt(c.ttft_ms, |v| format!("{} TTFT", format::ms(v)))
+                    ),
+                    CellKind::NotMeasured => format::NONE.to_string(),
+                    kind => match c.footnote {
+                        Some(n) => format!("{} [{n}]", view::kind_text(kind)),
+                        None => view::kind_text(kind).to_string(),
+                    },
+                }))
+                .collect()
+        })
+        .collect();
+    table(s, &header, &rows);
+    if m.any(CellKind::OverCapacity) {
+        let _ = writeln!(s, "{}\n", md(view::OVER_CAPACITY_NOTE));
+    }
+    let _ = writeln!(s, "{}\n", md(view::TTFT_NOTE));
+    for (i, f) in m.footnotes.iter().enumerate() {
+        let _ = writeln!(s, "{}. {}", i + 1, md(f));
+    }
+    if !m.footnotes.is_empty() {
+        s.push('\n');
+    }
+}
+
+fn all(s: &mut String, page: &Page) {
+    let _ = writeln!(s, "## All measurements\n\n{}\n", md(view::MEASUREMENTS_NOTE));
+    let rows: Vec<Vec<String>> = page.measurements.iter().map(|r| r.to_vec()).collect();
+    table(s, &view::COLUMNS, &rows);
+}

@@ -1,0 +1,46 @@
+//! What the page shows and `speedmatrix.run/1` has no typed field for lives in
+//! `server.extra` under these keys, so the record's schema stays unchanged
+//! while other tools keep writing it. The importer fills them from the
+//! reference formats; `speedmatrix run` may fill them from discovery.
+
+use serde_json::Value;
+use sm_core::record::RunRecord;
+
+/// Engine build facts (the published page's Engine section).
+pub const QUANTIZATION: &str = "quantization";
+pub const BACKEND: &str = "backend";
+pub const REPOSITORY: &str = "repository";
+pub const BUILD: &str = "build";
+pub const COMMIT: &str = "commit";
+/// The model revision (branch, tag or hash) the weights were loaded at.
+pub const REVISION: &str = "revision";
+/// The weights the server loaded, e.g. `inclusionAI/Ling-3.0-flash-int4`
+/// (vLLM's `/v1/models` `root`): the page's title names the model by it.
+pub const MODEL_ROOT: &str = "model_root";
+/// `discrete`, `integrated`, … : the Hardware section's Type.
+pub const HARDWARE_TYPE: &str = "hardware_type";
+/// Who published the run (the page's `by @…`).
+pub const UPLOADER: &str = "uploader";
+/// How prefill rows were measured when not by speedmatrix's cold scouts:
+/// the reference tool's `metadata.prefill_mode`.
+pub const PREFILL_MODE: &str = "prefill_mode";
+/// Provenance of an imported record: `{format, version, file, importer}`.
+pub const IMPORTED_FROM: &str = "imported_from";
+
+/// A non-empty string of `server.extra`.
+pub fn text<'a>(record: &'a RunRecord, key: &str) -> Option<&'a str> {
+    record.server.extra.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// The imported-from provenance, as `(format, version, file)`.
+pub fn imported_from(record: &RunRecord) -> Option<(String, Option<String>, Option<String>)> {
+    let v = record.server.extra.get(IMPORTED_FROM)?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    Some((s("format")?, s("version"), s("file")))
+}
+
+/// Whether the record's timestamps are the measuring host's local time with
+/// an unknown zone (the reference tool's `metadata.timestamp`).
+pub fn local_time(record: &RunRecord) -> bool {
+    record.server.extra.get(IMPORTED_FROM).and_then(|v| v.get("local_time")).and_then(Value::as_bool) == Some(true)
+}

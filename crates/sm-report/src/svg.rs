@@ -1,0 +1,202 @@
+//! Inline SVG line charts, drawn here so the page needs no script and no
+//! network: categorical x (contexts or concurrency levels, evenly spaced, as
+//! the matrix is), linear y from 0. Colours come from the page's stylesheet
+//! (classes `s0`…`s7`), so the charts follow the light and dark schemes.
+
+use std::fmt::Write;
+
+use crate::escape::html;
+
+pub struct Series {
+    pub name: String,
+    pub values: Vec<Option<f64>>,
+    /// Palette index; the series' position when unset.
+    pub color: Option<usize>,
+}
+
+pub struct Chart<'a> {
+    pub title: &'a str,
+    pub x_title: &'a str,
+    pub y_title: &'a str,
+    pub x_labels: Vec<String>,
+    pub series: Vec<Series>,
+    /// Formats a value for the point's tooltip.
+    pub value_fmt: fn(f64) -> String,
+}
+
+const W: f64 = 560.0;
+const PLOT_H: f64 = 220.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 28.0;
+const LEGEND_ITEM: f64 = 88.0;
+const SERIES_CLASSES: usize = 8;
+
+/// A round step so that about five gridlines cover `max`.
+fn nice_step(max: f64) -> f64 {
+    let raw = (max / 5.0).max(f64::MIN_POSITIVE);
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let nice = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if norm <= 2.5 {
+        2.5
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    nice * mag
+}
+
+fn tick_label(v: f64) -> String {
+    if v >= 10_000.0 {
+        let k = v / 1000.0;
+        if k.fract() == 0.0 { format!("{k:.0}K") } else { format!("{k:.1}K") }
+    } else if v.fract() == 0.0 {
+        crate::format::count(v as u64)
+    } else {
+        format!("{v}")
+    }
+}
+
+pub fn line_chart(chart: &Chart) -> String {
+    let n = chart.x_labels.len().max(1);
+    let max = chart.series.iter().flat_map(|s| s.values.iter().flatten()).copied().fold(0.0, f64::max);
+    let step = if max > 0.0 { nice_step(max) } else { 1.0 };
+    let top_value = (max / step).ceil().max(1.0) * step;
+    let plot_w = W - LEFT - RIGHT;
+    let per_row = ((W - LEFT) / LEGEND_ITEM).floor().max(1.0) as usize;
+    let legend_rows = chart.series.len().div_ceil(per_row);
+    let axis_bottom = TOP + PLOT_H;
+    let height = axis_bottom + 44.0 + legend_rows as f64 * 18.0;
+    let x_at = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / n as f64;
+    let y_at = |v: f64| axis_bottom - PLOT_H * (v / top_value);
+
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        r#"<svg class="chart" viewBox="0 0 {W} {height}" role="img" aria-labelledby="{id}" xmlns="http://www.w3.org/2000/svg"><title id="{id}">{title}</title>"#,
+        id = chart_id(chart.title),
+        title = html(chart.title),
+    );
+    let _ = write!(s, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, html(chart.title));
+    // gridlines and y ticks
+    let mut v = 0.0;
+    while v <= top_value + step / 2.0 {
+        let y = y_at(v);
+        let _ = write!(
+            s,
+            r#"<line class="grid" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{tx}" y="{ty:.1}" text-anchor="end">{label}</text>"#,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            label = html(&tick_label(v)),
+        );
+        v += step;
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis" transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
+        html(chart.y_title),
+        cy = TOP + PLOT_H / 2.0,
+    );
+    for (i, l) in chart.x_labels.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<text class="tick" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
+            html(l),
+            x = x_at(i),
+            y = axis_bottom + 16.0,
+        );
+    }
+    let _ = write!(
+        s,
+        r#"<text class="axis" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
+        html(chart.x_title),
+        x = LEFT + plot_w / 2.0,
+        y = axis_bottom + 34.0,
+    );
+    for (si, series) in chart.series.iter().enumerate() {
+        let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
+        // a gap (no figure) breaks the line rather than dropping to zero
+        let mut d = String::new();
+        let mut pen_down = false;
+        for (i, v) in series.values.iter().enumerate() {
+            match v {
+                Some(v) => {
+                    let _ = write!(d, "{}{:.1} {:.1} ", if pen_down { "L" } else { "M" }, x_at(i), y_at(*v));
+                    pen_down = true;
+                }
+                None => pen_down = false,
+            }
+        }
+        if !d.is_empty() {
+            let _ = write!(s, r#"<path class="line {class}" d="{}"/>"#, d.trim_end());
+        }
+        for (i, v) in series.values.iter().enumerate() {
+            if let Some(v) = v {
+                let _ = write!(
+                    s,
+                    r#"<circle class="pt {class}" cx="{:.1}" cy="{:.1}" r="3"><title>{}</title></circle>"#,
+                    x_at(i),
+                    y_at(*v),
+                    html(&format!(
+                        "{} · {}: {}",
+                        series.name,
+                        chart.x_labels.get(i).map_or("", String::as_str),
+                        (chart.value_fmt)(*v)
+                    )),
+                );
+            }
+        }
+        let row = si / per_row;
+        let col = si % per_row;
+        let lx = LEFT + col as f64 * LEGEND_ITEM;
+        let ly = axis_bottom + 54.0 + row as f64 * 18.0;
+        let _ = write!(
+            s,
+            r#"<line class="line {class}" x1="{lx}" x2="{lx2}" y1="{ly:.1}" y2="{ly:.1}"/><text class="legend" x="{tx}" y="{ty:.1}">{}</text>"#,
+            html(&series.name),
+            lx2 = lx + 16.0,
+            tx = lx + 22.0,
+            ty = ly + 4.0,
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn chart_id(title: &str) -> String {
+    let slug: String =
+        title.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
+    format!("chart-{}", slug.trim_matches('-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_round() {
+        assert_eq!(nice_step(6337.6), 2000.0);
+        assert_eq!(nice_step(100.0), 20.0);
+        assert_eq!(nice_step(12.0), 2.5);
+    }
+
+    #[test]
+    fn gaps_break_lines_and_text_is_escaped() {
+        let svg = line_chart(&Chart {
+            title: "t",
+            x_title: "x",
+            y_title: "y",
+            x_labels: vec!["1".into(), "2".into(), "4".into()],
+            series: vec![Series { name: "<b>".into(), values: vec![Some(1.0), None, Some(3.0)], color: None }],
+            value_fmt: crate::format::fixed1,
+        });
+        assert_eq!(svg.matches('M').count(), 2, "{svg}");
+        assert!(!svg.contains("<b>") && svg.contains("&lt;b&gt;"));
+    }
+}

@@ -1,0 +1,140 @@
+//! The end-of-run console view: the prefill table and the decode matrix,
+//! split into column blocks so that no line is wider than the terminal.
+
+use std::fmt::Write;
+
+use sm_core::record::RunRecord;
+
+use crate::format::{self, opt};
+use crate::view::{self, CellKind};
+
+/// `width` is the terminal's width in columns (80 when unknown); every line
+/// of the result fits in it, except a single column that cannot.
+pub fn terminal(record: &RunRecord, width: usize) -> String {
+    let page = view::build(record);
+    let width = width.max(20);
+    let mut s = String::new();
+    let _ = writeln!(s, "{}", clip(&page.title, width));
+    if !page.prefill.is_empty() {
+        let rows: Vec<[String; 4]> = page
+            .prefill
+            .iter()
+            .map(|p| {
+                [
+                    p.label.clone(),
+                    opt(p.prompt_tokens, format::count),
+                    if p.valid() { opt(p.tok_s, format::kilo) } else { view::status_text(p.status).to_string() },
+                    opt(p.ttft_ms, format::ms),
+                ]
+            })
+            .collect();
+        let header = ["Context", "Prompt tokens", "Prompt tok/s", "TTFT"];
+        let widths: Vec<usize> = (0..4)
+            .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].len()]).max().unwrap_or(0))
+            .collect();
+        // the prompt-token count is the column a narrow terminal can spare
+        let full: usize = widths.iter().sum::<usize>() + 6;
+        let keep: Vec<usize> = if full <= width { vec![0, 1, 2, 3] } else { vec![0, 2, 3] };
+        let line = |cells: &[&str]| -> String {
+            keep.iter().map(|&i| format!("{:>w$}", cells[i], w = widths[i])).collect::<Vec<_>>().join("  ")
+        };
+        let _ = writeln!(s, "\nPrefill");
+        let _ = writeln!(s, "{}", clip(&line(&header), width));
+        for r in &rows {
+            let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+            let _ = writeln!(s, "{}", clip(&line(&cells), width));
+        }
+    }
+    let m = &page.matrix;
+    if m.rows.is_empty() {
+        return s;
+    }
+    let heading = "Sustained decode: total tok/s, TTFT below (rows: context, columns: simultaneous requests)";
+    let _ = writeln!(s, "\n{}", wrap(heading, width));
+    let texts: Vec<Vec<(String, String)>> = m
+        .cells
+        .iter()
+        .map(|row| {
+            row.iter()
+                .map(|c| match c.kind {
+                    CellKind::Valid => (opt(c.total, format::fixed1), opt(c.ttft_ms, format::ms)),
+                    CellKind::OverCapacity => ("over cap".into(), String::new()),
+                    CellKind::NotMeasured => (format::NONE.into(), String::new()),
+                    kind => (
+                        match c.footnote {
+                            Some(n) => format!("{} [{n}]", view::kind_text(kind).to_lowercase()),
+                            None => view::kind_text(kind).to_lowercase(),
+                        },
+                        String::new(),
+                    ),
+                })
+                .collect()
+        })
+        .collect();
+    let cell_w = texts
+        .iter()
+        .flatten()
+        .map(|(a, b)| a.chars().count().max(b.chars().count()))
+        .chain(m.cols.iter().map(|c| c.to_string().len()))
+        .max()
+        .unwrap_or(4)
+        + 2;
+    let ctx_w = m.rows.iter().map(|(_, l)| l.chars().count()).chain(["Context".len()]).max().unwrap_or(7);
+    let per_block = (width.saturating_sub(ctx_w) / cell_w).max(1);
+    for (bi, block) in (0..m.cols.len()).collect::<Vec<_>>().chunks(per_block).enumerate() {
+        if bi > 0 {
+            s.push('\n');
+        }
+        let mut header = format!("{:<ctx_w$}", "Context");
+        for &ci in block {
+            let _ = write!(header, "{:>cell_w$}", m.cols[ci]);
+        }
+        let _ = writeln!(s, "{header}");
+        for (ri, (_, label)) in m.rows.iter().enumerate() {
+            let mut top = format!("{label:<ctx_w$}");
+            let mut bottom = " ".repeat(ctx_w);
+            for &ci in block {
+                let (a, b) = &texts[ri][ci];
+                let _ = write!(top, "{a:>cell_w$}");
+                let _ = write!(bottom, "{b:>cell_w$}");
+            }
+            let _ = writeln!(s, "{top}");
+            if !bottom.trim().is_empty() {
+                let _ = writeln!(s, "{bottom}");
+            }
+        }
+    }
+    if m.any(CellKind::OverCapacity) {
+        let _ = writeln!(s, "\n{}", wrap(view::OVER_CAPACITY_NOTE, width));
+    }
+    for (i, f) in m.footnotes.iter().enumerate() {
+        let _ = writeln!(s, "{}", wrap(&format!("[{}] {f}", i + 1), width));
+    }
+    s
+}
+
+fn clip(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        line.to_string()
+    } else {
+        line.chars().take(width.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+fn wrap(text: &str, width: usize) -> String {
+    let mut lines = Vec::new();
+    let mut cur = String::new();
+    for word in text.split_whitespace() {
+        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut cur));
+        }
+        if !cur.is_empty() {
+            cur.push(' ');
+        }
+        cur.push_str(word);
+    }
+    if !cur.is_empty() {
+        lines.push(cur);
+    }
+    lines.iter().map(|l| clip(l, width)).collect::<Vec<_>>().join("\n")
+}

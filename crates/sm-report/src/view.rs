@@ -1,0 +1,560 @@
+//! The page's content, worked out once from a record so that the HTML,
+//! Markdown, CSV and terminal views cannot disagree about a figure.
+
+use std::collections::BTreeSet;
+
+use sm_core::context::label;
+use sm_core::record::{CellStatus, DecodeCell, RunRecord, RunStatus};
+use sm_core::{Tokens, redact};
+
+use crate::format::{self, NONE, opt};
+use crate::meta;
+
+/// The page's sentence for over-capacity cells.
+pub const OVER_CAPACITY_NOTE: &str =
+    "Over capacity: not run because this many requests at this context would exceed the server's KV cache.";
+/// The page's note on decode TTFT.
+pub const TTFT_NOTE: &str =
+    "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill.";
+pub const MEASUREMENTS_NOTE: &str = "Latencies are medians. Total tok/s is output across all simultaneous requests.";
+
+/// The All-measurements columns, exactly as the published page names them.
+pub const COLUMNS: [&str; 12] = [
+    "Phase",
+    "Context",
+    "Requests at once",
+    "Status",
+    "Total tok/s",
+    "Per request tok/s",
+    "TTFT",
+    "Time between tokens",
+    "Average active requests",
+    "Completed requests",
+    "Output tokens",
+    "Measured for",
+];
+
+pub struct Page {
+    pub title: String,
+    /// Engine · version · quantization · the matrix's shape · prefill contexts.
+    pub subtitle: Vec<String>,
+    /// Who, what label, when.
+    pub byline: Vec<String>,
+    /// Set when the run did not complete, so a reader knows cells may be missing.
+    pub status_note: Option<String>,
+    pub hardware: Vec<(String, String)>,
+    pub engine: Vec<(String, String)>,
+    pub run: Vec<(String, String)>,
+    pub launch_command: Option<String>,
+    pub prefill: Vec<PrefillLine>,
+    pub matrix: Matrix,
+    pub measurements: Vec<[String; 12]>,
+    pub methodology: Vec<(&'static str, &'static str)>,
+    /// Extra notes on an imported record (whose definitions are the other tool's).
+    pub import_notes: Vec<String>,
+}
+
+pub struct PrefillLine {
+    pub label: String,
+    pub prompt_tokens: Option<u64>,
+    pub tok_s: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub status: CellStatus,
+    pub reason: Option<String>,
+}
+
+impl PrefillLine {
+    pub fn valid(&self) -> bool {
+        self.status == CellStatus::Valid
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CellKind {
+    Valid,
+    OverCapacity,
+    Error,
+    Loop,
+    Skipped,
+    /// Planned but not measured (the run stopped first).
+    NotMeasured,
+}
+
+pub struct Cell {
+    pub kind: CellKind,
+    pub total: Option<f64>,
+    pub per_request: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub reason: Option<String>,
+    /// 1-based number of the matrix footnote that explains this cell.
+    pub footnote: Option<usize>,
+    pub warnings: Vec<String>,
+}
+
+pub struct Matrix {
+    /// `(context, label)`, ascending.
+    pub rows: Vec<(u64, String)>,
+    pub cols: Vec<u32>,
+    /// `cells[row][col]`.
+    pub cells: Vec<Vec<Cell>>,
+    /// Reasons of error, loop and skipped cells, numbered from 1.
+    pub footnotes: Vec<String>,
+}
+
+impl Matrix {
+    pub fn max_total(&self) -> f64 {
+        self.cells.iter().flatten().filter_map(|c| c.total).fold(0.0, f64::max)
+    }
+    pub fn any(&self, kind: CellKind) -> bool {
+        self.cells.iter().flatten().any(|c| c.kind == kind)
+    }
+    pub fn count(&self, kind: CellKind) -> usize {
+        self.cells.iter().flatten().filter(|c| c.kind == kind).count()
+    }
+}
+
+pub fn status_text(status: CellStatus) -> &'static str {
+    match status {
+        CellStatus::Valid => "Valid",
+        CellStatus::OverCapacity => "Over capacity",
+        CellStatus::Error => "Error",
+        CellStatus::Loop => "Loop",
+        CellStatus::Skipped => "Skipped",
+    }
+}
+
+pub fn kind_text(kind: CellKind) -> &'static str {
+    match kind {
+        CellKind::Valid => "Valid",
+        CellKind::OverCapacity => "Over capacity",
+        CellKind::Error => "Error",
+        CellKind::Loop => "Loop",
+        CellKind::Skipped => "Skipped",
+        CellKind::NotMeasured => "Not measured",
+    }
+}
+
+pub fn build(record: &RunRecord) -> Page {
+    let matrix = matrix(record);
+    let mut by_context: Vec<_> = record.prefill.iter().collect();
+    by_context.sort_by_key(|p| p.context);
+    let prefill: Vec<PrefillLine> = by_context
+        .into_iter()
+        .map(|p| {
+            let valid = p.status == CellStatus::Valid;
+            PrefillLine {
+                label: p.label.clone(),
+                prompt_tokens: p.prompt_tokens,
+                tok_s: p.prompt_tok_s.filter(|_| valid),
+                ttft_ms: p.ttft_ms.filter(|_| valid),
+                status: p.status,
+                reason: p.reason.clone(),
+            }
+        })
+        .collect();
+
+    Page {
+        title: title(record),
+        subtitle: subtitle(record, &matrix, &prefill),
+        byline: byline(record),
+        status_note: status_note(record),
+        hardware: hardware(record),
+        engine: engine(record),
+        run: run(record),
+        launch_command: record.launch_command.as_deref().map(redact::redact_command),
+        measurements: measurements(&prefill, &matrix, record),
+        prefill,
+        matrix,
+        methodology: METHODOLOGY.to_vec(),
+        import_notes: import_notes(record),
+    }
+}
+
+/// The model as people name it: the last part of the weights' path, else the
+/// model argument of a `serve` launch command, else the served name.
+pub fn model_name(record: &RunRecord) -> String {
+    let from_root = meta::text(record, meta::MODEL_ROOT).map(str::to_string);
+    let from_launch = || {
+        let cmd = record.launch_command.as_deref()?;
+        let mut words = cmd.split_whitespace();
+        words.by_ref().find(|w| *w == "serve")?;
+        words.next().filter(|w| !w.starts_with('-')).map(|w| w.trim_matches(['"', '\'']).to_string())
+    };
+    let name = from_root.or_else(from_launch).unwrap_or_else(|| record.server.model.clone());
+    let name = name.trim_end_matches('/');
+    name.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(name).to_string()
+}
+
+fn gpu_short(name: &str) -> &str {
+    name.strip_prefix("NVIDIA ").unwrap_or(name).trim()
+}
+
+fn gib(mib: u64) -> u64 {
+    (mib as f64 / 1024.0).round() as u64
+}
+
+fn gpu_count(record: &RunRecord) -> u32 {
+    record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)
+}
+
+fn title(record: &RunRecord) -> String {
+    let model = model_name(record);
+    let Some(gpu) = record.hardware.gpus.first() else {
+        return model;
+    };
+    let memory = gpu.memory_mib.map(|m| format!(" {}GB", gib(m))).unwrap_or_default();
+    format!("{model} on {}{memory} ×{}", gpu_short(&gpu.name), gpu_count(record))
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+fn subtitle(record: &RunRecord, matrix: &Matrix, prefill: &[PrefillLine]) -> Vec<String> {
+    let mut parts = vec![record.server.engine.clone()];
+    parts.extend(record.server.engine_version.clone());
+    parts.extend(meta::text(record, meta::QUANTIZATION).map(str::to_string));
+    if let (Some(first), Some(last)) = (matrix.rows.first(), matrix.rows.last()) {
+        let ctx_range = if matrix.rows.len() == 1 { first.1.clone() } else { format!("{}–{}", first.1, last.1) };
+        let c_first = matrix.cols.first().copied().unwrap_or(0);
+        let c_last = matrix.cols.last().copied().unwrap_or(0);
+        let c_range = if matrix.cols.len() == 1 { c_first.to_string() } else { format!("{c_first}–{c_last}") };
+        parts.push(format!(
+            "{} ({ctx_range}) × {} ({c_range})",
+            plural(matrix.rows.len(), "context", "contexts"),
+            plural(matrix.cols.len(), "concurrency level", "concurrency levels"),
+        ));
+    }
+    if !prefill.is_empty() {
+        let labels: Vec<&str> = prefill.iter().map(|p| p.label.as_str()).collect();
+        parts.push(format!("prefill at {}", labels.join(", ")));
+    }
+    parts
+}
+
+fn byline(record: &RunRecord) -> Vec<String> {
+    let mut parts = Vec::new();
+    if let Some(who) = meta::text(record, meta::UPLOADER) {
+        parts.push(format!("by @{}", who.trim_start_matches('@')));
+    }
+    parts.extend(record.label.clone().filter(|l| !l.trim().is_empty()));
+    let when = record.finished.as_deref().unwrap_or(&record.started);
+    let mut date = format::date(when);
+    if meta::local_time(record) {
+        date = format!("{} (local time)", date.trim_end_matches(" UTC"));
+    }
+    parts.push(format!("Measured {date}"));
+    parts
+}
+
+fn status_note(record: &RunRecord) -> Option<String> {
+    match record.status {
+        RunStatus::Complete => None,
+        RunStatus::Interrupted => {
+            Some("This run was interrupted: only the cells measured before it stopped are shown.".into())
+        }
+        RunStatus::Failed => {
+            Some("This run failed before it finished: only the cells measured before it stopped are shown.".into())
+        }
+        RunStatus::Running => Some("This run is still in progress: the page shows the cells measured so far.".into()),
+        RunStatus::Planned => Some("This run was only planned (--dry-run): nothing was measured.".into()),
+    }
+}
+
+fn unknown() -> String {
+    "unknown".into()
+}
+
+fn hardware(record: &RunRecord) -> Vec<(String, String)> {
+    let hw = &record.hardware;
+    let kind = meta::text(record, meta::HARDWARE_TYPE).map(|t| {
+        let mut c = t.chars();
+        let cap = c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default();
+        if cap.to_lowercase().contains("gpu") { cap } else { format!("{cap} GPU") }
+    });
+    let mut names: Vec<&str> = Vec::new();
+    for g in &hw.gpus {
+        if !names.contains(&gpu_short(&g.name)) {
+            names.push(gpu_short(&g.name));
+        }
+    }
+    let count = gpu_count(record);
+    let vram = {
+        let mems: Vec<u64> = hw.gpus.iter().filter_map(|g| g.memory_mib).collect();
+        if mems.is_empty() || mems.len() != hw.gpus.len() {
+            None
+        } else if mems.iter().all(|m| *m == mems[0]) {
+            Some(format!("{} GB ({} × {} GB)", format::count(gib(mems.iter().sum())), mems.len(), gib(mems[0])))
+        } else {
+            Some(format!("{} GB", format::count(gib(mems.iter().sum()))))
+        }
+    };
+    let mut lines = vec![
+        ("Type".into(), kind.unwrap_or_else(unknown)),
+        ("GPU".into(), if names.is_empty() { unknown() } else { names.join(", ") }),
+        ("GPU count".into(), if count == 0 && hw.gpus.is_empty() { unknown() } else { count.to_string() }),
+        ("VRAM".into(), vram.unwrap_or_else(unknown)),
+        ("OS".into(), if hw.os.trim().is_empty() { unknown() } else { hw.os.clone() }),
+    ];
+    if let Some(cpu) = &hw.cpu {
+        lines.push(("CPU".into(), cpu.clone()));
+    }
+    if let Some(kernel) = &hw.kernel {
+        lines.push(("Kernel".into(), kernel.clone()));
+    }
+    lines
+}
+
+fn engine(record: &RunRecord) -> Vec<(String, String)> {
+    let mut lines = vec![
+        ("Engine".into(), record.server.engine.clone()),
+        ("Version".into(), record.server.engine_version.clone().unwrap_or_else(unknown)),
+    ];
+    for (title, key) in [
+        ("Quantization", meta::QUANTIZATION),
+        ("Backend", meta::BACKEND),
+        ("Repository", meta::REPOSITORY),
+        ("Build", meta::BUILD),
+        ("Commit", meta::COMMIT),
+    ] {
+        if let Some(v) = meta::text(record, key) {
+            lines.push((title.into(), v.to_string()));
+        }
+    }
+    lines
+}
+
+fn prefill_mode(record: &RunRecord) -> String {
+    match meta::text(record, meta::PREFILL_MODE) {
+        None => "Cold request per context, before decode".into(),
+        Some("integrated_decode_scout") => "Measured during decode warm-up".into(),
+        Some("standalone_cold") => "Standalone cold requests".into(),
+        Some("skipped") => "Not measured".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn run(record: &RunRecord) -> Vec<(String, String)> {
+    let s = &record.settings;
+    let mut lines = vec![("Served model".to_string(), record.server.model.clone())];
+    if let Some(rev) = meta::text(record, meta::REVISION) {
+        lines.push(("Revision".into(), rev.to_string()));
+    }
+    let mut tool = format!("{} v{}", record.tool.name, record.tool.version.trim_start_matches('v'));
+    if let Some(c) = &record.tool.commit {
+        tool.push_str(&format!(" ({c})"));
+    }
+    lines.push(("Benchmark tool".into(), tool));
+    lines.push(("Decode test".into(), "Fixed duration".into()));
+    lines.push(("Prefill mode".into(), prefill_mode(record)));
+    lines.push(("Time per measurement".into(), format::secs_setting(s.duration_s)));
+    lines.push(("Max output".into(), format!("{} tokens", format::count(s.max_tokens))));
+    if let Some(mml) = record.server.max_model_len {
+        lines.push(("Context limit".into(), format!("{} tokens", format::count(mml))));
+    }
+    if let Some(kv) = record.server.kv_budget_tokens {
+        lines.push(("KV cache".into(), format!("{} tokens", format::count(kv))));
+    }
+    if record.status != RunStatus::Complete {
+        lines.push(("Run status".into(), format!("{:?}", record.status).to_lowercase()));
+    }
+    if let Some((fmt, version, file)) = meta::imported_from(record) {
+        let mut v = fmt;
+        if let Some(ver) = version {
+            v.push_str(&format!(" {ver}"));
+        }
+        if let Some(f) = file {
+            v.push_str(&format!(" ({f})"));
+        }
+        lines.push(("Imported from".into(), v));
+    }
+    lines
+}
+
+fn import_notes(record: &RunRecord) -> Vec<String> {
+    let Some((fmt, _, _)) = meta::imported_from(record) else {
+        return Vec::new();
+    };
+    vec![format!(
+        "Imported from a {fmt} file measured by {} v{}: its figures follow that tool's definitions, which differ \
+         from speedmatrix's in places (docs/methodology.md §10). Per request tok/s is its output_tps_per_user_p50, \
+         Time between tokens its inter_token_latency_p50.",
+        record.tool.name, record.tool.version
+    )]
+}
+
+fn cell_kind(cell: &DecodeCell) -> CellKind {
+    match cell.status() {
+        CellStatus::Valid => CellKind::Valid,
+        CellStatus::OverCapacity => CellKind::OverCapacity,
+        CellStatus::Error => CellKind::Error,
+        CellStatus::Loop => CellKind::Loop,
+        CellStatus::Skipped => CellKind::Skipped,
+    }
+}
+
+fn matrix(record: &RunRecord) -> Matrix {
+    let mut ctxs: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
+    let mut cols: BTreeSet<u32> = record.decode.iter().map(|c| c.concurrency).collect();
+    for p in record.plan.iter().filter(|p| p.kind == "decode" && p.context > 0 && p.concurrency > 0) {
+        ctxs.insert(p.context);
+        cols.insert(p.concurrency);
+    }
+    let rows: Vec<(u64, String)> = ctxs
+        .into_iter()
+        .map(|ctx| {
+            let l = record.decode.iter().find(|c| c.context == ctx).map(|c| c.label.clone());
+            (ctx, l.unwrap_or_else(|| label(Tokens(ctx))))
+        })
+        .collect();
+    let cols: Vec<u32> = cols.into_iter().collect();
+    let mut footnotes: Vec<String> = Vec::new();
+    let cells = rows
+        .iter()
+        .map(|(ctx, _)| {
+            cols.iter()
+                .map(|&c| {
+                    let Some(cell) = record.decode_cell(*ctx, c) else {
+                        let planned =
+                            record.plan.iter().find(|p| p.kind == "decode" && p.context == *ctx && p.concurrency == c);
+                        let (kind, reason) = match planned {
+                            Some(p) if p.status == "over_capacity" => (CellKind::OverCapacity, p.reason.clone()),
+                            _ => (CellKind::NotMeasured, None),
+                        };
+                        return Cell {
+                            kind,
+                            total: None,
+                            per_request: None,
+                            ttft_ms: None,
+                            reason,
+                            footnote: None,
+                            warnings: vec![],
+                        };
+                    };
+                    let kind = cell_kind(cell);
+                    let valid = kind == CellKind::Valid;
+                    let footnote = match kind {
+                        CellKind::Error | CellKind::Loop | CellKind::Skipped => {
+                            let text = format!(
+                                "{} × {}: {}",
+                                cell.label,
+                                c,
+                                cell.reason.as_deref().unwrap_or(kind_text(kind))
+                            );
+                            footnotes.push(text);
+                            Some(footnotes.len())
+                        }
+                        _ => None,
+                    };
+                    Cell {
+                        kind,
+                        total: cell.total_tok_s.filter(|_| valid),
+                        per_request: cell.per_request_tok_s.filter(|_| valid),
+                        ttft_ms: cell.ttft_ms_p50.filter(|_| valid),
+                        reason: cell.reason.clone(),
+                        footnote,
+                        warnings: cell.warnings.clone(),
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    Matrix { rows, cols, cells, footnotes }
+}
+
+fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Vec<[String; 12]> {
+    let dash = || NONE.to_string();
+    let mut rows = Vec::new();
+    for p in prefill {
+        let valid = p.valid();
+        rows.push([
+            "Prefill".into(),
+            p.label.clone(),
+            "1".into(),
+            status_text(p.status).into(),
+            opt(p.tok_s, format::kilo),
+            dash(),
+            opt(p.ttft_ms, format::ms),
+            dash(),
+            dash(),
+            if valid { "1".into() } else { dash() },
+            dash(),
+            dash(),
+        ]);
+    }
+    for (ri, (ctx, lbl)) in matrix.rows.iter().enumerate() {
+        for (ci, &c) in matrix.cols.iter().enumerate() {
+            let kind = matrix.cells[ri][ci].kind;
+            if kind == CellKind::NotMeasured {
+                continue;
+            }
+            let cell = record.decode_cell(*ctx, c).filter(|_| kind == CellKind::Valid);
+            let f = |get: fn(&DecodeCell) -> Option<f64>, fmt: fn(f64) -> String| opt(cell.and_then(get), fmt);
+            let n = |get: fn(&DecodeCell) -> Option<u64>| opt(cell.and_then(get), format::count);
+            rows.push([
+                "Sustained decode".into(),
+                lbl.clone(),
+                c.to_string(),
+                kind_text(kind).into(),
+                f(|c| c.total_tok_s, format::fixed1),
+                f(|c| c.per_request_tok_s, format::fixed1),
+                f(|c| c.ttft_ms_p50, format::ms),
+                f(|c| c.tbt_ms_p50, format::ms1),
+                f(|c| c.avg_active, format::fixed1),
+                n(|c| c.completed),
+                n(|c| c.output_tokens),
+                f(|c| c.measured_s, format::secs1),
+            ]);
+        }
+    }
+    rows
+}
+
+/// One line per figure, condensed from docs/methodology.md (§5, §7).
+pub const METHODOLOGY: [(&str, &str); 12] = [
+    (
+        "Prompt tok/s (prefill)",
+        "prompt tokens ÷ TTFT of one cold streamed request with max_tokens 1 and the context's exact prompt; client-observed, so it includes HTTP, tokenisation and any queueing.",
+    ),
+    (
+        "TTFT (prefill)",
+        "from the instant the request is sent to the arrival of the first chunk carrying content, reasoning or a finish reason.",
+    ),
+    (
+        "Total tok/s",
+        "output tokens that arrived inside the measurement window ÷ the window's length: the output of all simultaneous requests together.",
+    ),
+    (
+        "Per request tok/s",
+        "median over requests of 1000 ÷ the request's time between tokens: the decode speed one user sees, measured per stream (not total ÷ requests).",
+    ),
+    (
+        "TTFT (decode)",
+        "median over the cell's requests whose first token arrived before the window closed, first wave included; the prompt cache is warm, so it measures admission, queueing and the first decode step under load.",
+    ),
+    (
+        "Time between tokens",
+        "median over requests of (last − first token-bearing chunk inside the window) ÷ the tokens that arrived after the first of them.",
+    ),
+    (
+        "Average active requests",
+        "time-weighted mean over the window of the server's running-requests gauge (sampled every 250 ms); the client's count of streaming requests when the server has no metrics. Well under the requests at once means the server queued some.",
+    ),
+    (
+        "Completed requests",
+        "requests whose end arrived inside the window; often 0 at long contexts or many requests, where one request outlasts the window.",
+    ),
+    (
+        "Output tokens",
+        "tokens that arrived inside the window, from each stream's running usage.completion_tokens (one per chunk when the server sends no usage).",
+    ),
+    ("Measured for", "the window's length, fixed by the settings: the denominator of Total tok/s."),
+    (
+        "Over capacity",
+        "requests at once × (context + max output) exceeds the server's KV cache, or the requests exceed its maximum number of sequences; the cell is not run.",
+    ),
+    (
+        "Context",
+        "prompt length in binary thousands: 1K = 1,024 tokens; a context trimmed to fit the model is labelled by its fitted size.",
+    ),
+];

@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests: the repository's test data and a
+//! minimal reader of the tables in the page this crate writes.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+pub fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data").join(name)
+}
+
+pub fn reference(name: &str) -> PathBuf {
+    data("reference").join(name)
+}
+
+pub const LIL: &str = "ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json";
+pub const PAGE_TEXT: &str = "ling-3.0-flash-int4-2xh200nvl.speed-test-matrix.txt";
+pub const BENCH_0418: &str = "llm-inference-bench-0.4.18.vllm-cpu-tiny.json";
+
+pub fn unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
+}
+
+/// Text of an element with its tags removed.
+pub fn strip_tags(s: &str) -> String {
+    let mut out = String::new();
+    let mut in_tag = false;
+    for c in s.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    unescape(&out)
+}
+
+/// The part of `html` from the table whose opening tag contains `class` up to its end.
+pub fn table<'a>(html: &'a str, class: &str) -> &'a str {
+    let start = html.find(&format!("<table class=\"{class}\"")).unwrap_or_else(|| panic!("no table {class}"));
+    let end = html[start..].find("</table>").expect("table end") + start;
+    &html[start..end]
+}
+
+/// Body rows of a table: every `<tr>` after `<tbody>`, as the raw HTML of each `<td>`/`<th>`.
+pub fn body_rows(table: &str) -> Vec<Vec<String>> {
+    let body = &table[table.find("<tbody>").expect("tbody")..];
+    body.split("<tr>")
+        .skip(1)
+        .map(|row| {
+            let mut cells = Vec::new();
+            let mut rest = row;
+            while let Some(i) = rest.find('<') {
+                let tail = &rest[i..];
+                if tail.starts_with("<td") || tail.starts_with("<th") {
+                    let open_end = tail.find('>').unwrap() + 1;
+                    let close = tail.find("</td>").into_iter().chain(tail.find("</th>")).min().unwrap();
+                    cells.push(tail[open_end..close].to_string());
+                    rest = &tail[close + 5..];
+                } else {
+                    rest = &tail[1..];
+                }
+            }
+            cells
+        })
+        .collect()
+}

@@ -1,0 +1,177 @@
+//! Acceptance (issue 4): the lil-bench-result/1 reference, imported and
+//! rendered, gives the published page's numbers cell by cell. The expected
+//! values are read from the published page's text, never typed in here.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use serde_json::Value;
+
+struct Published {
+    header: Vec<String>,
+    facts: BTreeMap<String, String>,
+    launch: String,
+    /// label → (prompt tok/s, TTFT)
+    prefill: Vec<(String, String, String)>,
+    /// (row label, column) → cell text ("173.9", "60 ms") or ("Over capacity", "")
+    matrix: BTreeMap<(String, String), (String, String)>,
+    columns: Vec<String>,
+    measurements: Vec<Vec<String>>,
+}
+
+fn section<'a>(lines: &'a [&'a str], title: &str) -> &'a [&'a str] {
+    let titles = ["Hardware", "Engine", "Run", "Launch command", "Prefill", "Sustained decode", "All measurements"];
+    let start = lines.iter().position(|l| *l == title).unwrap_or_else(|| panic!("no section {title}")) + 1;
+    let end = lines[start..].iter().position(|l| titles.contains(l)).map_or(lines.len(), |i| i + start);
+    &lines[start..end]
+}
+
+/// "173.960 ms TTFT" → ("173.9", "60 ms"): a total has exactly one decimal.
+fn split_matrix_cell(cell: &str) -> (String, String) {
+    if cell == "Over capacity" {
+        return (cell.into(), String::new());
+    }
+    let dot = cell.find('.').expect("decimal point");
+    let (total, rest) = cell.split_at(dot + 2);
+    (total.to_string(), rest.trim_end_matches(" TTFT").to_string())
+}
+
+fn published() -> Published {
+    let text = std::fs::read_to_string(reference(PAGE_TEXT)).unwrap();
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let header =
+        lines.iter().take_while(|l| **l != "Hardware").filter(|l| !l.is_empty()).map(|l| l.to_string()).collect();
+    let mut facts = BTreeMap::new();
+    for s in ["Hardware", "Engine", "Run"] {
+        for l in section(&lines, s).iter().filter(|l| !l.is_empty()) {
+            let (k, v) = l.split_once(": ").unwrap();
+            facts.insert(k.to_string(), v.to_string());
+        }
+    }
+    let launch = section(&lines, "Launch command").iter().find(|l| !l.is_empty()).unwrap().to_string();
+    let prefill = section(&lines, "Prefill")
+        .iter()
+        .filter(|l| l.ends_with(" TTFT"))
+        .filter_map(|l| l.split_once(" context"))
+        .map(|(label, rest)| {
+            let k = rest.find('K').expect("prompt tok/s in K") + 1;
+            (label.to_string(), rest[..k].to_string(), rest[k..].trim_end_matches(" TTFT").to_string())
+        })
+        .collect();
+    let decode = section(&lines, "Sustained decode");
+    let head = decode.iter().position(|l| l.starts_with("Context\t")).unwrap();
+    let columns: Vec<String> = decode[head].split('\t').skip(1).map(str::to_string).collect();
+    let mut matrix = BTreeMap::new();
+    for row in decode[head + 1..].iter().take_while(|l| l.contains('\t')) {
+        let mut cells = row.split('\t');
+        let label = cells.next().unwrap().to_string();
+        for (col, cell) in columns.iter().zip(cells) {
+            matrix.insert((label.clone(), col.clone()), split_matrix_cell(cell));
+        }
+    }
+    let all = section(&lines, "All measurements");
+    let measurements = all
+        .iter()
+        .filter(|l| l.starts_with("Prefill\t") || l.starts_with("Sustained decode\t"))
+        .map(|l| l.split('\t').map(str::to_string).collect())
+        .collect();
+    Published { header, facts, launch, prefill, matrix, columns, measurements }
+}
+
+fn rendered() -> (String, String, String) {
+    let record = sm_report::load_any(&reference(LIL)).expect("import the lil-bench reference");
+    (sm_report::html_page(&record, &[]), sm_report::markdown(&record), serde_json::to_string(&record).unwrap())
+}
+
+#[test]
+fn every_prefill_and_decode_number_matches_the_published_page() {
+    let p = published();
+    let (html, _, _) = rendered();
+
+    let prefill = body_rows(table(&html, "prefill"));
+    assert_eq!(prefill.len(), p.prefill.len(), "prefill rows");
+    for (row, (label, tok_s, ttft)) in prefill.iter().zip(&p.prefill) {
+        let row: Vec<String> = row.iter().map(|c| strip_tags(c)).collect();
+        assert_eq!((&row[0], &row[2], &row[3]), (label, tok_s, ttft), "prefill row {label}");
+    }
+
+    let m = table(&html, "matrix");
+    let head: Vec<String> =
+        m[..m.find("</thead>").unwrap()].split("</th>").map(strip_tags).filter(|c| !c.is_empty()).skip(1).collect();
+    assert_eq!(head, p.columns, "matrix columns");
+    let rows = body_rows(m);
+    let (mut valued, mut over) = (0, 0);
+    for row in &rows {
+        let label = strip_tags(&row[0]);
+        for (col, cell) in p.columns.iter().zip(&row[1..]) {
+            let expected =
+                p.matrix.get(&(label.clone(), col.clone())).unwrap_or_else(|| panic!("published {label}×{col}"));
+            let got = if cell.contains("class=\"tot\"") {
+                let tot = cell.split("class=\"tot\">").nth(1).unwrap();
+                let ttft = cell.split("class=\"ttft\">").nth(1).unwrap();
+                valued += 1;
+                (
+                    strip_tags(&tot[..tot.find("</span>").unwrap()]),
+                    strip_tags(ttft).trim_end_matches(" TTFT").to_string(),
+                )
+            } else {
+                over += usize::from(strip_tags(cell) == "Over capacity");
+                (strip_tags(cell), String::new())
+            };
+            assert_eq!(&got, expected, "decode cell {label} × {col}");
+        }
+    }
+    assert_eq!(rows.len() * p.columns.len(), p.matrix.len(), "every published cell was compared");
+    assert_eq!((valued, over), (45, 3));
+    assert!(html.contains(&sm_report::view::OVER_CAPACITY_NOTE.replace('\'', "&#39;")));
+
+    let all: Vec<Vec<String>> =
+        body_rows(table(&html, "all")).iter().map(|r| r.iter().map(|c| strip_tags(c)).collect()).collect();
+    assert_eq!(all, p.measurements, "All measurements, row by row");
+    assert_eq!(all.len(), 7 + 48);
+}
+
+#[test]
+fn header_and_facts_match_the_published_page() {
+    let p = published();
+    let (html, md, _) = rendered();
+    assert_eq!(p.header[1], "Ling-3.0-flash-int4 on H200 NVL 141GB ×2");
+    assert!(html.contains(&format!("<h1>{}</h1>", p.header[1])), "title");
+    assert!(md.starts_with(&format!("# {}\n", p.header[1])));
+    for (k, v) in &p.facts {
+        let expected = format!("<dt>{k}</dt><dd>{v}</dd>");
+        assert!(html.contains(&expected), "fact {expected}");
+    }
+    assert!(html.contains("prefill at 8K, 16K, 32K, 64K, 128K, 251K, 256K"));
+    assert!(html.contains("6 contexts (8K–251K) × 8 concurrency levels (1–128)"));
+    assert!(html.contains("by @keennaylmx") && html.contains("Measured Sep 3, 2026, 17:22 UTC"));
+}
+
+#[test]
+fn launch_command_is_the_published_one_and_leaks_no_secret() {
+    let p = published();
+    let (html, md, json) = rendered();
+    assert!(p.launch.contains("--api-key <redacted>"));
+    assert!(html.contains(&format!("<code>{}</code>", sm_report::escape::html(&p.launch))), "launch command in HTML");
+    assert!(md.contains(&p.launch), "launch command in Markdown");
+
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(reference(LIL)).unwrap()).unwrap();
+    let argv: Vec<&str> = doc["server"]["argv"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
+    let key = argv[argv.iter().position(|w| *w == "--api-key").unwrap() + 1];
+    let hf = doc["server"]["environment"]["HF_TOKEN"].as_str().unwrap();
+    let record = sm_report::load_any(&reference(LIL)).unwrap();
+    let csv = sm_report::csv(&record);
+    let term = sm_report::terminal(&record, 120);
+    for secret in [key, hf] {
+        // no fragment of 6 characters either, so a partial redaction fails too
+        let chars: Vec<char> = secret.chars().collect();
+        for w in chars.windows(6) {
+            let frag: String = w.iter().collect();
+            for (name, out) in [("html", &html), ("md", &md), ("json", &json), ("csv", &csv), ("terminal", &term)] {
+                assert!(!out.contains(&frag), "{name} contains {frag:?} of a secret");
+            }
+        }
+    }
+}

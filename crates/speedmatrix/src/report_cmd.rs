@@ -1,0 +1,101 @@
+//! `speedmatrix report`: renders a run (run.json, a run directory, or a
+//! reference-tool file, imported on the fly) as HTML, Markdown and CSV.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// Renders a record as one output format.
+type Render = fn(&sm_core::record::RunRecord) -> String;
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// A run.json, a run directory, or a reference-tool result (llm-inference-bench JSON, lil-bench-result/1).
+    pub run: PathBuf,
+    /// Write the HTML page here.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Write the Markdown version here.
+    #[arg(long, value_name = "FILE")]
+    pub md: Option<PathBuf>,
+    /// Write the measurements as CSV here.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Open the HTML page in the default browser afterwards.
+    #[arg(long)]
+    pub open: bool,
+}
+
+pub fn main(args: ReportArgs) -> ExitCode {
+    let record = match sm_report::load_any(&args.run) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let written = if args.html.is_none() && args.md.is_none() && args.csv.is_none() {
+        let dir = default_dir(&args.run);
+        sm_report::write_all(&record, &dir)
+    } else {
+        let mut out = Vec::new();
+        let jobs: [(&Option<PathBuf>, Render); 3] = [
+            (&args.html, |r| sm_report::html_page(r, &[])),
+            (&args.md, sm_report::markdown),
+            (&args.csv, sm_report::csv),
+        ];
+        let mut result = Ok(());
+        for (path, render) in jobs {
+            if let Some(path) = path {
+                match sm_report::write_atomic(path, &render(&record)) {
+                    Ok(p) => out.push(p),
+                    Err(e) => {
+                        result = Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+                        break;
+                    }
+                }
+            }
+        }
+        result.map(|()| out)
+    };
+    let written = match written {
+        Ok(w) => w,
+        Err(e) => {
+            eprintln!("error: cannot write the report: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    for p in &written {
+        println!("wrote {}", p.display());
+    }
+    if args.open
+        && let Some(html) = written.iter().find(|p| p.extension().is_some_and(|e| e == "html"))
+        && let Err(e) = open(html)
+    {
+        eprintln!("warning: cannot open {}: {e}", html.display());
+    }
+    ExitCode::SUCCESS
+}
+
+/// Next to the run for a speedmatrix run; the current directory for a
+/// reference-tool file, whose own directory may be read-only or shared.
+fn default_dir(run: &Path) -> PathBuf {
+    if run.is_dir() {
+        return run.to_path_buf();
+    }
+    let is_own_run = run.file_name().is_some_and(|n| n == "run.json");
+    match run.parent() {
+        Some(p) if is_own_run && !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+fn open(path: &Path) -> std::io::Result<()> {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else if cfg!(windows) {
+        "explorer"
+    } else {
+        "xdg-open"
+    };
+    std::process::Command::new(opener).arg(path).spawn().map(|_| ())
+}

@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Browser test of the speed test matrix page (issue 4).
+#
+# Renders the page of the reference result and of a simulated run, opens each
+# from disk in headless Chromium with the network disabled, and fails when the
+# page logs anything to the console, makes a request (all of which fail with
+# the network off) or is refused by its CSP, or does not render its sections. Screenshots (light and
+# dark) and a printed PDF land in target/browser/ for people to look at.
+#
+# Usage: scripts/browser-test.sh          (from anywhere in the repository)
+#        SPEEDMATRIX_BIN=path/to/speedmatrix scripts/browser-test.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+OUT=target/browser
+mkdir -p "$OUT"
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "browser-test: installing Debian's chromium"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
+BIN="${SPEEDMATRIX_BIN:-target/debug/speedmatrix}"
+if [ -z "${SPEEDMATRIX_BIN:-}" ]; then
+    cargo build -q -p speedmatrix
+fi
+
+REFERENCE=tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json
+"$BIN" report "$REFERENCE" --html "$OUT/reference.html" --md "$OUT/reference.md" --csv "$OUT/reference.csv"
+
+rm -rf "$OUT/sim-run"
+if ! "$BIN" run --contexts 8k,32k --concurrency 1,4 --duration 2s --ready-stable 1s --warmup 0s \
+    --out "$OUT/sim-run" >"$OUT/sim-run.log" 2>&1; then
+    echo "browser-test: FAIL: the simulated run failed; see $OUT/sim-run.log" >&2
+    tail -20 "$OUT/sim-run.log" >&2
+    exit 1
+fi
+"$BIN" report "$OUT/sim-run" --html "$OUT/sim.html"
+
+# Every request that leaves the machine fails: unknown hosts and a dead proxy.
+NO_NETWORK=(--proxy-server=127.0.0.1:9 --host-resolver-rules="MAP * ~NOTFOUND , EXCLUDE localhost")
+COMMON=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
+    --no-first-run --disable-sync --disable-extensions --disable-default-apps --mute-audio
+    --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000 "${NO_NETWORK[@]}")
+
+# Console output of the page (any level: a clean page logs nothing), CSP
+# refusals and uncaught errors, from Chromium's log.
+console_problems() {
+    grep -E 'CONSOLE|Refused to|Uncaught|Content Security Policy' "$1" || true
+}
+
+# Requests the page itself made (the browser's own update and account
+# checks have no page origin as initiator), from Chromium's NetLog. With the
+# network disabled every one of them failed; a self-contained page makes none.
+request_problems() {
+    python3 - "$1" <<'PY'
+import json, sys
+try:
+    events = json.load(open(sys.argv[1]))["events"]
+except Exception as e:  # an unreadable log must not pass as "no requests"
+    print(f"cannot read the NetLog {sys.argv[1]}: {e}")
+    sys.exit(0)
+urls = set()
+for e in events:
+    p = e.get("params")
+    if isinstance(p, dict) and "url" in p and "initiator" in p and p["initiator"] != "not an origin":
+        if not p["url"].startswith(("file:", "data:", "about:")):
+            urls.add(p["url"])
+for u in sorted(urls):
+    print(f"request from the page: {u}")
+PY
+}
+
+problems() {
+    console_problems "$1"
+    request_problems "$1.netlog.json"
+}
+
+# chromium_run LOG ARGS...: one headless Chromium with a fresh profile.
+chromium_run() {
+    local log="$1"
+    shift
+    local profile
+    profile="$(mktemp -d)"
+    timeout 120 chromium "${COMMON[@]}" --user-data-dir="$profile" --log-net-log="$log.netlog.json" "$@" \
+        >"$log.out" 2>"$log" || true
+    rm -rf "$profile"
+}
+
+FAILED=0
+
+check_page() {
+    local name="$1" html="$2"
+    local url
+    url="file://$(realpath "$html")"
+    local log="$OUT/$name.chromium.log"
+
+    chromium_run "$log" --dump-dom "$url"
+    local dom="$log.out"
+    for section in 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' 'All measurements' 'Methodology'; do
+        if ! grep -q ">$section<" "$dom"; then
+            echo "browser-test: FAIL: $name: section '$section' not rendered" >&2
+            FAILED=1
+        fi
+    done
+    if ! grep -q '<svg class="chart"' "$dom"; then
+        echo "browser-test: FAIL: $name: no chart rendered" >&2
+        FAILED=1
+    fi
+
+    chromium_run "$log.light" --window-size=1280,2600 --screenshot="$OUT/$name.png" "$url"
+    chromium_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,2600 \
+        --screenshot="$OUT/$name-dark.png" "$url"
+    chromium_run "$log.print" --print-to-pdf="$OUT/$name.pdf" --no-pdf-header-footer "$url"
+
+    for l in "$log" "$log.light" "$log.dark" "$log.print"; do
+        local found
+        found="$(problems "$l")"
+        if [ -n "$found" ]; then
+            echo "browser-test: FAIL: $name: $found" >&2
+            FAILED=1
+        fi
+    done
+    for f in "$OUT/$name.png" "$OUT/$name-dark.png" "$OUT/$name.pdf"; do
+        if [ ! -s "$f" ]; then
+            echo "browser-test: FAIL: $name: $f was not written" >&2
+            FAILED=1
+        fi
+    done
+    echo "browser-test: $name: $OUT/$name.png, $OUT/$name-dark.png, $OUT/$name.pdf"
+}
+
+# The checker itself must catch a page that fetches and logs errors, or a
+# silent Chromium (no logging) would pass every page.
+CANARY="$OUT/canary.html"
+cat >"$CANARY" <<'EOF'
+<!DOCTYPE html><html><body><img src="http://example.invalid/x.png">
+<script>console.error("canary console error")</script></body></html>
+EOF
+chromium_run "$OUT/canary.chromium.log" --dump-dom "file://$(realpath "$CANARY")"
+if ! console_problems "$OUT/canary.chromium.log" | grep -q 'canary console error'; then
+    echo "browser-test: FAIL: the checker did not notice the canary page's console error" >&2
+    exit 1
+fi
+if ! request_problems "$OUT/canary.chromium.log.netlog.json" | grep -q 'example.invalid'; then
+    echo "browser-test: FAIL: the checker did not notice the canary page's request" >&2
+    exit 1
+fi
+
+check_page reference "$OUT/reference.html"
+check_page sim "$OUT/sim.html"
+
+if [ "$FAILED" -ne 0 ]; then
+    exit 1
+fi
+echo "browser-test: ok"
