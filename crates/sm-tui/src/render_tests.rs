@@ -1,0 +1,141 @@
+//! The screen drawn into a buffer: what a person at an 80×24 terminal would see.
+
+use std::time::{Duration, Instant};
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use sm_bench::{LiveSample, Step};
+use sm_client::discover::SchedulerState;
+use sm_core::record::{CellStatus, DecodeCell};
+
+use crate::state::State;
+use crate::testdata::record;
+
+fn render(s: &State, now: Instant, w: u16, h: u16) -> String {
+    let mut terminal = Terminal::new(TestBackend::new(w, h)).unwrap();
+    terminal.draw(|f| crate::view::draw(f, s, now)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    (0..h)
+        .map(|y| (0..w).map(|x| buf[(x, y)].symbol().to_string()).collect::<String>().trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn valid(ctx: u64, label: &str, c: u32, tok_s: f64) -> DecodeCell {
+    DecodeCell {
+        context: ctx,
+        label: label.into(),
+        concurrency: c,
+        status: Some(CellStatus::Valid),
+        total_tok_s: Some(tok_s),
+        ..Default::default()
+    }
+}
+
+/// Mid-run: two cells done, 8K × 16 being measured 4 s into its 10 s window.
+fn mid_run(t0: Instant) -> (State, Instant) {
+    let mut s = State::new(t0);
+    s.start(&record());
+    s.event("run started", t0);
+    s.cell_done(&valid(8192, "8K", 1, 61.2), t0 + Duration::from_secs(12));
+    s.cell_done(&valid(8192, "8K", 4, 231.9), t0 + Duration::from_secs(24));
+    s.step(&Step::Scout { label: "8K".into(), concurrency: 16 }, t0 + Duration::from_secs(25));
+    let started = t0 + Duration::from_secs(27);
+    s.step(&Step::Measuring { label: "8K".into(), concurrency: 16, started, window: Duration::from_secs(10) }, started);
+    for i in 0..16u64 {
+        s.live(&LiveSample {
+            at: started + Duration::from_millis(250 * i),
+            tokens: 200 * i,
+            streams_with_token: 16,
+            concurrency: 16,
+            ttft_ms_p50: Some(123.4),
+            tbt_ms_p50: Some(19.9),
+            server: Some(SchedulerState { running: 16.0, waiting: 0.0, kv_usage: Some(0.42) }),
+        });
+    }
+    (s, started + Duration::from_secs(4))
+}
+
+#[test]
+fn an_80x24_screen_shows_the_matrix_the_step_and_the_progress() {
+    let t0 = Instant::now();
+    let (s, now) = mid_run(t0);
+    let screen = render(&s, now, 80, 24);
+    assert!(screen.contains("vllm 0.8.5 · tiny-model"), "{screen}");
+    assert!(screen.contains("5 planned, 1 over cap., 2 done"), "{screen}");
+    assert!(screen.contains("Measuring 8K × 16"), "{screen}");
+    assert!(screen.contains("4.0 s of 10 s"), "{screen}");
+    assert!(screen.contains("800.0 tok/s total"), "{screen}");
+    assert!(screen.contains("TTFT p50 123.4 ms"), "{screen}");
+    assert!(screen.contains("running 16"), "{screen}");
+    assert!(screen.contains("KV usage 42%"), "{screen}");
+    // the matrix: finished figures, the live cell, the over-capacity cell, cells still to come
+    let row_8k = screen.lines().find(|l| l.contains("8K ") && l.contains("61.2")).expect(&screen);
+    assert!(row_8k.contains("231.9") && row_8k.contains("▸800"), "{row_8k}");
+    let row_64k = screen.lines().find(|l| l.trim_start().starts_with("│  64K")).expect(&screen);
+    assert!(row_64k.contains("over cap.") && row_64k.contains('·'), "{row_64k}");
+    assert!(screen.contains("cells 2/5 · prefill 0/2"), "{screen}");
+    assert!(screen.contains("ETA "), "{screen}");
+    assert!(screen.contains("q finish after this cell"), "{screen}");
+    assert!(screen.contains("run started"), "{screen}");
+}
+
+#[test]
+fn a_narrow_terminal_keeps_the_essentials() {
+    let t0 = Instant::now();
+    let (s, now) = mid_run(t0);
+    let screen = render(&s, now, 50, 16);
+    assert!(screen.contains("Measuring 8K × 16"), "{screen}");
+    assert!(screen.contains("running 16 · waiting 0"), "{screen}");
+    assert!(screen.contains("over"), "{screen}");
+    assert!(screen.contains("cells 2/5"), "{screen}");
+}
+
+#[test]
+fn ramp_up_says_what_it_waits_for_and_errors_give_their_reason() {
+    let t0 = Instant::now();
+    let mut s = State::new(t0);
+    s.start(&record());
+    s.cell_done(
+        &DecodeCell {
+            context: 8192,
+            label: "8K".into(),
+            concurrency: 1,
+            status: Some(CellStatus::Error),
+            reason: Some("stream stalled for 60 s".into()),
+            ..Default::default()
+        },
+        t0,
+    );
+    s.step(&Step::Ramp { label: "8K".into(), concurrency: 4, waiting_for: "running 3/4".into() }, t0);
+    let screen = render(&s, t0 + Duration::from_secs(2), 80, 24);
+    assert!(screen.contains("Ramp-up 8K × 4 · waiting for running 3/4"), "{screen}");
+    assert!(screen.contains("ERROR"), "{screen}");
+    assert!(screen.contains("8K × 1 ERROR: stream stalled for 60 s"), "{screen}");
+}
+
+#[test]
+fn prefill_shows_elapsed_and_an_eta_from_the_rate_so_far() {
+    let t0 = Instant::now();
+    let mut s = State::new(t0);
+    s.start(&record());
+    s.step(&Step::Prefill { label: "8K".into(), index: 1, total: 2, started: t0 }, t0);
+    s.prefill_done(
+        &sm_core::record::PrefillRow {
+            context: 8192,
+            label: "8K".into(),
+            prompt_tokens: Some(8192),
+            ttft_ms: Some(1000.0),
+            prompt_tok_s: Some(8192.0),
+            cached_tokens: Some(0),
+            status: CellStatus::Valid,
+            reason: None,
+        },
+        t0 + Duration::from_secs(1),
+    );
+    let started = t0 + Duration::from_secs(1);
+    s.step(&Step::Prefill { label: "64K".into(), index: 2, total: 2, started }, started);
+    // 64K at 8,192 tok/s takes 8 s; 3 s have passed
+    let screen = render(&s, started + Duration::from_secs(3), 80, 24);
+    assert!(screen.contains("Prefill of context 64K (2/2) · 3s · ETA 5s"), "{screen}");
+}

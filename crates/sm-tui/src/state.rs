@@ -1,0 +1,342 @@
+//! What the dashboard knows about the run: filled by the reporter callbacks,
+//! read by the drawing code. Plain data so that a test can build any moment of a
+//! run and render it.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use sm_bench::{LiveSample, Step};
+use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, RunStatus, ServerInfo};
+
+/// Events kept for the log panel; older ones are in run.json anyway.
+const MAX_EVENTS: usize = 200;
+/// Live tok/s samples kept for the sparkline (4 a second: two minutes).
+const MAX_RATES: usize = 480;
+/// The live rate is measured over about this span, so one late chunk does not make it jump.
+const RATE_SPAN: Duration = Duration::from_secs(1);
+/// Before any cell finished, a cell is guessed to take its window plus this
+/// (scout, ramp-up, drain, idle gap).
+const CELL_OVERHEAD: Duration = Duration::from_secs(10);
+/// Before any prefill row finished, a row is guessed to take this long.
+const PREFILL_GUESS: Duration = Duration::from_secs(5);
+/// The pause the runner leaves between cells, not inside the measured cell time.
+const IDLE_GAP: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Clone)]
+pub struct State {
+    pub started: Instant,
+    pub server: Option<ServerInfo>,
+    /// Matrix rows: (context, label) in plan order.
+    pub contexts: Vec<(u64, String)>,
+    /// Matrix columns.
+    pub concurrency: Vec<u32>,
+    pub window: Duration,
+    /// Decode cells that will be measured (not over capacity).
+    pub planned_cells: usize,
+    pub over_capacity: usize,
+    pub planned_prefill: usize,
+    /// Prefill rows: (context, label) in plan order.
+    pub prefill_plan: Vec<(u64, String)>,
+    /// Finished cells, over-capacity ones included.
+    pub cells: BTreeMap<(u64, u32), DecodeCell>,
+    pub prefill: Vec<PrefillRow>,
+    pub step: Option<Step>,
+    pub step_since: Instant,
+    /// The decode cell being measured: (context, concurrency, since).
+    pub current: Option<(u64, u32, Instant)>,
+    /// Between "decode warm-up at" and "decode warm-up done": the cell is hidden.
+    pub warmup_cell: bool,
+    pub live: Option<LiveSample>,
+    /// Recent (at, tokens) of this cell, for the live rate.
+    pub recent: VecDeque<(Instant, u64)>,
+    /// Live total tok/s of this cell, one per sample.
+    pub rates: VecDeque<f64>,
+    /// (seconds since start, text).
+    pub events: VecDeque<(f64, String)>,
+    /// Measured wall time of each decode cell finished in this session.
+    pub cell_times: Vec<Duration>,
+    pub prefill_times: Vec<Duration>,
+    /// What a key press asked for, shown until the run acts on it.
+    pub notice: Option<String>,
+    pub finished: Option<RunStatus>,
+}
+
+impl State {
+    pub fn new(now: Instant) -> State {
+        State {
+            started: now,
+            server: None,
+            contexts: Vec::new(),
+            concurrency: Vec::new(),
+            window: Duration::from_secs(30),
+            planned_cells: 0,
+            over_capacity: 0,
+            planned_prefill: 0,
+            prefill_plan: Vec::new(),
+            cells: BTreeMap::new(),
+            prefill: Vec::new(),
+            step: None,
+            step_since: now,
+            current: None,
+            warmup_cell: false,
+            live: None,
+            recent: VecDeque::new(),
+            rates: VecDeque::new(),
+            events: VecDeque::new(),
+            cell_times: Vec::new(),
+            prefill_times: Vec::new(),
+            notice: None,
+            finished: None,
+        }
+    }
+
+    pub fn start(&mut self, record: &RunRecord) {
+        self.server = Some(record.server.clone());
+        self.window = Duration::from_secs_f64(record.settings.duration_s.max(0.0));
+        self.concurrency = record.settings.concurrency.clone();
+        self.contexts.clear();
+        self.prefill_plan.clear();
+        self.planned_cells = 0;
+        self.over_capacity = 0;
+        for p in &record.plan {
+            match (p.kind.as_str(), p.status.as_str()) {
+                ("decode", "skipped") => {}
+                ("decode", status) => {
+                    if !self.contexts.iter().any(|(c, _)| *c == p.context) {
+                        self.contexts.push((p.context, p.label.clone()));
+                    }
+                    if status == "over_capacity" {
+                        self.over_capacity += 1;
+                    } else {
+                        self.planned_cells += 1;
+                    }
+                }
+                ("prefill", "planned") => self.prefill_plan.push((p.context, p.label.clone())),
+                _ => {}
+            }
+        }
+        if self.contexts.is_empty() {
+            // a record without a plan (older schema): the settings still name the rows
+            self.contexts =
+                record.settings.contexts.iter().map(|&c| (c, sm_core::context::label(sm_core::Tokens(c)))).collect();
+            self.planned_cells = self.contexts.len() * self.concurrency.len();
+        }
+        self.planned_prefill = self.prefill_plan.len();
+        for cell in &record.decode {
+            self.cells.insert((cell.context, cell.concurrency), cell.clone());
+        }
+        self.prefill = record.prefill.clone();
+    }
+
+    pub fn step(&mut self, step: &Step, now: Instant) {
+        if let Step::Scout { label, concurrency } = step {
+            let context = self.context_of(label);
+            self.current = if self.warmup_cell { None } else { context.map(|c| (c, *concurrency, now)) };
+            self.live = None;
+            self.recent.clear();
+            self.rates.clear();
+        }
+        let same_kind = self.step.as_ref().is_some_and(|s| std::mem::discriminant(s) == std::mem::discriminant(step));
+        if !same_kind {
+            self.step_since = now;
+        }
+        self.step = Some(step.clone());
+    }
+
+    pub fn live(&mut self, sample: &LiveSample) {
+        if self.recent.back().is_some_and(|&(_, t)| sample.tokens < t) {
+            self.recent.clear();
+        }
+        self.recent.push_back((sample.at, sample.tokens));
+        while self.recent.len() > 2 && self.recent[1].0 + RATE_SPAN <= sample.at {
+            self.recent.pop_front();
+        }
+        if let (Some(&(t0, n0)), Some(&(t1, n1))) = (self.recent.front(), self.recent.back()) {
+            let dt = t1.saturating_duration_since(t0).as_secs_f64();
+            if dt > 0.0 {
+                self.rates.push_back((n1 - n0) as f64 / dt);
+                if self.rates.len() > MAX_RATES {
+                    self.rates.pop_front();
+                }
+            }
+        }
+        self.live = Some(sample.clone());
+    }
+
+    pub fn event(&mut self, text: &str, now: Instant) {
+        if text.starts_with("decode warm-up at") {
+            self.warmup_cell = true;
+        } else if text.starts_with("decode warm-up") {
+            self.warmup_cell = false;
+        }
+        let t = now.saturating_duration_since(self.started).as_secs_f64();
+        self.events.push_back((t, text.to_string()));
+        if self.events.len() > MAX_EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    pub fn prefill_done(&mut self, row: &PrefillRow, now: Instant) {
+        if let Some(Step::Prefill { started, .. }) = &self.step {
+            self.prefill_times.push(now.saturating_duration_since(*started));
+        }
+        self.prefill.push(row.clone());
+    }
+
+    pub fn cell_done(&mut self, cell: &DecodeCell, now: Instant) {
+        // a skipped cell ends early and would make the rest of the run look shorter
+        if let Some((_, _, since)) = self.current.take()
+            && cell.status() != CellStatus::Skipped
+        {
+            self.cell_times.push(now.saturating_duration_since(since));
+        }
+        self.cells.insert((cell.context, cell.concurrency), cell.clone());
+        // the skip or finish the key asked for has happened
+        if self.notice.as_deref().is_some_and(|n| n.starts_with("s:")) {
+            self.notice = None;
+        }
+    }
+
+    pub fn finish(&mut self, record: &RunRecord) {
+        self.finished = Some(record.status);
+        self.current = None;
+    }
+
+    fn context_of(&self, label: &str) -> Option<u64> {
+        self.contexts.iter().find(|(_, l)| l == label).map(|(c, _)| *c)
+    }
+
+    /// Cells measured (or skipped, or failed) out of those planned, resumed ones included.
+    pub fn cells_done(&self) -> usize {
+        self.cells.values().filter(|c| c.status() != CellStatus::OverCapacity).count()
+    }
+
+    pub fn prefill_done_count(&self) -> usize {
+        self.prefill.len().min(self.planned_prefill)
+    }
+
+    /// Fraction of the run's work done, weighting a prefill row like a cell.
+    pub fn progress(&self) -> f64 {
+        let total = self.planned_cells + self.planned_prefill;
+        if total == 0 {
+            return if self.finished.is_some() { 1.0 } else { 0.0 };
+        }
+        let done = self.cells_done().min(self.planned_cells) + self.prefill_done_count();
+        done as f64 / total as f64
+    }
+
+    /// Wall time a decode cell takes: measured in this run, else the window plus overhead.
+    pub fn per_cell(&self) -> Duration {
+        mean(&self.cell_times).map_or(self.window + CELL_OVERHEAD, |d| d + IDLE_GAP)
+    }
+
+    /// Time left for the whole run, or None once it ended.
+    pub fn eta(&self, now: Instant) -> Option<Duration> {
+        if self.finished.is_some() {
+            return None;
+        }
+        let per_cell = self.per_cell();
+        let cells_left = self.planned_cells.saturating_sub(self.cells_done()) as u32;
+        let mut left = per_cell * cells_left;
+        if let Some((_, _, since)) = self.current {
+            left = left.saturating_sub(now.saturating_duration_since(since).min(per_cell));
+        }
+        let per_row = mean(&self.prefill_times).unwrap_or(PREFILL_GUESS);
+        let rows_left = self.planned_prefill.saturating_sub(self.prefill_done_count()) as u32;
+        left += per_row * rows_left;
+        if let Some(Step::Prefill { started, .. }) = &self.step {
+            left = left.saturating_sub(now.saturating_duration_since(*started).min(per_row));
+        }
+        Some(left)
+    }
+
+    /// Time left for the prefill row in progress, from the prompt rate measured so far.
+    pub fn prefill_eta(&self, label: &str, started: Instant, now: Instant) -> Option<Duration> {
+        let context = self.prefill_plan.iter().find(|(_, l)| l == label).map(|(c, _)| *c)?;
+        let (tokens, secs) = self
+            .prefill
+            .iter()
+            .filter_map(|r| Some((r.prompt_tokens? as f64, r.ttft_ms? / 1000.0)))
+            .fold((0.0, 0.0), |(n, s), (rn, rs)| (n + rn, s + rs));
+        if tokens <= 0.0 || secs <= 0.0 {
+            return None;
+        }
+        let expected = Duration::from_secs_f64(context as f64 / (tokens / secs));
+        Some(expected.saturating_sub(now.saturating_duration_since(started)))
+    }
+
+    /// Live total tok/s of the cell in progress.
+    pub fn live_rate(&self) -> Option<f64> {
+        self.rates.back().copied()
+    }
+}
+
+fn mean(d: &[Duration]) -> Option<Duration> {
+    (!d.is_empty()).then(|| d.iter().sum::<Duration>() / d.len() as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdata::record;
+
+    #[test]
+    fn plan_gives_rows_columns_and_counts() {
+        let mut s = State::new(Instant::now());
+        s.start(&record());
+        assert_eq!(s.contexts.iter().map(|(_, l)| l.as_str()).collect::<Vec<_>>(), ["8K", "64K"]);
+        assert_eq!(s.concurrency, [1, 4, 16]);
+        assert_eq!((s.planned_cells, s.over_capacity, s.planned_prefill), (5, 1, 2));
+        assert_eq!(s.cells_done(), 0);
+    }
+
+    #[test]
+    fn eta_uses_the_window_until_a_cell_is_measured_then_the_measured_time() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        s.start(&record());
+        s.prefill = vec![row(), row()];
+        // 5 cells × (10 s window + 10 s)
+        assert_eq!(s.eta(t0), Some(Duration::from_secs(100)));
+        s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0);
+        let cell = DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
+        s.cell_done(&cell, t0 + Duration::from_secs(4));
+        assert_eq!(s.cells_done(), 1);
+        // 4 cells × (4 s + 0.5 s idle gap)
+        assert_eq!(s.eta(t0 + Duration::from_secs(4)), Some(Duration::from_secs(18)));
+        assert!((s.progress() - 3.0 / 7.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn live_rate_follows_the_token_count() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        for i in 0..8u64 {
+            let sample = LiveSample {
+                at: t0 + Duration::from_millis(250 * i),
+                tokens: 100 * i,
+                streams_with_token: 4,
+                concurrency: 4,
+                ttft_ms_p50: None,
+                tbt_ms_p50: None,
+                server: None,
+            };
+            s.live(&sample);
+        }
+        let rate = s.live_rate().unwrap();
+        assert!((rate - 400.0).abs() < 1e-6, "{rate}");
+    }
+
+    fn row() -> PrefillRow {
+        PrefillRow {
+            context: 8192,
+            label: "8K".into(),
+            prompt_tokens: Some(8192),
+            ttft_ms: Some(100.0),
+            prompt_tok_s: Some(81920.0),
+            cached_tokens: Some(0),
+            status: CellStatus::Valid,
+            reason: None,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The screen: header, current step (with the server panel beside it when there
+//! is room), the decode matrix, the event log and the footer. Panels that do not
+//! fit are dropped, the log first, so 80×24 and smaller still show the essentials.
+
+use std::time::{Duration, Instant};
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Gauge, Paragraph, Sparkline};
+
+use sm_bench::Step;
+use sm_core::Tokens;
+use sm_core::record::RunStatus;
+
+use crate::matrix;
+use crate::state::State;
+
+/// Below this width the server panel joins the step panel as one line.
+const SERVER_PANEL_MIN_WIDTH: u16 = 72;
+const SERVER_PANEL_W: u16 = 24;
+
+pub fn draw(frame: &mut Frame, s: &State, now: Instant) {
+    let area = frame.area();
+    let side = area.width >= SERVER_PANEL_MIN_WIDTH;
+    // text, gauge, figures, sparkline (+ server line when narrow), and borders
+    let step_h = if area.height >= 20 { 6 } else { 5 } + u16::from(!side);
+    let [header, mid, grid, log, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Length(step_h),
+        Constraint::Length(matrix::height(s)),
+        Constraint::Min(0),
+        Constraint::Length(2),
+    ])
+    .areas(area);
+    draw_header(frame, header, s);
+    if side {
+        let [step, server] = Layout::horizontal([Constraint::Min(0), Constraint::Length(SERVER_PANEL_W)]).areas(mid);
+        draw_step(frame, step, s, now, false);
+        draw_server(frame, server, s);
+    } else {
+        draw_step(frame, mid, s, now, true);
+    }
+    matrix::draw(frame, grid, s);
+    if log.height >= 3 {
+        draw_events(frame, log, s);
+    }
+    draw_footer(frame, footer, s, now);
+}
+
+fn draw_header(frame: &mut Frame, area: Rect, s: &State) {
+    let Some(server) = &s.server else {
+        frame.render_widget(Paragraph::new("speedmatrix · discovering the server…"), area);
+        return;
+    };
+    let first = Line::from(vec![
+        Span::styled("speedmatrix", Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan)),
+        Span::raw(format!(
+            " · {} {} · {} · {}",
+            server.engine,
+            server.engine_version.as_deref().unwrap_or("(version unknown)"),
+            server.model,
+            server.url
+        )),
+    ]);
+    let kv = server.kv_budget_tokens.map_or("unknown".to_string(), |k| Tokens(k).to_string());
+    let seqs = server.max_num_seqs.map_or("unknown".to_string(), |n| n.to_string());
+    let second = Line::from(vec![
+        Span::raw("cells "),
+        Span::styled(format!("{} planned", s.planned_cells), Style::new().add_modifier(Modifier::BOLD)),
+        Span::raw(format!(", {} over cap., ", s.over_capacity)),
+        Span::styled(format!("{} done", s.cells_done()), Style::new().fg(Color::Green)),
+        Span::raw(format!(" · max seqs {seqs} · KV {kv} tok ({})", server.kv_budget_source)),
+    ]);
+    frame.render_widget(Paragraph::new(vec![first, second]), area);
+}
+
+/// The step's headline and, where it has one, the gauge ratio and its label.
+fn step_text(s: &State, now: Instant) -> (String, Option<(f64, String)>) {
+    let since = now.saturating_duration_since(s.step_since);
+    if let Some(status) = s.finished {
+        let word = match status {
+            RunStatus::Complete => "Run complete",
+            RunStatus::Interrupted => "Run interrupted: finished cells are kept",
+            RunStatus::Failed => "Run failed",
+            RunStatus::Planned => "Planned (dry run)",
+            RunStatus::Running => "Running",
+        };
+        return (format!("{word} · writing the files"), None);
+    }
+    let warm = if s.warmup_cell { "Decode warm-up (not measured) " } else { "" };
+    match &s.step {
+        None => ("Starting".into(), None),
+        Some(Step::Sizing) => (format!("Sizing prompts to exact lengths · {}", dur(since)), None),
+        Some(Step::Warmup) => (format!("Warm-up · {}", dur(since)), None),
+        Some(Step::Prefill { label, index, total, started }) => {
+            let elapsed = now.saturating_duration_since(*started);
+            let eta = s.prefill_eta(label, *started, now).map_or("ETA unknown".into(), |d| format!("ETA {}", dur(d)));
+            (format!("Prefill of context {label} ({index}/{total}) · {} · {eta}", dur(elapsed)), None)
+        }
+        Some(Step::Scout { label, concurrency }) => {
+            (format!("{warm}Scout {label} × {concurrency}: warming the prefix cache · {}", dur(since)), None)
+        }
+        Some(Step::Ramp { label, concurrency, waiting_for }) => {
+            let gauge = s.live.as_ref().map(|l| {
+                let ratio = l.streams_with_token as f64 / f64::from((*concurrency).max(1));
+                (ratio, format!("streams {}/{}", l.streams_with_token, concurrency))
+            });
+            (format!("{warm}Ramp-up {label} × {concurrency} · waiting for {waiting_for} · {}", dur(since)), gauge)
+        }
+        Some(Step::Measuring { label, concurrency, started, window }) => {
+            let elapsed = now.saturating_duration_since(*started).min(*window);
+            let ratio = elapsed.as_secs_f64() / window.as_secs_f64().max(1e-9);
+            let gauge = (ratio, format!("{:.1} s of {:.0} s", elapsed.as_secs_f64(), window.as_secs_f64()));
+            (format!("{warm}Measuring {label} × {concurrency}"), Some(gauge))
+        }
+        Some(Step::Drain { label, concurrency }) => {
+            (format!("{warm}Draining {label} × {concurrency}: waiting for the server to idle · {}", dur(since)), None)
+        }
+    }
+}
+
+fn draw_step(frame: &mut Frame, area: Rect, s: &State, now: Instant, server_line: bool) {
+    let block = Block::bordered().title(" Now ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let (text, gauge) = step_text(s, now);
+    let rows: Vec<Rect> = (0..inner.height).map(|i| Rect { y: inner.y + i, height: 1, ..inner }).collect();
+    if rows.is_empty() {
+        return;
+    }
+    frame.render_widget(Paragraph::new(Line::styled(text, Style::new().add_modifier(Modifier::BOLD))), rows[0]);
+    if let Some((ratio, label)) = gauge
+        && rows.len() > 1
+    {
+        let g = Gauge::default()
+            .gauge_style(Style::new().fg(Color::Cyan).bg(Color::Black))
+            .ratio(ratio.clamp(0.0, 1.0))
+            .label(label);
+        frame.render_widget(g, rows[1]);
+    }
+    let mut next = 2;
+    if let Some(live) = &s.live
+        && next < rows.len()
+    {
+        let rate = s.live_rate().map_or("–".into(), |r| format!("{r:.1}"));
+        let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} ms"));
+        let figures = format!(
+            "{rate} tok/s total · TTFT p50 {} · TBT p50 {} · streams {}/{}",
+            ms(live.ttft_ms_p50),
+            ms(live.tbt_ms_p50),
+            live.streams_with_token,
+            live.concurrency
+        );
+        frame.render_widget(Paragraph::new(figures), rows[next]);
+    }
+    next += 1;
+    if server_line && next < rows.len() {
+        frame.render_widget(Paragraph::new(server_text(s).join(" · ")), rows[next]);
+        next += 1;
+    }
+    if next < rows.len() && !s.rates.is_empty() {
+        let width = rows[next].width as usize;
+        let data: Vec<u64> = s.rates.iter().rev().take(width).rev().map(|r| r.round() as u64).collect();
+        frame.render_widget(Sparkline::default().data(&data).style(Style::new().fg(Color::Green)), rows[next]);
+    }
+}
+
+/// Running, waiting and KV usage from the server's /metrics, as the last sample saw them.
+fn server_text(s: &State) -> Vec<String> {
+    let metrics = s.server.as_ref().is_some_and(|i| i.metrics_available);
+    match s.live.as_ref().and_then(|l| l.server.as_ref()) {
+        Some(st) => vec![
+            format!("running {:.0}", st.running),
+            format!("waiting {:.0}", st.waiting),
+            st.kv_usage.map_or("KV usage –".into(), |k| format!("KV usage {:.0}%", k * 100.0)),
+        ],
+        None if !metrics => vec!["no /metrics".into()],
+        // sampled only while a decode cell runs
+        None => vec!["running –".into(), "waiting –".into(), "KV usage –".into()],
+    }
+}
+
+fn draw_server(frame: &mut Frame, area: Rect, s: &State) {
+    let block = Block::bordered().title(" Server ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let lines: Vec<Line> = server_text(s).into_iter().map(Line::from).collect();
+    let n = lines.len() as u16;
+    frame.render_widget(Paragraph::new(lines), inner);
+    let kv = s.live.as_ref().and_then(|l| l.server.as_ref()).and_then(|st| st.kv_usage);
+    if let Some(kv) = kv
+        && inner.height > n
+    {
+        let row = Rect { y: inner.y + n, height: 1, ..inner };
+        let g = Gauge::default().gauge_style(Style::new().fg(Color::Magenta)).ratio(kv.clamp(0.0, 1.0)).label("KV");
+        frame.render_widget(g, row);
+    }
+}
+
+fn draw_events(frame: &mut Frame, area: Rect, s: &State) {
+    let block = Block::bordered().title(" Events ");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let n = inner.height as usize;
+    let lines: Vec<Line> = s
+        .events
+        .iter()
+        .rev()
+        .take(n)
+        .rev()
+        .map(|(t, text)| {
+            let style = if text.contains("ERROR") || text.contains("failed") || text.contains(" error") {
+                Style::new().fg(Color::Red)
+            } else {
+                Style::new()
+            };
+            Line::from(vec![
+                Span::styled(format!("{t:7.1}s "), Style::new().fg(Color::DarkGray)),
+                Span::styled(text.clone(), style),
+            ])
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines), inner);
+}
+
+fn draw_footer(frame: &mut Frame, area: Rect, s: &State, now: Instant) {
+    let [bar, help] = Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
+    let elapsed = now.saturating_duration_since(s.started);
+    let eta = s.eta(now).map_or("done".to_string(), |d| format!("ETA {}", dur(d)));
+    let label = format!(
+        "cells {}/{} · prefill {}/{} · elapsed {} · {eta}",
+        s.cells_done().min(s.planned_cells),
+        s.planned_cells,
+        s.prefill_done_count(),
+        s.planned_prefill,
+        dur(elapsed)
+    );
+    let g =
+        Gauge::default().gauge_style(Style::new().fg(Color::Green).bg(Color::Black)).ratio(s.progress()).label(label);
+    frame.render_widget(g, bar);
+    let line = match &s.notice {
+        Some(n) => Line::styled(n.clone(), Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)),
+        None => Line::from(vec![
+            key("q"),
+            Span::raw(" finish after this cell  "),
+            key("s"),
+            Span::raw(" skip this cell  "),
+            key("Ctrl-C"),
+            Span::raw(" stop now"),
+        ]),
+    };
+    frame.render_widget(Paragraph::new(line), help);
+}
+
+fn key(k: &str) -> Span<'static> {
+    Span::styled(k.to_string(), Style::new().add_modifier(Modifier::BOLD | Modifier::REVERSED))
+}
+
+/// 42s, 3m 05s, 1h 02m.
+pub fn dur(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {:02}s", s / 60, s % 60),
+        _ => format!("{}h {:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
