@@ -70,6 +70,8 @@ pub struct Live {
     pub streams_with_token: AtomicUsize,
     pub tokens: AtomicU64,
     stats: Mutex<LiveStats>,
+    /// A stream failed at the connection level: the server may be gone.
+    connection_lost: AtomicBool,
     failure: Mutex<Option<(CellStatus, String)>>,
     failed: AtomicBool,
 }
@@ -162,6 +164,8 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
     let phase = watcher.watch(controls.clone()).await;
     let _ = cancel_tx.send(true);
+    // asked at once: a server that restarts quickly must still be reported as having gone away
+    let mut server_lost = live.connection_lost.load(Ordering::Acquire) && !answers(target).await;
     reporter.step(&Step::Drain { label: label.clone(), concurrency });
     let mut logs: Vec<RequestLog> = Vec::new();
     for w in workers {
@@ -172,10 +176,12 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         }
     }
     let mut warnings = Vec::new();
-    if target.metrics
-        && let Err(e) = drain(target, timing.drain_timeout).await
-    {
-        warnings.push(format!("after the cell: {e}"));
+    if target.metrics {
+        match drain(target, timing.drain_timeout).await {
+            Ok(()) => {}
+            Err(DrainError::Unreachable) => server_lost = true,
+            Err(e) => warnings.push(format!("after the cell: {e}")),
+        }
     }
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
@@ -185,12 +191,28 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             judge(figures(&logs, window, &samples), concurrency, target.metrics)
         }
     };
+    if server_lost && outcome.status == CellStatus::Error {
+        outcome.reason = outcome.reason.map(|r| format!("{SERVER_LOST} ({r})"));
+    } else if server_lost {
+        warnings.push("the server stopped responding after the cell".into());
+    }
     outcome.warnings.splice(0..0, warnings);
     outcome
 }
 
+/// Whether the server still answers its model list.
+pub async fn answers(target: &Target) -> bool {
+    matches!(target.client.get("/v1/models", Duration::from_secs(2)).await, Ok(r) if r.is_success())
+}
+
+/// How a cell's reason starts when the server went away during it.
+pub const SERVER_LOST: &str = "server stopped responding";
+
 fn before_reason(e: DrainError) -> String {
-    format!("before the cell: {e}")
+    match e {
+        DrainError::Unreachable => format!("{SERVER_LOST} before the cell"),
+        e => format!("before the cell: {e}"),
+    }
 }
 
 enum Phase {
@@ -367,12 +389,16 @@ async fn worker(
         })
         .await;
         logs.push(run.log);
+        let lost = matches!(run.outcome, Outcome::Lost(_));
         match run.outcome {
             Outcome::Completed => continue,
             Outcome::Cancelled => break,
-            Outcome::Failed(reason) => {
+            Outcome::Failed(reason) | Outcome::Lost(reason) => {
                 // A failure after the cancel is the cancel's doing, not the server's.
                 if !*cancel.borrow() {
+                    if lost {
+                        live.connection_lost.store(true, Ordering::Release);
+                    }
                     live.fail(CellStatus::Error, reason);
                 }
                 break;

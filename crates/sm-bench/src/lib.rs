@@ -23,5 +23,5 @@ pub mod server;
 pub mod sizing;
 pub mod window;
 
-pub use progress::{ControlHandle, Controls, NoReport, Reporter, Step, controls};
+pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, controls};
 pub use runner::{RunConfig, RunError, run};

@@ -20,6 +20,8 @@ pub enum Outcome {
     /// We dropped the stream (window closed, cell stopped).
     Cancelled,
     Failed(String),
+    /// The connection itself failed (refused, reset, cut): the server may be gone.
+    Lost(String),
     Loop(LoopFinding),
 }
 
@@ -64,7 +66,7 @@ where
     let mut stream = match start(client, path, body, idle_timeout, cancel).await {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
-            run.outcome = Outcome::Failed(describe(&e));
+            run.outcome = failed(&e);
             return run;
         }
         None => return run,
@@ -98,7 +100,7 @@ where
                 return run;
             }
             Err(e) => {
-                run.outcome = Outcome::Failed(describe(&e));
+                run.outcome = failed(&e);
                 return run;
             }
         }
@@ -209,6 +211,13 @@ impl ReadState {
 async fn wait_true(rx: &mut watch::Receiver<bool>) {
     // An error means the sender is gone: treat it as cancelled.
     let _ = rx.wait_for(|v| *v).await;
+}
+
+fn failed(e: &ClientError) -> Outcome {
+    match e {
+        ClientError::Connect { .. } | ClientError::Broken { .. } => Outcome::Lost(describe(e)),
+        _ => Outcome::Failed(describe(e)),
+    }
 }
 
 /// A failed request described for a person.

@@ -16,7 +16,7 @@ use sm_core::record::{
     Settings, Tool, fnv1a64, now_rfc3339,
 };
 
-use crate::cell::{CellOutcome, CellSpec, CellTiming, Target, run_cell};
+use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, Step};
 use crate::prompt::{self, MEASURED, WARMUP};
@@ -48,6 +48,8 @@ pub struct RunConfig {
     pub secrets: Vec<String>,
     /// The record of an interrupted run to continue (`--resume`).
     pub resume: Option<RunRecord>,
+    /// How long to wait for a server that stopped responding before the run fails.
+    pub server_wait: Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -322,7 +324,17 @@ impl Runner<'_> {
                 // the cell in progress was dropped: it is measured again on resume
                 return Ok(RunStatus::Interrupted);
             }
+            let mut outcome = outcome;
+            let marked = outcome.reason.as_deref().is_some_and(|r| r.starts_with(SERVER_LOST));
+            let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
+            if server_down && !marked {
+                let reason = outcome.reason.take().unwrap_or_default();
+                outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
+            }
             self.finish_cell(cell, outcome)?;
+            if server_down && !self.wait_for_server().await {
+                return Ok(RunStatus::Failed);
+            }
             tokio::time::sleep(self.config.idle_gap).await;
         }
         Ok(RunStatus::Complete)
@@ -358,6 +370,37 @@ impl Runner<'_> {
         let prompt = Arc::new(sized.prompt);
         prompts.0.push((ctx, prompt.clone()));
         Ok(Ok(prompt))
+    }
+
+    /// Whether the server still answers its model list.
+    async fn server_answers(&self) -> bool {
+        matches!(self.client.get("/v1/models", Duration::from_secs(10)).await, Ok(r) if r.is_success())
+    }
+
+    /// After a cell failed because the server went away: waits (bounded) for it
+    /// to come back. `false` when it did not, or the user stopped the run.
+    async fn wait_for_server(&mut self) -> bool {
+        let limit = self.config.server_wait;
+        self.event(format!(
+            "server stopped responding; waiting up to {:.0} s for it to come back",
+            limit.as_secs_f64()
+        ));
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self.stopped() {
+                return false;
+            }
+            if self.server_answers().await {
+                self.event(format!("server is back after {:.0} s; continuing", start.elapsed().as_secs_f64()));
+                return true;
+            }
+            tokio::time::sleep(Duration::from_secs(2).min(limit)).await;
+        }
+        self.event(format!(
+            "server did not come back within {:.0} s; stopping (everything measured is kept; --resume continues later)",
+            limit.as_secs_f64()
+        ));
+        false
     }
 
     /// One short request so that JIT compilation or graph capture is not measured.

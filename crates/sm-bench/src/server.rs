@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant};
 
+use sm_client::ClientError;
 use sm_client::discover::{self, SchedulerState};
 
 use crate::cell::Target;
@@ -12,49 +13,74 @@ const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_POLL: Duration = Duration::from_millis(200);
 const IDLE_FOR: Duration = Duration::from_millis(500);
 
+/// A server that refuses connections this long is gone, not busy.
+const UNREACHABLE_FOR: Duration = Duration::from_secs(5);
+
 /// One scrape of the scheduler gauges; `None` when it failed or has none.
 pub async fn scrape(target: &Target) -> Option<SchedulerState> {
+    scrape_checked(target).await.ok().flatten()
+}
+
+/// Like [`scrape`], but tells a server that cannot be reached from one without gauges.
+async fn scrape_checked(target: &Target) -> Result<Option<SchedulerState>, Unreachable> {
     match tokio::time::timeout(SCRAPE_TIMEOUT, discover::scheduler_state(&target.client, target.engine)).await {
-        Ok(Ok(state)) => state,
+        Ok(Ok(state)) => Ok(state),
+        Ok(Err(e @ (ClientError::Connect { .. } | ClientError::Broken { .. }))) => {
+            tracing::debug!("metrics scrape failed: {e}");
+            Err(Unreachable)
+        }
         Ok(Err(e)) => {
             tracing::debug!("metrics scrape failed: {e}");
-            None
+            Ok(None)
         }
-        Err(_) => None,
+        Err(_) => Ok(None),
     }
 }
 
+struct Unreachable;
+
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "the server did not become idle within {secs:.0} s (running {running}, waiting {waiting}); is another client using it?"
-)]
-pub struct DrainError {
-    pub secs: f64,
-    pub running: f64,
-    pub waiting: f64,
+pub enum DrainError {
+    #[error(
+        "the server did not become idle within {secs:.0} s (running {running}, waiting {waiting}); is another client using it?"
+    )]
+    Busy { secs: f64, running: f64, waiting: f64 },
+    #[error("the server stopped responding")]
+    Unreachable,
 }
 
 /// Waits until running = 0 and waiting = 0 have held for half a second.
 pub async fn drain(target: &Target, timeout: Duration) -> Result<(), DrainError> {
     let start = Instant::now();
     let mut idle_since: Option<Instant> = None;
+    let mut unreachable_since: Option<Instant> = None;
     let mut last = (f64::NAN, f64::NAN);
     loop {
         let now = Instant::now();
-        match scrape(target).await {
-            Some(s) if s.running == 0.0 && s.waiting == 0.0 => {
+        let scraped = scrape_checked(target).await;
+        if scraped.is_ok() {
+            unreachable_since = None;
+        }
+        match scraped {
+            Ok(Some(s)) if s.running == 0.0 && s.waiting == 0.0 => {
                 if now - *idle_since.get_or_insert(now) >= IDLE_FOR {
                     return Ok(());
                 }
             }
-            Some(s) => {
+            Ok(Some(s)) => {
                 idle_since = None;
                 last = (s.running, s.waiting);
             }
-            None => idle_since = None,
+            Ok(None) => idle_since = None,
+            Err(Unreachable) => {
+                idle_since = None;
+                if now - *unreachable_since.get_or_insert(now) >= UNREACHABLE_FOR {
+                    return Err(DrainError::Unreachable);
+                }
+            }
         }
         if now - start >= timeout {
-            return Err(DrainError { secs: timeout.as_secs_f64(), running: last.0, waiting: last.1 });
+            return Err(DrainError::Busy { secs: timeout.as_secs_f64(), running: last.0, waiting: last.1 });
         }
         tokio::time::sleep(DRAIN_POLL).await;
     }

@@ -93,6 +93,9 @@ pub struct RunArgs {
     /// A stream that sends nothing for this long is an error.
     #[arg(long, value_parser = duration, default_value = "60s")]
     stall_timeout: Duration,
+    /// How long to wait for a server that stopped responding before the run stops as failed.
+    #[arg(long, value_parser = duration, default_value = "5m")]
+    server_wait: Duration,
     /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it).
     #[arg(long, value_parser = duration, default_value = "3s")]
     warmup: Duration,
@@ -203,21 +206,46 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     }
     if dry_run {
         print_plan(&record);
+        println!("results: {}", journal.path().display());
     } else {
-        println!("\n{}", table::matrix(&record));
+        println!("\n{}", sm_report::terminal(&record, terminal_width()));
+        let reports = sm_report::write_all(&record, journal.dir())
+            .with_context(|| format!("cannot write the reports into {}", journal.dir().display()))?;
+        println!("results: {}", journal.path().display());
+        for path in reports {
+            println!("         {}", path.display());
+        }
     }
-    println!("results: {}", journal.path().display());
     Ok(exit_code(&record))
 }
 
 /// Chooses how progress is shown. `handle` lets an interactive display steer the
 /// run (finish after the cell, skip the cell, stop); dropping the returned
 /// reporter must restore the terminal.
-fn progress_display(mode: &str, _handle: sm_bench::ControlHandle) -> Box<dyn sm_bench::Reporter> {
+fn progress_display(mode: &str, handle: sm_bench::ControlHandle) -> Box<dyn sm_bench::Reporter> {
+    use std::io::IsTerminal;
+    let dashboard = mode == "dashboard" || (mode == "auto" && std::io::stdout().is_terminal());
     match mode {
         "quiet" => Box::new(Console::new(Mode::Quiet)),
+        _ if dashboard => match sm_tui::Dashboard::start(handle) {
+            Ok(d) => Box::new(d),
+            Err(e) => {
+                eprintln!("warning: {e}; showing plain progress instead");
+                Box::new(Console::new(Mode::Plain))
+            }
+        },
         _ => Box::new(Console::new(Mode::Plain)),
     }
+}
+
+/// Columns of the terminal for the summary (`COLUMNS`, else the terminal's own, else 100).
+fn terminal_width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .or_else(sm_tui::terminal_width)
+        .unwrap_or(100)
+        .clamp(40, 400)
 }
 
 /// Exit codes: 0 complete, 2 some cells errored, 130 interrupted (1 is for failures to start).
@@ -312,6 +340,7 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         secrets,
         resume: None,
+        server_wait: args.server_wait,
     }
 }
 

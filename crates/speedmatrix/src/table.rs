@@ -3,51 +3,6 @@
 
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 
-/// Rows are contexts, columns concurrency; each cell total tok/s or its status.
-pub fn matrix(record: &RunRecord) -> String {
-    let contexts = record.settings.contexts.clone();
-    let conc = &record.settings.concurrency;
-    let mut lines = vec!["Sustained decode, total tok/s (rows: context, columns: simultaneous requests)".to_string()];
-    let mut header = format!("{:>8}", "Context");
-    for c in conc {
-        header.push_str(&format!(" {c:>11}"));
-    }
-    lines.push(header);
-    for ctx in contexts {
-        let label = sm_core::context::label(sm_core::Tokens(ctx));
-        let mut line = format!("{label:>8}");
-        for &c in conc {
-            line.push_str(&format!(" {:>11}", cell_text(record.decode_cell(ctx, c))));
-        }
-        lines.push(line);
-    }
-    if !record.prefill.is_empty() {
-        lines.push(String::new());
-        lines.push("Prefill".to_string());
-        for p in &record.prefill {
-            let v = match (p.status, p.prompt_tok_s, p.ttft_ms) {
-                (CellStatus::Valid, Some(tps), Some(ttft)) => format!("{tps:>10.0} prompt tok/s  TTFT {ttft:>8.0} ms"),
-                _ => format!("error: {}", p.reason.as_deref().unwrap_or("")),
-            };
-            lines.push(format!("{:>8}  {v}", p.label));
-        }
-    }
-    lines.join("\n")
-}
-
-fn cell_text(cell: Option<&DecodeCell>) -> String {
-    let Some(cell) = cell else {
-        return "·".into();
-    };
-    match cell.status() {
-        CellStatus::Valid => format!("{:.1}", cell.total_tok_s.unwrap_or(0.0)),
-        CellStatus::OverCapacity => "over cap.".into(),
-        CellStatus::Error => "ERROR".into(),
-        CellStatus::Loop => "LOOP".into(),
-        CellStatus::Skipped => "skipped".into(),
-    }
-}
-
 /// The line printed when a prefill row finishes.
 pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
     match (row.status, row.prompt_tok_s, row.ttft_ms) {
