@@ -11,6 +11,7 @@ use sm_client::discover::{self, Engine};
 use sm_core::record::CellStatus;
 use tokio::sync::watch;
 
+use crate::health::{Health, Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, stream_request};
 use crate::server::{DrainError, drain, scrape};
@@ -55,11 +56,13 @@ pub struct CellOutcome {
     pub reason: Option<String>,
     pub figures: Option<Figures>,
     pub warnings: Vec<String>,
+    /// The client's own health over the window.
+    pub health: Option<Health>,
 }
 
 impl CellOutcome {
-    fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
-        CellOutcome { status, reason: Some(reason.into()), figures: None, warnings: Vec::new() }
+    pub fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
+        CellOutcome { status, reason: Some(reason.into()), figures: None, warnings: Vec::new(), health: None }
     }
 }
 
@@ -161,6 +164,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             ))
         })
         .collect();
+    let probe = Probe::start();
     let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
     let phase = watcher.watch(controls.clone()).await;
     let _ = cancel_tx.send(true);
@@ -186,9 +190,16 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
-        (Phase::Measured { window, samples, ready_warning }, None) => {
+        (Phase::Measured { window, samples, ready_warning, cpu_s }, None) => {
             warnings.extend(ready_warning);
-            judge(figures(&logs, window, &samples), concurrency, target.metrics)
+            let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
+            let health = probe.finish(window.start, window.end, cpu_pct);
+            let mut outcome = judge(figures(&logs, window, &samples), concurrency, target.metrics);
+            if let Some(h) = health {
+                outcome.warnings.extend(h.warnings());
+            }
+            outcome.health = health;
+            outcome
         }
     };
     if server_lost && outcome.status == CellStatus::Error {
@@ -216,7 +227,7 @@ fn before_reason(e: DrainError) -> String {
 }
 
 enum Phase {
-    Measured { window: Window, samples: Vec<RunningSample>, ready_warning: Option<String> },
+    Measured { window: Window, samples: Vec<RunningSample>, ready_warning: Option<String>, cpu_s: Option<f64> },
     Stopped(&'static str),
 }
 
@@ -240,6 +251,7 @@ impl Watcher<'_> {
         let mut ready_warning = None;
         let mut samples = Vec::new();
         let mut last_reason = String::new();
+        let mut cpu_start = None;
         let mut tick = tokio::time::interval(timing.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -262,7 +274,8 @@ impl Watcher<'_> {
                     samples.push(RunningSample { at: now, running: s.running });
                 }
                 if now >= w.end {
-                    return Phase::Measured { window: w, samples, ready_warning };
+                    let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
+                    return Phase::Measured { window: w, samples, ready_warning, cpu_s };
                 }
                 continue;
             }
@@ -285,6 +298,7 @@ impl Watcher<'_> {
             }
             let w = Window { start: now, end: now + timing.duration };
             window = Some(w);
+            cpu_start = process_cpu_seconds();
             self.reporter.step(&Step::Measuring {
                 label: self.label.to_string(),
                 concurrency: self.concurrency,
@@ -365,7 +379,7 @@ fn judge(f: Figures, concurrency: u32, metrics: bool) -> CellOutcome {
         let who = if metrics { "the server ran" } else { "streams were generating" };
         warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
     }
-    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings }
+    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings, health: None }
 }
 
 async fn worker(

@@ -7,10 +7,12 @@
 //! * [`window`] — the window accounting: every figure of a cell, from timestamps.
 //! * [`loopguard`] — the exact-repetition guard.
 //! * [`server`] — scheduler scrapes and the drain barrier.
+//! * [`health`] — whether the client itself was the bottleneck.
 //! * [`runner`] — the run in order; [`journal`] — `run.json`, written atomically;
 //!   [`resume`] — continuing an interrupted run; [`progress`] — what a run reports and how it is steered.
 
 pub mod cell;
+pub mod health;
 pub mod journal;
 pub mod loopguard;
 pub mod progress;

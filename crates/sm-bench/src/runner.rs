@@ -318,7 +318,7 @@ impl Runner<'_> {
             }
             let outcome = match self.prompt(&sizer, &mut prompts, cell.context).await? {
                 Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
-                Err(e) => CellOutcome { status: CellStatus::Error, reason: Some(e), figures: None, warnings: vec![] },
+                Err(e) => CellOutcome::failed(CellStatus::Error, e),
             };
             if self.stopped() {
                 // the cell in progress was dropped: it is measured again on resume
@@ -471,12 +471,7 @@ impl Runner<'_> {
         self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
         let scout_spec = self.spec(1, false);
         if let Err(e) = scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await {
-            return CellOutcome {
-                status: CellStatus::Error,
-                reason: Some(format!("the cache-warming scout failed: {e}")),
-                figures: None,
-                warnings: vec![],
-            };
+            return CellOutcome::failed(CellStatus::Error, format!("the cache-warming scout failed: {e}"));
         }
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
@@ -590,5 +585,9 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
     dc.measured_s = Some(round3(f.measured_s));
     dc.requests = Some(f.requests);
     dc.token_source = f.token_source;
+    if let Some(h) = outcome.health {
+        dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));
+        dc.client_cpu_pct = Some(round1(h.cpu_pct));
+    }
     dc
 }

@@ -157,6 +157,10 @@ pub enum DiscoverError {
     #[error("cannot reach {url}: {reason} — is the server running? check --url")]
     Unreachable { url: String, reason: String },
     #[error(
+        "TLS with {url} failed: {reason} — does the server speak HTTPS (else use http://), and is its certificate valid?"
+    )]
+    Tls { url: String, reason: String },
+    #[error(
         "GET /v1/models did not answer within {secs:.0} s — the server may be starting or overloaded; retry, or check --url"
     )]
     Timeout { secs: f64 },
@@ -236,6 +240,12 @@ fn excerpt_short(body: &str) -> String {
         Some((i, _)) => format!("{}…", &e[..i]),
         None => e,
     }
+}
+
+/// rustls reports a plain-HTTP answer as a corrupt message, and bad certificates by name.
+fn looks_like_tls(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    ["corrupt message", "certificate", "tls", "handshake", "invalidcontenttype"].iter().any(|w| r.contains(w))
 }
 
 /// Discovers the engine, the model and its limits.
@@ -322,6 +332,9 @@ fn metrics_hint(engine: Engine, probe: &Probe) -> String {
 async fn read_models(client: &Client) -> Result<Vec<ModelEntry>, DiscoverError> {
     let resp = client.get("/v1/models", PROBE_TIMEOUT).await.map_err(|e| match e {
         ClientError::Timeout { secs, .. } => DiscoverError::Timeout { secs },
+        ClientError::Connect { url, reason } if url.starts_with("https://") && looks_like_tls(&reason) => {
+            DiscoverError::Tls { url, reason }
+        }
         ClientError::Connect { url, reason } => DiscoverError::Unreachable { url, reason },
         other => DiscoverError::Unreachable { url: client.base().to_string(), reason: other.to_string() },
     })?;

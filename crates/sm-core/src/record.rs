@@ -148,6 +148,13 @@ pub struct DecodeCell {
     /// Over capacity: the KV tokens the cell would need.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_need_tokens: Option<u64>,
+    /// How late the client's async runtime woke during the window, p99 (ms): chunk
+    /// timestamps may be late by about as much.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_lag_ms_p99: Option<f64>,
+    /// CPU the speedmatrix process used during the window, % of one core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_cpu_pct: Option<f64>,
     /// Things a reader should know about a valid figure (e.g. the server held fewer streams than asked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

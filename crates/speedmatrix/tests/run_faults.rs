@@ -17,6 +17,7 @@ async fn run_with_fault(fault: &'static str, extra: &[&str]) -> common::RunResul
     args.extend_from_slice(QUICK);
     args.extend_from_slice(extra);
     let r = run(dir.path(), &args).await;
+    assert_eq!(common::scheduler(&url).await, (0.0, 0.0), "{fault}: the server is idle after the run");
     sim.handle.shutdown().await;
     r
 }

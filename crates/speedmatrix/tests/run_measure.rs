@@ -42,6 +42,8 @@ async fn figures_follow_the_profile() {
             assert_eq!(cell["measured_s"], 3.0);
             let active = cell["avg_active"].as_f64().unwrap();
             assert!((active - c as f64).abs() < 0.5, "{ctx}×{c}: avg active {active}");
+            assert!(cell["client_lag_ms_p99"].as_f64().is_some(), "client health is recorded: {cell}");
+            assert!(cell["client_cpu_pct"].as_f64().is_some_and(|c| c > 0.0), "client CPU is recorded: {cell}");
             let tokens = cell["output_tokens"].as_f64().unwrap();
             assert!((tokens / 3.0 - total).abs() < 1.0, "total tok/s = output tokens / measured");
         }

@@ -57,6 +57,17 @@ async fn unreachable_server_exits_1_with_the_fix() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn https_to_a_plain_http_server_is_a_tls_error_with_the_fix() {
+    let sim = sim(SimSpec::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let url = sim.handle.url().replace("http://", "https://");
+    let r = run(dir.path(), &["--url", &url, "--dry-run"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("TLS") && r.stderr.contains("use http://"), "{}", r.stderr);
+    sim.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn missing_key_exits_1_and_says_how_to_pass_it() {
     let sim = sim(SimSpec { api_key: Some("sk-right-one"), ..SimSpec::default() }).await;
     let dir = tempfile::tempdir().unwrap();
