@@ -7,8 +7,10 @@ mod console;
 mod import_cmd;
 mod report_cmd;
 mod run_cmd;
+mod serve_cmd;
 mod sim_cmd;
 mod table;
+mod upload_cmd;
 
 use std::process::ExitCode;
 
@@ -38,6 +40,10 @@ enum Command {
     Report(report_cmd::ReportArgs),
     /// Convert a reference-tool result (llm-inference-bench JSON or lil-bench-result/1) into a speedmatrix run.
     Import(import_cmd::ImportArgs),
+    /// Serve the results site (store, browse and compare uploaded runs), or manage its upload tokens.
+    Serve(serve_cmd::ServeArgs),
+    /// Upload a run (run.json, a run directory, or a reference-tool file) to a results site.
+    Upload(upload_cmd::UploadArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +62,8 @@ fn main() -> ExitCode {
             Command::Sim(args) => sim_cmd::main(args).await,
             Command::Report(args) => report_cmd::main(args),
             Command::Import(args) => import_cmd::main(args),
+            Command::Serve(args) => serve_cmd::main(args).await,
+            Command::Upload(args) => upload_cmd::main(args).await,
         }
     })
 }

@@ -1,0 +1,440 @@
+//! Storage: SQLite (a file, the default) or PostgreSQL through sqlx's `Any`
+//! driver, so both run the same queries and the same migrations. Queries are
+//! built at run time with bound parameters only (`$1`, which both accept);
+//! the only text spliced into SQL comes from fixed whitelists.
+
+use serde::Serialize;
+use sqlx::AnyPool;
+use sqlx::Row;
+use sqlx::any::AnyPoolOptions;
+
+use crate::SiteError;
+
+/// Embedded migrations, applied in order, each in its own transaction.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_runs_and_tokens.sql"))];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+#[derive(Debug, Clone)]
+pub struct Db {
+    pool: AnyPool,
+    backend: Backend,
+}
+
+/// A run as stored: the index columns and the whole record as JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoredRun {
+    pub id: String,
+    pub uploaded_at: String,
+    pub uploader: String,
+    pub model: String,
+    pub gpu: String,
+    pub gpu_count: i64,
+    pub engine: String,
+    pub engine_version: String,
+    pub measured_at: String,
+    pub label: String,
+    pub status: String,
+    /// The best total tok/s of the decode matrix (0 when none was valid).
+    pub peak_tok_s: f64,
+    #[serde(skip)]
+    pub record: String,
+}
+
+/// Filters of the runs list: substrings, case-insensitive, except the dates
+/// (`YYYY-MM-DD`, inclusive) and the GPU count.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    pub model: Option<String>,
+    pub gpu: Option<String>,
+    pub gpu_count: Option<i64>,
+    pub engine: Option<String>,
+    pub uploader: Option<String>,
+    pub label: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sort {
+    #[default]
+    Measured,
+    Uploaded,
+    Model,
+    Gpu,
+    Engine,
+    Peak,
+}
+
+impl Sort {
+    pub const ALL: [(Sort, &'static str); 6] = [
+        (Sort::Measured, "measured"),
+        (Sort::Uploaded, "uploaded"),
+        (Sort::Model, "model"),
+        (Sort::Gpu, "gpu"),
+        (Sort::Engine, "engine"),
+        (Sort::Peak, "peak"),
+    ];
+
+    pub fn parse(s: &str) -> Option<Sort> {
+        Self::ALL.iter().find(|(_, name)| *name == s).map(|(k, _)| *k)
+    }
+
+    pub fn name(self) -> &'static str {
+        Self::ALL.iter().find(|(k, _)| *k == self).map_or("measured", |(_, n)| n)
+    }
+
+    fn column(self) -> &'static str {
+        match self {
+            Sort::Measured => "measured_at",
+            Sort::Uploaded => "uploaded_at",
+            Sort::Model => "model",
+            Sort::Gpu => "gpu",
+            Sort::Engine => "engine",
+            Sort::Peak => "peak_tok_s",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ListQuery {
+    pub filter: Filter,
+    pub sort: Sort,
+    pub descending: bool,
+    /// 1-based.
+    pub page: i64,
+    pub per_page: i64,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery { filter: Filter::default(), sort: Sort::Measured, descending: true, page: 1, per_page: 25 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenInfo {
+    pub name: String,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+}
+
+const SUMMARY_COLUMNS: &str = "id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
+    measured_at, label, status, peak_tok_s";
+
+/// Turns the accepted spellings of a database into a URL sqlx understands:
+/// a bare path is an SQLite file, and an SQLite file is created when missing.
+pub fn normalise_url(url: &str) -> String {
+    let url = url.trim();
+    let sqlite = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        return url.to_string();
+    } else if url.starts_with("sqlite:") {
+        url.to_string()
+    } else {
+        format!("sqlite://{url}")
+    };
+    if sqlite.contains("mode=") || sqlite.contains(":memory:") {
+        sqlite
+    } else if sqlite.contains('?') {
+        format!("{sqlite}&mode=rwc")
+    } else {
+        format!("{sqlite}?mode=rwc")
+    }
+}
+
+fn like_pattern(text: &str) -> String {
+    let mut p = String::from("%");
+    for ch in text.trim().to_lowercase().chars() {
+        if matches!(ch, '%' | '_' | '\\') {
+            p.push('\\');
+        }
+        p.push(ch);
+    }
+    p.push('%');
+    p
+}
+
+/// A WHERE clause with its bound values, numbered from `$1`.
+fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
+    let mut parts = Vec::new();
+    let mut binds = Vec::new();
+    let mut like = |column: &str, value: &Option<String>, parts: &mut Vec<String>| {
+        if let Some(v) = value.as_deref().filter(|v| !v.trim().is_empty()) {
+            binds.push(like_pattern(v));
+            parts.push(format!("LOWER({column}) LIKE ${} ESCAPE '\\'", binds.len()));
+        }
+    };
+    like("model", &f.model, &mut parts);
+    like("gpu", &f.gpu, &mut parts);
+    like("engine", &f.engine, &mut parts);
+    like("uploader", &f.uploader, &mut parts);
+    like("label", &f.label, &mut parts);
+    for (value, op) in [(&f.from, ">="), (&f.to, "<=")] {
+        if let Some(v) = value.as_deref().filter(|v| !v.trim().is_empty()) {
+            binds.push(v.trim().to_string());
+            parts.push(format!("SUBSTR(measured_at, 1, 10) {op} ${}", binds.len()));
+        }
+    }
+    if f.gpu_count.is_some() {
+        parts.push(format!("gpu_count = ${}", binds.len() + 1));
+    }
+    let clause = if parts.is_empty() { String::new() } else { format!(" WHERE {}", parts.join(" AND ")) };
+    (clause, binds, f.gpu_count)
+}
+
+fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx::Error> {
+    Ok(StoredRun {
+        id: row.try_get("id")?,
+        uploaded_at: row.try_get("uploaded_at")?,
+        uploader: row.try_get("uploader")?,
+        model: row.try_get("model")?,
+        gpu: row.try_get("gpu")?,
+        gpu_count: row.try_get("gpu_count")?,
+        engine: row.try_get("engine")?,
+        engine_version: row.try_get("engine_version")?,
+        measured_at: row.try_get("measured_at")?,
+        label: row.try_get("label")?,
+        status: row.try_get("status")?,
+        peak_tok_s: row.try_get("peak_tok_s")?,
+        record: if with_record { row.try_get("record")? } else { String::new() },
+    })
+}
+
+impl Db {
+    /// Opens (creating an SQLite file if needed) and migrates the database.
+    pub async fn connect(url: &str) -> Result<Db, SiteError> {
+        sqlx::any::install_default_drivers();
+        let url = normalise_url(url);
+        let backend = if url.starts_with("sqlite:") { Backend::Sqlite } else { Backend::Postgres };
+        // SQLite has one writer at a time; more connections only queue on its lock.
+        let max = if backend == Backend::Sqlite { 4 } else { 8 };
+        let pool = AnyPoolOptions::new().max_connections(max).connect(&url).await.map_err(SiteError::Connect)?;
+        let db = Db { pool, backend };
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    async fn migrate(&self) -> Result<(), SiteError> {
+        sqlx::query("CREATE TABLE IF NOT EXISTS sm_migrations (version BIGINT PRIMARY KEY, applied_at TEXT NOT NULL)")
+            .execute(&self.pool)
+            .await?;
+        for (version, sql) in MIGRATIONS {
+            let mut tx = self.pool.begin().await?;
+            let done: i64 = sqlx::query("SELECT COUNT(*) FROM sm_migrations WHERE version = $1")
+                .bind(*version)
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
+            if done > 0 {
+                continue;
+            }
+            // Statements one by one: PostgreSQL's extended protocol takes one per query.
+            for statement in statements(sql) {
+                sqlx::query(&statement).execute(&mut *tx).await?;
+            }
+            sqlx::query("INSERT INTO sm_migrations (version, applied_at) VALUES ($1, $2)")
+                .bind(*version)
+                .bind(sm_core::record::now_rfc3339())
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Stores a run in one transaction: it is there whole or not at all.
+    pub async fn insert_run(&self, run: &StoredRun) -> Result<(), SiteError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
+             measured_at, label, status, peak_tok_s, record) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+        )
+        .bind(&run.id)
+        .bind(&run.uploaded_at)
+        .bind(&run.uploader)
+        .bind(&run.model)
+        .bind(&run.gpu)
+        .bind(run.gpu_count)
+        .bind(&run.engine)
+        .bind(&run.engine_version)
+        .bind(&run.measured_at)
+        .bind(&run.label)
+        .bind(&run.status)
+        .bind(run.peak_tok_s)
+        .bind(&run.record)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn get_run(&self, id: &str) -> Result<Option<StoredRun>, SiteError> {
+        let row = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record FROM runs WHERE id = $1"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| summary(&r, true)).transpose()?)
+    }
+
+    /// One page of runs (without their records) and how many match in all.
+    pub async fn list_runs(&self, q: &ListQuery) -> Result<(Vec<StoredRun>, i64), SiteError> {
+        let (clause, binds, gpu_count) = where_clause(&q.filter);
+        let n = binds.len() + usize::from(gpu_count.is_some());
+        let count_sql = format!("SELECT COUNT(*) FROM runs{clause}");
+        let mut count = sqlx::query(&count_sql);
+        for b in &binds {
+            count = count.bind(b.clone());
+        }
+        if let Some(c) = gpu_count {
+            count = count.bind(c);
+        }
+        let total: i64 = count.fetch_one(&self.pool).await?.try_get(0)?;
+
+        let dir = if q.descending { "DESC" } else { "ASC" };
+        let list_sql = format!(
+            "SELECT {SUMMARY_COLUMNS} FROM runs{clause} ORDER BY {} {dir}, id {dir} LIMIT ${} OFFSET ${}",
+            q.sort.column(),
+            n + 1,
+            n + 2
+        );
+        let mut list = sqlx::query(&list_sql);
+        for b in &binds {
+            list = list.bind(b.clone());
+        }
+        if let Some(c) = gpu_count {
+            list = list.bind(c);
+        }
+        let per_page = q.per_page.clamp(1, 200);
+        let offset = (q.page.max(1) - 1).saturating_mul(per_page);
+        let rows = list.bind(per_page).bind(offset).fetch_all(&self.pool).await?;
+        let runs = rows.iter().map(|r| summary(r, false)).collect::<Result<_, _>>()?;
+        Ok((runs, total))
+    }
+
+    pub async fn count_runs(&self) -> Result<i64, SiteError> {
+        Ok(sqlx::query("SELECT COUNT(*) FROM runs").fetch_one(&self.pool).await?.try_get(0)?)
+    }
+
+    /// Stores a token's hash under `name`. A revoked name may be given a new token.
+    pub async fn add_token(&self, name: &str, hash: &str) -> Result<(), SiteError> {
+        let mut tx = self.pool.begin().await?;
+        let existing = sqlx::query("SELECT revoked_at FROM tokens WHERE name = $1")
+            .bind(name)
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| r.try_get::<Option<String>, _>(0))
+            .transpose()?;
+        let now = sm_core::record::now_rfc3339();
+        match existing {
+            Some(None) => return Err(SiteError::TokenExists(name.to_string())),
+            Some(Some(_)) => {
+                sqlx::query("UPDATE tokens SET hash = $1, created_at = $2, revoked_at = NULL WHERE name = $3")
+                    .bind(hash)
+                    .bind(now)
+                    .bind(name)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            None => {
+                sqlx::query("INSERT INTO tokens (name, hash, created_at) VALUES ($1, $2, $3)")
+                    .bind(name)
+                    .bind(hash)
+                    .bind(now)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn list_tokens(&self) -> Result<Vec<TokenInfo>, SiteError> {
+        let rows =
+            sqlx::query("SELECT name, created_at, revoked_at FROM tokens ORDER BY name").fetch_all(&self.pool).await?;
+        rows.iter()
+            .map(|r| Ok(TokenInfo { name: r.try_get(0)?, created_at: r.try_get(1)?, revoked_at: r.try_get(2)? }))
+            .collect::<Result<_, sqlx::Error>>()
+            .map_err(SiteError::from)
+    }
+
+    /// Whether a live token of that name was revoked.
+    pub async fn revoke_token(&self, name: &str) -> Result<bool, SiteError> {
+        let done = sqlx::query("UPDATE tokens SET revoked_at = $1 WHERE name = $2 AND revoked_at IS NULL")
+            .bind(sm_core::record::now_rfc3339())
+            .bind(name)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    /// The name of the live token with this hash.
+    pub async fn token_name(&self, hash: &str) -> Result<Option<String>, SiteError> {
+        let row = sqlx::query("SELECT name FROM tokens WHERE hash = $1 AND revoked_at IS NULL")
+            .bind(hash)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.try_get(0)).transpose()?)
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// The statements of a migration, without `--` comment lines (which may hold
+/// semicolons of their own).
+fn statements(sql: &str) -> Vec<String> {
+    let code: Vec<&str> = sql.lines().filter(|l| !l.trim_start().starts_with("--")).collect();
+    code.join("\n").split(';').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        assert_eq!(normalise_url("sqlite://site.db"), "sqlite://site.db?mode=rwc");
+        assert_eq!(normalise_url("/tmp/x.db"), "sqlite:///tmp/x.db?mode=rwc");
+        assert_eq!(normalise_url("sqlite://x.db?mode=ro"), "sqlite://x.db?mode=ro");
+        assert_eq!(normalise_url("postgres://u@h/db"), "postgres://u@h/db");
+    }
+
+    #[test]
+    fn like_escapes_wildcards() {
+        assert_eq!(like_pattern(" A_b%\\ "), "%a\\_b\\%\\\\%");
+    }
+
+    #[test]
+    fn where_numbers_parameters_in_order() {
+        let f = Filter {
+            model: Some("m".into()),
+            from: Some("2026-01-01".into()),
+            gpu_count: Some(2),
+            ..Filter::default()
+        };
+        let (clause, binds, count) = where_clause(&f);
+        assert_eq!(
+            clause,
+            " WHERE LOWER(model) LIKE $1 ESCAPE '\\' AND SUBSTR(measured_at, 1, 10) >= $2 AND gpu_count = $3"
+        );
+        assert_eq!(binds, ["%m%", "2026-01-01"]);
+        assert_eq!(count, Some(2));
+    }
+
+    #[test]
+    fn migrations_split_into_statements() {
+        let all = statements(MIGRATIONS[0].1);
+        assert_eq!(all.len(), 9, "{all:#?}");
+        assert!(all.iter().all(|s| s.starts_with("CREATE ")), "{all:#?}");
+    }
+}

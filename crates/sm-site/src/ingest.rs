@@ -1,0 +1,202 @@
+//! Turning an uploaded body into a stored run: size limits (also after
+//! decompression, so a small gzip bomb is refused like a big body), any format
+//! `speedmatrix report` reads, secrets redacted again whatever the uploader's
+//! tool did, and the index columns worked out from the record.
+
+use std::io::Read;
+
+use serde_json::Value;
+use sm_core::record::{CellStatus, RunRecord};
+use sm_core::redact::{self, REDACTED};
+use sm_report::meta;
+
+use crate::db::StoredRun;
+use crate::tokens;
+
+/// The largest body accepted, compressed or not.
+pub const MAX_BODY: usize = 32 * 1024 * 1024;
+
+#[derive(Debug, thiserror::Error)]
+pub enum IngestError {
+    #[error("the body is larger than {} MiB", MAX_BODY / (1024 * 1024))]
+    TooLarge,
+    #[error("the body is empty; send a run.json or a reference-tool file")]
+    Empty,
+    #[error("the body is not valid gzip: {0}")]
+    BadGzip(String),
+    #[error("the body is not UTF-8 text")]
+    NotUtf8,
+    #[error("{0}")]
+    Import(#[from] sm_report::ImportError),
+    #[error("the record cannot be stored: {0}")]
+    Internal(String),
+}
+
+/// The body's text: gunzipped when the client said so or the bytes are gzip.
+pub fn decode(body: &[u8], gzip: bool) -> Result<String, IngestError> {
+    if body.len() > MAX_BODY {
+        return Err(IngestError::TooLarge);
+    }
+    let bytes = if gzip || body.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(body)
+            .take(MAX_BODY as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| IngestError::BadGzip(e.to_string()))?;
+        if out.len() > MAX_BODY {
+            return Err(IngestError::TooLarge);
+        }
+        out
+    } else {
+        body.to_vec()
+    };
+    let text = String::from_utf8(bytes).map_err(|_| IngestError::NotUtf8)?;
+    if text.trim().is_empty() {
+        return Err(IngestError::Empty);
+    }
+    Ok(text)
+}
+
+/// Parses, redacts and indexes an upload by `uploader`.
+pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), IngestError> {
+    let mut record = sm_report::import_str(text)?;
+    redact_record(&mut record);
+    record.server.extra.insert(meta::UPLOADER.into(), Value::String(uploader.to_string()));
+    let json = serde_json::to_string(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
+    let id = tokens::random_hex(6).map_err(|e| IngestError::Internal(e.to_string()))?;
+    let stored = index(&record, id, uploader, json);
+    Ok((record, stored))
+}
+
+pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> StoredRun {
+    let gpu = record.hardware.gpus.first().map(|g| g.name.trim().trim_start_matches("NVIDIA ").to_string());
+    let peak = record
+        .decode
+        .iter()
+        .filter(|c| c.status() == CellStatus::Valid)
+        .filter_map(|c| c.total_tok_s)
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max);
+    StoredRun {
+        id,
+        uploaded_at: sm_core::record::now_rfc3339(),
+        uploader: uploader.to_string(),
+        model: sm_report::view::model_name(record),
+        gpu: gpu.unwrap_or_default(),
+        gpu_count: i64::from(record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)),
+        engine: record.server.engine.clone(),
+        engine_version: record.server.engine_version.clone().unwrap_or_default(),
+        measured_at: record.finished.clone().unwrap_or_else(|| record.started.clone()),
+        label: record.label.clone().unwrap_or_default(),
+        status: serde_json::to_value(record.status)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        peak_tok_s: peak,
+        record: json,
+    }
+}
+
+/// Redacts the launch command, secret-looking environment entries and the
+/// server URL's credentials, then every other occurrence of the secrets found.
+pub fn redact_record(record: &mut RunRecord) {
+    let mut secrets: Vec<String> = Vec::new();
+    if let Some(cmd) = record.launch_command.take() {
+        let redacted = redact::redact_command(&cmd);
+        for (before, after) in cmd.split_whitespace().zip(redacted.split_whitespace()) {
+            if before != after {
+                let value = before.split_once('=').map_or(before, |(_, v)| v);
+                secrets.push(value.trim_matches(['"', '\'']).to_string());
+            }
+        }
+        record.launch_command = Some(redacted);
+    }
+    if let Some(Value::Object(env)) = record.server.extra.get_mut("environment") {
+        for (name, value) in env.iter_mut() {
+            if redact::redact_env_value(name, "x") != REDACTED {
+                continue;
+            }
+            if let Value::String(s) = value {
+                secrets.push(s.clone());
+            }
+            *value = Value::String(REDACTED.into());
+        }
+    }
+    if let Some((scheme, rest)) = record.server.url.split_once("://") {
+        let host_end = rest.find('/').unwrap_or(rest.len());
+        if let Some(at) = rest[..host_end].rfind('@') {
+            secrets.push(rest[..at].to_string());
+            record.server.url = format!("{scheme}://{}", &rest[at + 1..]);
+        }
+    }
+    secrets.retain(|s| s.len() >= 4 && s != REDACTED);
+    if secrets.is_empty() {
+        return;
+    }
+    let Ok(mut value) = serde_json::to_value(&*record) else { return };
+    let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    scrub(&mut value, &refs);
+    if let Ok(clean) = serde_json::from_value(value) {
+        *record = clean;
+    }
+}
+
+fn scrub(value: &mut Value, secrets: &[&str]) {
+    match value {
+        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact::redact_known(s, secrets),
+        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, secrets)),
+        Value::Object(map) => map.values_mut().for_each(|v| scrub(v, secrets)),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> String {
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/run-sample.json")).unwrap()
+    }
+
+    #[test]
+    fn secrets_are_redacted_everywhere() {
+        let mut v: Value = serde_json::from_str(&sample()).unwrap();
+        v["launch_command"] = "vllm serve m --api-key sk-supersecret --port 8000".into();
+        v["server"]["url"] = "http://user:pw-secret@127.0.0.1:8000".into();
+        v["server"]["extra"] =
+            serde_json::json!({"environment": {"HF_TOKEN": "hf_abcdef", "CUDA_VISIBLE_DEVICES": "0"}});
+        v["events"] = serde_json::json!([{"t": 1.0, "text": "using sk-supersecret and hf_abcdef"}]);
+        let (_, stored) = prepare(&v.to_string(), "alice").unwrap();
+        for secret in ["sk-supersecret", "hf_abcdef", "pw-secret"] {
+            assert!(!stored.record.contains(secret), "{secret} leaked: {}", stored.record);
+        }
+        assert!(stored.record.contains("CUDA_VISIBLE_DEVICES") && stored.record.contains("--port 8000"));
+        assert!(stored.record.contains("\"uploader\":\"alice\""));
+    }
+
+    #[test]
+    fn limits_and_gzip() {
+        use std::io::Write;
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(sample().as_bytes()).unwrap();
+        let packed = gz.finish().unwrap();
+        assert_eq!(decode(&packed, true).unwrap(), sample());
+        assert_eq!(decode(&packed, false).unwrap(), sample(), "gzip is recognised by its magic bytes");
+        // 40 MiB of spaces compress to a few KiB: refused after decompression
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(&vec![b' '; 40 * 1024 * 1024]).unwrap();
+        assert!(matches!(decode(&gz.finish().unwrap(), true), Err(IngestError::TooLarge)));
+        assert!(matches!(decode(b"\x1f\x8bnot gzip", true), Err(IngestError::BadGzip(_))));
+        assert!(matches!(decode(b"  ", false), Err(IngestError::Empty)));
+    }
+
+    #[test]
+    fn index_columns() {
+        let (record, stored) = prepare(&sample(), "bob").unwrap();
+        assert_eq!(stored.engine, record.server.engine);
+        assert_eq!(stored.uploader, "bob");
+        assert!(stored.peak_tok_s > 0.0);
+        assert_eq!(stored.id.len(), 12);
+        assert!(matches!(prepare("{\"a\": 1}", "bob"), Err(IngestError::Import(_))));
+    }
+}

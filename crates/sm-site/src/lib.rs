@@ -1,0 +1,45 @@
+//! `speedmatrix serve`: the results site. People upload runs (with a token
+//! that names them), browse them, open each as the same speed test matrix page
+//! `speedmatrix report` writes, and compare 2–4 runs.
+//!
+//! Storage is SQLite (a file, created on first start) or PostgreSQL, through
+//! one set of migrations ([`db`]); uploads go through [`ingest`] (limits,
+//! formats, redaction); tokens are stored as hashes only ([`tokens`]).
+
+pub mod db;
+pub mod ingest;
+pub mod pages;
+mod routes;
+pub mod tokens;
+
+use std::future::Future;
+
+pub use db::Db;
+pub use ingest::MAX_BODY;
+pub use routes::router;
+
+/// The default database: an SQLite file in the working directory.
+pub const DEFAULT_DB: &str = "sqlite://speedmatrix-site.db";
+
+#[derive(Debug, thiserror::Error)]
+pub enum SiteError {
+    #[error("cannot open the database: {0}")]
+    Connect(#[source] sqlx::Error),
+    #[error("database error: {0}")]
+    Db(#[from] sqlx::Error),
+    #[error("a live token named \"{0}\" exists; revoke it first or choose another name")]
+    TokenExists(String),
+    #[error("\"{0}\" is not a token name: use 1–64 letters, digits, '.', '_' or '-'")]
+    BadTokenName(String),
+    #[error("the system's random generator failed: {0}")]
+    Random(String),
+}
+
+/// Serves the site on `listener` until `shutdown` completes.
+pub async fn serve(
+    db: Db,
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(db)).with_graceful_shutdown(shutdown).await
+}

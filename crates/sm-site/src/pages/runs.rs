@@ -1,0 +1,261 @@
+//! The runs list (`/`): filters, sortable columns, pages, and checkboxes that
+//! send the chosen runs to the comparison.
+
+use std::fmt::Write;
+
+use serde::Deserialize;
+
+use super::{Nav, esc, gpu_text, shell, short_time, url_encode};
+use crate::db::{Filter, ListQuery, Sort, StoredRun};
+
+/// The list's query string, shared by the page and `GET /api/runs`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ListParams {
+    pub model: Option<String>,
+    pub gpu: Option<String>,
+    pub gpu_count: Option<String>,
+    pub engine: Option<String>,
+    pub uploader: Option<String>,
+    pub label: Option<String>,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub sort: Option<String>,
+    pub dir: Option<String>,
+    pub page: Option<String>,
+    pub per_page: Option<String>,
+}
+
+const FILTERS: [&str; 8] = ["model", "gpu", "gpu_count", "engine", "uploader", "label", "from", "to"];
+
+fn clean(v: &Option<String>) -> Option<String> {
+    v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+/// A `YYYY-MM-DD` date, or why not.
+fn date(v: &Option<String>, what: &str) -> Result<Option<String>, String> {
+    match clean(v) {
+        None => Ok(None),
+        Some(d)
+            if d.len() == 10
+                && d.chars().enumerate().all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() }) =>
+        {
+            Ok(Some(d))
+        }
+        Some(d) => Err(format!("{what} must be a date like 2026-09-03, not \"{d}\"")),
+    }
+}
+
+impl ListParams {
+    fn get(&self, key: &str) -> Option<String> {
+        let v = match key {
+            "model" => &self.model,
+            "gpu" => &self.gpu,
+            "gpu_count" => &self.gpu_count,
+            "engine" => &self.engine,
+            "uploader" => &self.uploader,
+            "label" => &self.label,
+            "from" => &self.from,
+            "to" => &self.to,
+            "sort" => &self.sort,
+            "dir" => &self.dir,
+            _ => return None,
+        };
+        clean(v)
+    }
+
+    /// The database query these parameters ask for, or what is wrong with them.
+    pub fn to_query(&self) -> Result<ListQuery, String> {
+        let int = |v: &Option<String>, what: &str| -> Result<Option<i64>, String> {
+            clean(v)
+                .map(|s| s.parse::<i64>().map_err(|_| format!("{what} must be a whole number, not \"{s}\"")))
+                .transpose()
+        };
+        let sort = match clean(&self.sort) {
+            None => Sort::default(),
+            Some(s) => Sort::parse(&s).ok_or_else(|| {
+                let names: Vec<&str> = Sort::ALL.iter().map(|(_, n)| *n).collect();
+                format!("sort must be one of {}, not \"{s}\"", names.join(", "))
+            })?,
+        };
+        let descending = match clean(&self.dir).as_deref() {
+            None => !matches!(sort, Sort::Model | Sort::Gpu | Sort::Engine),
+            Some("asc") => false,
+            Some("desc") => true,
+            Some(d) => return Err(format!("dir must be asc or desc, not \"{d}\"")),
+        };
+        Ok(ListQuery {
+            filter: Filter {
+                model: clean(&self.model),
+                gpu: clean(&self.gpu),
+                gpu_count: int(&self.gpu_count, "gpu_count")?,
+                engine: clean(&self.engine),
+                uploader: clean(&self.uploader).map(|u| u.trim_start_matches('@').to_string()),
+                label: clean(&self.label),
+                from: date(&self.from, "from")?,
+                to: date(&self.to, "to")?,
+            },
+            sort,
+            descending,
+            page: int(&self.page, "page")?.unwrap_or(1).max(1),
+            per_page: int(&self.per_page, "per_page")?.unwrap_or(25).clamp(1, 200),
+        })
+    }
+
+    /// The query string of these filters with `extra` pairs after them.
+    fn href(&self, extra: &[(&str, String)]) -> String {
+        let mut pairs: Vec<(String, String)> =
+            FILTERS.iter().filter_map(|k| self.get(k).map(|v| (k.to_string(), v))).collect();
+        for (k, v) in extra {
+            pairs.retain(|(key, _)| key != k);
+            pairs.push((k.to_string(), v.clone()));
+        }
+        let q: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", url_encode(v))).collect();
+        if q.is_empty() { "/".into() } else { format!("/?{}", q.join("&")) }
+    }
+}
+
+fn filter_form(s: &mut String, p: &ListParams, q: &ListQuery) {
+    s.push_str("<form class=\"panel filters\" method=\"get\" action=\"/\" role=\"search\">\n");
+    for (key, label, kind, hint) in [
+        ("model", "Model", "search", "e.g. Ling"),
+        ("gpu", "GPU", "search", "e.g. H200"),
+        ("engine", "Engine", "search", "vllm, llamacpp…"),
+        ("uploader", "Uploader", "search", "@name"),
+        ("from", "Measured from", "date", ""),
+        ("to", "Measured to", "date", ""),
+    ] {
+        let _ = writeln!(
+            s,
+            "<label>{label}<input type=\"{kind}\" name=\"{key}\" value=\"{}\" placeholder=\"{hint}\"></label>",
+            esc(&p.get(key).unwrap_or_default())
+        );
+    }
+    let _ = write!(s, "<input type=\"hidden\" name=\"sort\" value=\"{}\">", q.sort.name());
+    let _ = write!(s, "<input type=\"hidden\" name=\"dir\" value=\"{}\">", if q.descending { "desc" } else { "asc" });
+    s.push_str(
+        "<div class=\"actions\"><button type=\"submit\">Filter</button><a href=\"/\">Clear</a></div>\n</form>\n",
+    );
+}
+
+fn header_cell(s: &mut String, p: &ListParams, q: &ListQuery, sort: Sort, text: &str) {
+    let active = q.sort == sort;
+    let dir = if active && q.descending {
+        "asc"
+    } else if active {
+        "desc"
+    } else if matches!(sort, Sort::Model | Sort::Gpu | Sort::Engine) {
+        "asc"
+    } else {
+        "desc"
+    };
+    let (arrow, aria) = match (active, q.descending) {
+        (false, _) => ("", String::new()),
+        (true, true) => (" ↓", " aria-sort=\"descending\"".to_string()),
+        (true, false) => (" ↑", " aria-sort=\"ascending\"".to_string()),
+    };
+    let href = p.href(&[("sort", sort.name().to_string()), ("dir", dir.to_string())]);
+    let class = if sort == Sort::Peak { " class=\"r\"" } else { "" };
+    let _ = write!(s, "<th scope=\"col\"{class}><a href=\"{}\"{aria}>{}{arrow}</a></th>", esc(&href), esc(text));
+}
+
+fn row(s: &mut String, r: &StoredRun) {
+    let id = esc(&r.id);
+    let _ = write!(
+        s,
+        "<tr><td class=\"pick\"><input type=\"checkbox\" form=\"compare\" name=\"ids\" value=\"{id}\" aria-label=\"compare {}\"></td>",
+        esc(&r.model)
+    );
+    let label = if r.label.is_empty() { String::new() } else { format!("<div class=\"sub\">{}</div>", esc(&r.label)) };
+    let _ = write!(s, "<td class=\"model\"><a href=\"/runs/{id}\">{}</a>{label}</td>", esc(&r.model));
+    let _ = write!(s, "<td>{}</td>", esc(&gpu_text(&r.gpu, r.gpu_count)));
+    let version = if r.engine_version.is_empty() {
+        String::new()
+    } else {
+        format!(" <span class=\"sub\">{}</span>", esc(&r.engine_version))
+    };
+    let _ = write!(s, "<td>{}{version}</td>", esc(&r.engine));
+    let peak =
+        if r.peak_tok_s > 0.0 { sm_report::format::fixed1(r.peak_tok_s) } else { sm_report::format::NONE.into() };
+    let _ = write!(s, "<td class=\"num\">{}</td>", esc(&peak));
+    let status = if r.status == "complete" {
+        String::new()
+    } else {
+        format!(" <span class=\"sub\">({})</span>", esc(&r.status))
+    };
+    let _ = write!(s, "<td>{}{status}</td>", esc(&short_time(&r.measured_at)));
+    let _ = write!(s, "<td>@{}</td>", esc(&r.uploader));
+    let _ = writeln!(s, "<td class=\"sub\">{}</td></tr>", esc(&short_time(&r.uploaded_at)));
+}
+
+/// The runs list page.
+pub fn page(p: &ListParams, q: &ListQuery, runs: &[StoredRun], total: i64, notice: Option<&str>) -> String {
+    let mut s = String::new();
+    if let Some(n) = notice {
+        let _ = writeln!(s, "<p class=\"banner\" role=\"alert\">{}</p>", esc(n));
+    }
+    filter_form(&mut s, p, q);
+    let _ = writeln!(s, "<form id=\"compare\" method=\"get\" action=\"/compare\"></form>");
+    if runs.is_empty() {
+        s.push_str("<p class=\"empty\">No runs match. <a href=\"/upload\">Upload one</a> or clear the filters.</p>\n");
+        return shell(Nav::Runs, "speedmatrix results", "Runs", &s);
+    }
+    s.push_str("<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th class=\"pick\" scope=\"col\" title=\"compare\">⇆</th>");
+    for (sort, text) in [
+        (Sort::Model, "Model"),
+        (Sort::Gpu, "GPU"),
+        (Sort::Engine, "Engine"),
+        (Sort::Peak, "Peak total tok/s"),
+        (Sort::Measured, "Measured"),
+    ] {
+        header_cell(&mut s, p, q, sort, text);
+    }
+    s.push_str("<th scope=\"col\">Uploader</th>");
+    header_cell(&mut s, p, q, Sort::Uploaded, "Uploaded");
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for r in runs {
+        row(&mut s, r);
+    }
+    s.push_str("</tbody></table></div>\n<div class=\"toolbar\">");
+    s.push_str("<button type=\"submit\" form=\"compare\">Compare selected (2–4)</button>");
+    let pages = ((total + q.per_page - 1) / q.per_page).max(1);
+    let first = (q.page - 1) * q.per_page + 1;
+    let last = (first + runs.len() as i64 - 1).max(first);
+    let _ = write!(s, "<div class=\"pager\"><span>{first}–{last} of {total}</span>");
+    let page_link = |n: i64| {
+        esc(&p.href(&[
+            ("sort", q.sort.name().into()),
+            ("dir", (if q.descending { "desc" } else { "asc" }).into()),
+            ("page", n.to_string()),
+        ]))
+    };
+    if q.page > 1 {
+        let _ = write!(s, "<a rel=\"prev\" href=\"{}\">← Newer page</a>", page_link(q.page - 1));
+    }
+    let _ = write!(s, "<span>page {} of {pages}</span>", q.page);
+    if q.page < pages {
+        let _ = write!(s, "<a rel=\"next\" href=\"{}\">Next page →</a>", page_link(q.page + 1));
+    }
+    s.push_str("</div></div>\n");
+    shell(Nav::Runs, "speedmatrix results", "Runs", &s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameters() {
+        let p = ListParams {
+            model: Some(" ling ".into()),
+            sort: Some("peak".into()),
+            page: Some("3".into()),
+            ..Default::default()
+        };
+        let q = p.to_query().unwrap();
+        assert_eq!(q.filter.model.as_deref(), Some("ling"));
+        assert_eq!((q.sort, q.descending, q.page), (Sort::Peak, true, 3));
+        assert!(ListParams { sort: Some("id; DROP TABLE runs".into()), ..Default::default() }.to_query().is_err());
+        assert!(ListParams { from: Some("2026-13".into()), ..Default::default() }.to_query().is_err());
+        assert_eq!(p.href(&[("page", "4".into())]), "/?model=ling&page=4");
+    }
+}

@@ -1,0 +1,109 @@
+//! `speedmatrix upload`: sends a run (or a reference-tool file) to a results
+//! site, gzipped, retrying when the site answers 5xx or cannot be reached.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Args;
+
+#[derive(Debug, Args)]
+pub struct UploadArgs {
+    /// A run directory, its run.json, or a reference-tool result file.
+    run: PathBuf,
+    /// The results site, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    site: String,
+    /// Upload token (from `speedmatrix serve token create`).
+    #[arg(long, env = "SPEEDMATRIX_TOKEN", hide_env_values = true)]
+    token: String,
+    /// Attempts in all before giving up on 5xx answers or connection errors.
+    #[arg(long, default_value_t = 5)]
+    attempts: u32,
+}
+
+/// The file to send: the run directory's run.json, else the path itself.
+fn file_of(path: &std::path::Path) -> PathBuf {
+    if path.is_dir() { path.join("run.json") } else { path.to_path_buf() }
+}
+
+fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(bytes)?;
+    gz.finish()
+}
+
+pub async fn main(args: UploadArgs) -> ExitCode {
+    let path = file_of(&args.run);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot read {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    // refuse locally what the site would refuse, with the same message
+    if let Err(e) = std::str::from_utf8(&bytes)
+        .map_err(|e| e.to_string())
+        .and_then(|t| sm_report::import_str(t).map_err(|e| e.to_string()))
+    {
+        eprintln!("error: {}: {e}", path.display());
+        return ExitCode::from(2);
+    }
+    let body = match gzip(&bytes) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: cannot compress {}: {e}", path.display());
+            return ExitCode::from(1);
+        }
+    };
+    let endpoint = format!("{}/api/runs", args.site.trim_end_matches('/'));
+    let client = match reqwest::Client::builder().timeout(Duration::from_secs(120)).build() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: cannot make an HTTP client: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let attempts = args.attempts.max(1);
+    let mut delay = Duration::from_millis(500);
+    for attempt in 1..=attempts {
+        let sent = client
+            .post(&endpoint)
+            .bearer_auth(args.token.trim())
+            .header("content-type", "application/json")
+            .header("content-encoding", "gzip")
+            .body(body.clone())
+            .send()
+            .await;
+        let why = match sent {
+            Ok(resp) if resp.status().is_success() => {
+                let value: serde_json::Value = resp.json().await.unwrap_or_default();
+                let url = value.get("url").and_then(|u| u.as_str()).unwrap_or_default();
+                println!("{url}");
+                return ExitCode::SUCCESS;
+            }
+            Ok(resp) if resp.status().is_server_error() => format!("the site answered {}", resp.status()),
+            Ok(resp) => {
+                let status = resp.status();
+                let text = resp.text().await.unwrap_or_default();
+                let message = serde_json::from_str::<serde_json::Value>(&text)
+                    .ok()
+                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
+                    .unwrap_or(text);
+                eprintln!("error: the site refused the upload ({status}): {message}");
+                return ExitCode::from(1);
+            }
+            Err(e) => format!("cannot reach {endpoint}: {e}"),
+        };
+        if attempt == attempts {
+            eprintln!("error: {why}; gave up after {attempts} attempts");
+            return ExitCode::from(1);
+        }
+        eprintln!("upload: {why}; retrying in {:.1} s (attempt {attempt} of {attempts})", delay.as_secs_f64());
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(8));
+    }
+    ExitCode::from(1)
+}

@@ -1,0 +1,180 @@
+//! `speedmatrix serve` and `speedmatrix upload`, the real binary: tokens made
+//! and revoked on the command line, and an upload that retries through a
+//! front that answers 503 twice before passing requests to the site.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix");
+
+fn sample() -> String {
+    format!("{}/../../tests/data/run-sample.json", env!("CARGO_MANIFEST_DIR"))
+}
+
+fn cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args).env_remove("SPEEDMATRIX_TOKEN").env_remove("SPEEDMATRIX_DB");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("speedmatrix runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Kills the server however the test ends.
+struct Child(std::process::Child);
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `speedmatrix serve` on a free loopback port, and its address.
+async fn serve(db: &str) -> (Child, String) {
+    let mut child = Command::new(BIN)
+        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("serve starts");
+    let stdout = child.stdout.take().unwrap();
+    let child = Child(child);
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+    });
+    let line =
+        tokio::time::timeout(Duration::from_secs(30), line).await.expect("serve prints its address").unwrap().unwrap();
+    let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
+    (child, addr)
+}
+
+/// Reads one whole HTTP request (headers and a Content-Length body).
+async fn read_request(stream: &mut TcpStream) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
+    let mut length = 0usize;
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).await? == 0 || line == "\r\n" {
+            break;
+        }
+        if let Some((k, v)) = line.split_once(':')
+            && k.eq_ignore_ascii_case("content-length")
+        {
+            length = v.trim().parse().unwrap_or(0);
+        }
+    }
+    let mut body = vec![0u8; length];
+    reader.read_exact(&mut body).await?;
+    Ok(())
+}
+
+/// A front for `upstream` that answers the first `failures` requests 503 and
+/// passes every later connection through; returns its address and a counter
+/// of the 503s sent.
+async fn flaky_front(upstream: String, failures: usize) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let refused = Arc::new(AtomicUsize::new(0));
+    let counter = refused.clone();
+    tokio::spawn(async move {
+        while let Ok((mut client, _)) = listener.accept().await {
+            if counter.load(Ordering::SeqCst) < failures {
+                if read_request(&mut client).await.is_ok() {
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    let _ = client
+                        .write_all(
+                            b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                        )
+                        .await;
+                }
+                continue;
+            }
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = TcpStream::connect(&upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    });
+    (addr, refused)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_and_an_upload_that_retries_on_503() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("site.db").display());
+
+    let (code, token, err) = cli(&["serve", "token", "create", "--name", "ci-bot", "--db", &db], &[]);
+    assert_eq!(code, 0, "{err}");
+    let token = token.trim().to_string();
+    assert!(token.starts_with("smt_") && token.len() == 68, "{token}");
+    let (code, _, err) = cli(&["serve", "token", "create", "--name", "ci-bot", "--db", &db], &[]);
+    assert_eq!(code, 1, "a second live token of one name is refused");
+    assert!(err.contains("exists"), "{err}");
+    let (code, list, _) = cli(&["serve", "token", "list", "--db", &db], &[]);
+    assert_eq!(code, 0);
+    assert!(list.contains("ci-bot") && !list.contains(&token), "{list}");
+    assert!(Path::new(&dir.path().join("site.db")).is_file(), "the SQLite file is created on first use");
+
+    let (_server, addr) = serve(&db).await;
+    let (front, refused) = flaky_front(addr.clone(), 2).await;
+    let site = format!("http://{front}");
+
+    // the token from the environment; two 503s, then stored
+    let run = sample();
+    let upload = tokio::task::spawn_blocking({
+        let (site, token) = (site.clone(), token.clone());
+        move || cli(&["upload", &run, "--site", &site], &[("SPEEDMATRIX_TOKEN", &token)])
+    });
+    let (code, out, err) = upload.await.unwrap();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(refused.load(Ordering::SeqCst), 2);
+    assert_eq!(err.matches("retrying").count(), 2, "{err}");
+    let url = out.trim();
+    assert!(url.starts_with(&format!("{site}/runs/")), "{out}");
+    let page = reqwest::get(url).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("by @ci-bot"));
+
+    // a refusal (4xx) is not retried, and says why
+    let (code, _, err) = tokio::task::spawn_blocking({
+        let site = site.clone();
+        move || cli(&["upload", &sample(), "--site", &site, "--token", "smt_wrong"], &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("401") && !err.contains("retrying"), "{err}");
+
+    // a revoked token no longer uploads
+    let (code, _, err) = cli(&["serve", "token", "revoke", "ci-bot", "--db", &db], &[]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = tokio::task::spawn_blocking({
+        let (site, token) = (site.clone(), token.clone());
+        move || cli(&["upload", &sample(), "--site", &site, "--token", &token], &[])
+    })
+    .await
+    .unwrap();
+    assert_eq!(code, 1);
+    assert!(err.contains("401"), "{err}");
+
+    // a file that is no run is refused before anything is sent
+    let junk = dir.path().join("junk.json");
+    std::fs::write(&junk, "{\"not\": \"a run\"}").unwrap();
+    let (code, _, err) = cli(&["upload", junk.to_str().unwrap(), "--site", &site, "--token", &token], &[]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unrecognised"), "{err}");
+}

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# Browser test of the results site (issue 7).
+#
+# Starts `speedmatrix serve` on a fresh SQLite file, uploads three runs with
+# `speedmatrix upload`, then, in headless Chromium with the network disabled,
+# opens the runs list, a filtered list, a run, a comparison and the upload
+# form, and uploads a file through the form (scripts/site-browser-test.py).
+# Fails when a page is missing what it should show, logs to the console, is
+# refused by its CSP or makes a request that leaves the machine. Screenshots
+# land in target/site-browser/.
+#
+# Usage: scripts/site-browser-test.sh
+#        SPEEDMATRIX_BIN=path/to/speedmatrix scripts/site-browser-test.sh
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+OUT=target/site-browser
+rm -rf "$OUT"
+mkdir -p "$OUT"
+
+if ! command -v chromium >/dev/null 2>&1; then
+    echo "site-browser-test: installing Debian's chromium"
+    SUDO=""
+    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
+BIN="${SPEEDMATRIX_BIN:-target/debug/speedmatrix}"
+if [ -z "${SPEEDMATRIX_BIN:-}" ]; then
+    cargo build -q -p speedmatrix
+fi
+
+DB="sqlite://$PWD/$OUT/site.db"
+TOKEN=$("$BIN" serve token create --name browser-test --db "$DB" 2>/dev/null)
+
+SERVER_PID=""
+cleanup() {
+    if [ -n "$SERVER_PID" ]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+}
+trap cleanup EXIT
+"$BIN" serve --db "$DB" --listen 127.0.0.1:0 >"$OUT/serve.out" 2>"$OUT/serve.log" &
+SERVER_PID=$!
+SITE=""
+for _ in $(seq 1 100); do
+    SITE=$(grep -o 'http://[0-9.:]*' "$OUT/serve.out" 2>/dev/null || true)
+    [ -n "$SITE" ] && break
+    sleep 0.1
+done
+if [ -z "$SITE" ]; then
+    echo "site-browser-test: FAIL: speedmatrix serve did not start; see $OUT/serve.log" >&2
+    exit 1
+fi
+
+upload() { SPEEDMATRIX_TOKEN="$TOKEN" "$BIN" upload "$1" --site "$SITE" | sed 's#.*/runs/##'; }
+SAMPLE=$(upload tests/data/run-sample.json)
+LIL=$(upload tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json)
+TINY=$(upload tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json)
+# A made-up variant of the sample, faster at 8K and slower at 128K, so the
+# comparison's ratio colours show in the screenshots.
+python3 - tests/data/run-sample.json "$OUT/variant.json" <<'PY'
+import json, sys
+run = json.load(open(sys.argv[1]))
+run["label"] = "synthetic variant of the sample (browser test)"
+for cell in run["decode"]:
+    factor = {8192: 1.35, 131072: 0.7}.get(cell["context"], 1.0) * (1 + cell["concurrency"] / 1000)
+    for key in ("total_tok_s", "per_request_tok_s"):
+        if cell.get(key) is not None:
+            cell[key] *= factor
+json.dump(run, open(sys.argv[2], "w"))
+PY
+VARIANT=$(upload "$OUT/variant.json")
+
+# Every request that leaves the machine fails (unknown hosts, a dead proxy); the site is on 127.0.0.1.
+NO_NETWORK=(--proxy-server=127.0.0.1:9 --host-resolver-rules="MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1")
+COMMON=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
+    --no-first-run --disable-sync --disable-extensions --disable-default-apps --mute-audio
+    --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000 "${NO_NETWORK[@]}")
+
+FAILED=0
+fail() {
+    echo "site-browser-test: FAIL: $*" >&2
+    FAILED=1
+}
+
+# chromium_run LOG ARGS...: one headless Chromium with a fresh profile.
+chromium_run() {
+    local log="$1"
+    shift
+    local profile
+    profile="$(mktemp -d)"
+    timeout 120 chromium "${COMMON[@]}" --user-data-dir="$profile" "$@" >"$log.out" 2>"$log" || true
+    rm -rf "$profile"
+}
+
+# check NAME PATH NEEDLE... : the page's DOM holds every needle; screenshots light and dark.
+check() {
+    local name="$1" path="$2"
+    shift 2
+    local log="$OUT/$name.chromium.log"
+    chromium_run "$log" --dump-dom "$SITE$path"
+    for needle in "$@"; do
+        if [[ "$needle" == '!'* ]]; then
+            if grep -qF -- "${needle:1}" "$log.out"; then fail "$name ($path): shows '${needle:1}'"; fi
+        elif ! grep -qF -- "$needle" "$log.out"; then
+            fail "$name ($path): '$needle' not rendered"
+        fi
+    done
+    chromium_run "$log.light" --window-size=1280,"${HEIGHT:-2200}" --screenshot="$OUT/$name.png" "$SITE$path"
+    chromium_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,"${HEIGHT:-2200}" \
+        --screenshot="$OUT/$name-dark.png" "$SITE$path"
+    for l in "$log" "$log.light" "$log.dark"; do
+        local found
+        found=$(grep -E 'CONSOLE|Refused to|Uncaught|Content Security Policy|ERR_PROXY|ERR_NAME_NOT_RESOLVED' "$l" || true)
+        [ -z "$found" ] || fail "$name: $found"
+    done
+    for f in "$OUT/$name.png" "$OUT/$name-dark.png"; do
+        [ -s "$f" ] || fail "$name: $f was not written"
+    done
+    echo "site-browser-test: $name: $OUT/$name.png"
+}
+
+check runs "/" "/runs/$SAMPLE" "/runs/$LIL" "/runs/$TINY" "/runs/$VARIANT" "Compare selected"
+check runs-filtered "/?gpu=H200&from=2026-09-01&to=2026-09-30&sort=peak&dir=desc" "/runs/$SAMPLE" "/runs/$LIL" \
+    "/runs/$VARIANT" "!/runs/$TINY" "1–3 of 3"
+check run "/runs/$SAMPLE" "Sustained decode" "by @browser-test" "/runs/$SAMPLE/run.json" "/runs/$SAMPLE/measurements.csv" \
+    "/runs/$SAMPLE/report.md" '<svg class="chart"'
+HEIGHT=4800 check compare "/compare?ids=$SAMPLE,$VARIANT,$LIL,$TINY" "Comparing 4 runs" "1.35×" "Settings and provenance" "1.00×" \
+    "Total tok/s at 8K context" "Prompt tok/s by context"
+check upload-form "/upload" 'enctype="multipart/form-data"' 'type="file"'
+
+# Upload through the form, as a person would.
+WHERE=$(CHROMIUM_LOG="$OUT/form-upload.chromium.log" timeout 120 python3 scripts/site-browser-test.py \
+    "$SITE" "$TOKEN" tests/data/run-sample.json "$OUT/form-upload.png" "${NO_NETWORK[@]}") \
+    || fail "uploading through the form failed"
+if [ -n "${WHERE:-}" ]; then
+    check uploaded "$WHERE" "Sustained decode" "by @browser-test"
+    COUNT=$(grep -o '"total":[0-9]*' <(curl -s --max-time 10 "$SITE/api/runs") | cut -d: -f2 || true)
+    [ "${COUNT:-0}" = 5 ] || fail "expected 5 runs after the form upload, the API says ${COUNT:-nothing}"
+    echo "site-browser-test: form upload: $WHERE, $OUT/form-upload.png"
+fi
+
+if [ "$FAILED" -ne 0 ]; then
+    exit 1
+fi
+echo "site-browser-test: ok"
