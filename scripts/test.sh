@@ -31,8 +31,13 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "build"
 cargo build --workspace --all-targets --locked
 
-step "Rust tests (unit, integration, end-to-end against the simulated engine)"
-cargo test --workspace --locked --no-fail-fast
+step "Rust tests (unit, integration, end-to-end against the simulated engine; the site also on PostgreSQL)"
+# postgres-test.sh installs and starts a private PostgreSQL cluster for the site's tests, runs the
+# command, and stops the cluster on every exit path
+scripts/postgres-test.sh cargo test --workspace --locked --no-fail-fast
+
+step "real engines (vLLM CPU build, llama.cpp server) — scripts/engines/real-engine-tests.sh"
+scripts/engines/real-engine-tests.sh
 
 step "Python environment (the official openai client, pytest, jsonschema)"
 VENV=$WORK/venv
@@ -49,6 +54,8 @@ if [ "${SKIP_BROWSER:-}" = 1 ] && [ "${CI:-}" != true ]; then
 elif [ -x scripts/browser-test.sh ]; then
   step "browser test (headless Chromium opens the report page offline)"
   scripts/browser-test.sh
+  step "site browser test (headless Chromium: runs list, filter, run, compare, upload form)"
+  scripts/site-browser-test.sh
 fi
 
 step "all tests passed"

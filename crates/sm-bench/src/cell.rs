@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sm_client::Client;
 use sm_client::discover::{self, Engine};
-use sm_core::record::CellStatus;
+use sm_core::record::{CellStatus, TokenSource};
 use tokio::sync::watch;
 
 use crate::health::{Health, Probe, process_cpu_seconds};
@@ -140,11 +140,14 @@ pub struct CellSpec<'a> {
     pub label: String,
     pub concurrency: u32,
     pub timing: CellTiming,
+    /// The scout saw the server report usage: streams without usage on their
+    /// chunks get it at the end (none may end inside a short window).
+    pub usage_at_end: bool,
 }
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, ref label, concurrency, timing } = spec;
+    let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end } = spec;
     let live = Arc::new(Live::default());
     if target.metrics
         && let Err(e) = drain(target, timing.drain_timeout).await
@@ -194,7 +197,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
-            let mut outcome = judge(figures(&logs, window, &samples), concurrency, target.metrics);
+            let mut f = figures(&logs, window, &samples);
+            if usage_at_end && f.token_source == Some(TokenSource::Chunks) {
+                f.token_source = Some(TokenSource::UsageAtEnd);
+            }
+            let mut outcome = judge(f, concurrency, target.metrics);
             if let Some(h) = health {
                 outcome.warnings.extend(h.warnings());
             }
@@ -372,7 +379,10 @@ fn judge(f: Figures, concurrency: u32, metrics: bool) -> CellOutcome {
         return CellOutcome::failed(CellStatus::Error, "no tokens arrived inside the window");
     }
     let mut warnings = Vec::new();
-    if f.token_source == Some(sm_core::record::TokenSource::Chunks) {
+    if f.token_source == Some(TokenSource::UsageAtEnd) {
+        warnings.push("the server reports usage only at the end of a request: tokens were counted from chunks and corrected by that total when each request ended".into());
+    }
+    if f.token_source == Some(TokenSource::Chunks) {
         warnings.push("the server sent no usage: tokens were counted from chunks, which undercounts chunks carrying several tokens".into());
     }
     if concurrency > 1 && f.avg_active < 0.95 * concurrency as f64 {

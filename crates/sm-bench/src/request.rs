@@ -188,6 +188,9 @@ impl ReadState {
             now_tokens += 1;
         }
         if let Some(n) = chunk.completion_tokens {
+            if !log.usage && !chunk.has_text {
+                log.usage_at_end = true;
+            }
             now_tokens = now_tokens.max(n);
         }
         if now_tokens > prev && log.first_token.is_some() {
@@ -282,6 +285,17 @@ mod tests {
         let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
         assert_eq!(tokens, [1, 2, 5]);
         assert!(!run.log.usage, "the count came partly from chunks");
+        assert!(!run.log.usage_at_end, "this usage rode on a text chunk");
+        // llama.cpp's shape: a usage-only chunk after the last text chunk
+        let (run, _) = feed(&[
+            r#"{"choices":[{"delta":{"content":"a"}}]}"#,
+            r#"{"choices":[{"delta":{"content":"bc"},"finish_reason":"length"}]}"#,
+            r#"{"choices":[],"usage":{"completion_tokens":4}}"#,
+            "[DONE]",
+        ]);
+        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
+        assert_eq!(tokens, [1, 2, 4]);
+        assert!(run.log.usage_at_end);
     }
 
     #[test]

@@ -470,9 +470,11 @@ impl Runner<'_> {
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
         self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
         let scout_spec = self.spec(1, false);
-        if let Err(e) = scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await {
-            return CellOutcome::failed(CellStatus::Error, format!("the cache-warming scout failed: {e}"));
-        }
+        let scouted = match scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await
+        {
+            Ok(s) => s,
+            Err(e) => return CellOutcome::failed(CellStatus::Error, format!("the cache-warming scout failed: {e}")),
+        };
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
         self.event(format!("cell {} × {} started", cell.label, cell.concurrency));
@@ -484,6 +486,7 @@ impl Runner<'_> {
             label: cell.label.clone(),
             concurrency: cell.concurrency,
             timing,
+            usage_at_end: scouted.reports_usage,
         };
         run_cell(cell_spec, self.reporter, &self.controls).await
     }

@@ -16,6 +16,8 @@ pub struct ScoutResult {
     pub ttft: Duration,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// The server reported `usage.completion_tokens` (at least at the end).
+    pub reports_usage: bool,
 }
 
 impl ScoutResult {
@@ -36,6 +38,7 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
     let mut first: Option<Instant> = None;
     let mut prompt_tokens = None;
     let mut cached_tokens = None;
+    let mut reports_usage = false;
     loop {
         let ev = match stream.next().await {
             Ok(Some(ev)) => ev,
@@ -54,9 +57,10 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
         if first.is_none() && (chunk.has_text || chunk.finish_reason.is_some()) {
             first = Some(ev.at);
         }
+        reports_usage |= chunk.completion_tokens.is_some();
         prompt_tokens = chunk.prompt_tokens.or(prompt_tokens);
         cached_tokens = chunk.cached_tokens.or(cached_tokens);
     }
     let first = first.ok_or_else(|| "the scout's stream ended without a token".to_string())?;
-    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens })
+    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens, reports_usage })
 }

@@ -25,6 +25,8 @@ pub struct RequestLog {
     pub ended: Option<Instant>,
     /// Every token-bearing chunk carried usage, so `tokens` are real token counts.
     pub usage: bool,
+    /// Chunks were counted, then a usage total at the end corrected the count.
+    pub usage_at_end: bool,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
 }
@@ -37,6 +39,7 @@ impl RequestLog {
             points: Vec::new(),
             ended: None,
             usage: true,
+            usage_at_end: false,
             prompt_tokens: None,
             cached_tokens: None,
         }
@@ -83,7 +86,13 @@ pub struct Figures {
 
 pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -> Figures {
     let token_source = if logs.iter().any(|r| !r.points.is_empty()) {
-        Some(if logs.iter().all(|r| r.usage) { TokenSource::Usage } else { TokenSource::Chunks })
+        Some(if logs.iter().all(|r| r.usage) {
+            TokenSource::Usage
+        } else if logs.iter().any(|r| r.usage_at_end) {
+            TokenSource::UsageAtEnd
+        } else {
+            TokenSource::Chunks
+        })
     } else {
         None
     };

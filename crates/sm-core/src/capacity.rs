@@ -59,12 +59,12 @@ pub fn kv_need(
 ) -> Tokens {
     let c = u64::from(concurrency);
     match rule {
-        CapacityRule::Reference => Tokens(c * (ctx.0 + max_tokens.0)),
+        CapacityRule::Reference => Tokens(c.saturating_mul(ctx.0.saturating_add(max_tokens.0))),
         CapacityRule::PrefixShared => {
             let bs = block_size.filter(|&b| b > 0).unwrap_or(1);
             let shared = ctx.0 / bs * bs;
-            let own = (ctx.0 % bs + max_tokens.0).div_ceil(bs) * bs;
-            Tokens(shared + c * own)
+            let own = (ctx.0 % bs).saturating_add(max_tokens.0).div_ceil(bs).saturating_mul(bs);
+            Tokens(shared.saturating_add(c.saturating_mul(own)))
         }
     }
 }

@@ -35,6 +35,10 @@ pub enum CellStatus {
 pub enum TokenSource {
     /// Per-chunk increase of `usage.completion_tokens` (continuous usage stats).
     Usage,
+    /// Content-bearing chunks, corrected by the usage total the server sends at
+    /// the end of each request (llama.cpp). Exact for requests that ended inside
+    /// the window; chunk-counted for the ones cut by the window's end.
+    UsageAtEnd,
     /// Content-bearing chunks: the server sent no usage. Undercounts when a
     /// chunk carries several tokens (speculative decoding).
     Chunks,

@@ -76,6 +76,7 @@ fn prefill_raw(p: &PrefillRow) -> Vec<String> {
 fn decode_raw(c: &DecodeCell) -> Vec<String> {
     let token_source = match c.token_source {
         Some(TokenSource::Usage) => "usage",
+        Some(TokenSource::UsageAtEnd) => "usage_at_end",
         Some(TokenSource::Chunks) => "chunks",
         None => "",
     };

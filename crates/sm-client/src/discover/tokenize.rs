@@ -48,6 +48,25 @@ fn tokenize_body(tokenize: TokenizeApi, model: &str, api: Api, prompt: &Prompt) 
     }
 }
 
+/// llama.cpp's /tokenize does not apply the chat template, but its
+/// `/apply-template` renders the exact text a chat request is tokenized from;
+/// that text with BOS (`add_special`) and special tokens parsed is the count.
+async fn count_llamacpp_chat(client: &Client, prompt: &Prompt) -> Result<Option<u64>, ClientError> {
+    let rendered =
+        match client.post_json("/apply-template", &json!({"messages": prompt.messages_json()}), COUNT_TIMEOUT).await {
+            Ok(v) => v,
+            // an older server without the endpoint: the caller calibrates instead
+            Err(ClientError::Status { status: 404 | 405 | 501, .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+    let Some(text) = rendered.get("prompt").and_then(Value::as_str) else {
+        return Ok(None);
+    };
+    let body = json!({"content": text, "add_special": true, "parse_special": true});
+    let v = client.post_json("/tokenize", &body, COUNT_TIMEOUT).await?;
+    Ok(count_of(TokenizeApi::Llamacpp, &v))
+}
+
 /// Prompt token count by the server, for the given API form.
 pub async fn count_tokens(
     client: &Client,
@@ -55,6 +74,9 @@ pub async fn count_tokens(
     api: Api,
     prompt: &Prompt,
 ) -> Result<Option<u64>, ClientError> {
+    if (facts.tokenize, api) == (TokenizeApi::Llamacpp, Api::Chat) {
+        return count_llamacpp_chat(client, prompt).await;
+    }
     let Some(body) = tokenize_body(facts.tokenize, &facts.model, api, prompt) else {
         return Ok(None);
     };
