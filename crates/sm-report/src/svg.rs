@@ -64,7 +64,16 @@ fn tick_label(v: f64) -> String {
 
 pub fn line_chart(chart: &Chart) -> String {
     let n = chart.x_labels.len().max(1);
-    let max = chart.series.iter().flat_map(|s| s.values.iter().flatten()).copied().fold(0.0, f64::max);
+    // A file can hold any number: values past 1e15 are clamped so the axis stays finite
+    // (1.7e308 once made the tick loop below endless).
+    let max = chart
+        .series
+        .iter()
+        .flat_map(|s| s.values.iter().flatten())
+        .copied()
+        .filter(|v| v.is_finite())
+        .fold(0.0, f64::max)
+        .min(1e15);
     let step = if max > 0.0 { nice_step(max) } else { 1.0 };
     let top_value = (max / step).ceil().max(1.0) * step;
     let plot_w = W - LEFT - RIGHT;
@@ -85,7 +94,9 @@ pub fn line_chart(chart: &Chart) -> String {
     let _ = write!(s, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, html(chart.title));
     // gridlines and y ticks
     let mut v = 0.0;
-    while v <= top_value + step / 2.0 {
+    let mut ticks = 0;
+    while v <= top_value + step / 2.0 && ticks < 64 {
+        ticks += 1;
         let y = y_at(v);
         let _ = write!(
             s,
@@ -198,5 +209,19 @@ mod tests {
         });
         assert_eq!(svg.matches('M').count(), 2, "{svg}");
         assert!(!svg.contains("<b>") && svg.contains("&lt;b&gt;"));
+    }
+
+    #[test]
+    fn huge_values_end() {
+        // 1.7e308 once made the tick loop endless
+        let svg = line_chart(&Chart {
+            title: "t",
+            x_title: "x",
+            y_title: "y",
+            x_labels: vec!["1".into(), "2".into()],
+            series: vec![Series { name: "a".into(), values: vec![Some(1.7e308), Some(f64::INFINITY)], color: None }],
+            value_fmt: crate::format::fixed1,
+        });
+        assert!(svg.matches("class=\"grid\"").count() <= 64);
     }
 }

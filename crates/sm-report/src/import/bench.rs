@@ -16,6 +16,11 @@ use crate::meta;
 
 pub const TOOL: &str = "llm-inference-bench";
 
+/// The largest decode grid an imported file may describe: 64 × 64, where real
+/// grids have tens of cells. The page's views look cells up by linear search, so
+/// a 10,000-cell grid took seconds to render (found by the `import` fuzz target).
+const MAX_GRID_CELLS: usize = 4_096;
+
 /// The reference tool's throughput sentinels (`aggregate_tps`).
 fn sentinel(tps: f64) -> Option<(CellStatus, &'static str)> {
     match tps {
@@ -177,6 +182,19 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
     }
     contexts.sort_unstable();
     levels.sort_unstable();
+    contexts.dedup();
+    levels.dedup();
+    // The plan is contexts × levels: 20,000 of each fit in a 250 KB file and
+    // asked for 400 million cells (tens of GB). Real grids have tens of cells.
+    if contexts.len().saturating_mul(levels.len()) > MAX_GRID_CELLS {
+        return Err(ImportError::UnknownFormat {
+            what: format!(
+                "a grid of {} contexts × {} concurrency levels (at most {MAX_GRID_CELLS} cells)",
+                contexts.len(),
+                levels.len()
+            ),
+        });
+    }
 
     let planned = match plan {
         Some(entries) => super::lil::plan(entries, max_tokens),
@@ -192,12 +210,12 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             concurrency: p.concurrency,
             status: Some(CellStatus::OverCapacity),
             reason: p.reason.clone(),
-            kv_need_tokens: Some(u64::from(p.concurrency) * (p.context + max_tokens)),
+            kv_need_tokens: Some(kv_need(p.context, max_tokens, p.concurrency).unwrap_or(u64::MAX)),
             ..DecodeCell::default()
         });
     }
     for c in decode.iter_mut().filter(|c| c.status == Some(CellStatus::OverCapacity) && c.kv_need_tokens.is_none()) {
-        c.kv_need_tokens = Some(u64::from(c.concurrency) * (c.context + max_tokens));
+        c.kv_need_tokens = Some(kv_need(c.context, max_tokens, c.concurrency).unwrap_or(u64::MAX));
     }
     // cells the summary marks as failed but whose details were not kept
     if let Some(table) = bench.get("summary_table").and_then(Value::as_object) {
@@ -291,6 +309,13 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
     })
 }
 
+/// The reference rule's `C × (ctx + max_tokens)`, or `None` past `u64`: a file's
+/// token counts are not trusted, and `u64::MAX` in one once overflowed
+/// sm-core's unchecked arithmetic (found by tests/import_prop.rs).
+fn kv_need(context: u64, max_tokens: u64, concurrency: u32) -> Option<u64> {
+    context.checked_add(max_tokens)?.checked_mul(u64::from(concurrency))
+}
+
 fn grid_plan(
     contexts: &[u64],
     levels: &[u32],
@@ -313,7 +338,10 @@ fn grid_plan(
         .collect();
     let ctx_tokens: Vec<Tokens> = contexts.iter().map(|&c| Tokens(c)).collect();
     for (ctx, c) in sm_core::plan::order(&ctx_tokens, levels) {
-        let reason = capacity::over_capacity_reason(CapacityRule::Reference, &limits, ctx, Tokens(max_tokens), c);
+        let reason = match (kv, kv_need(ctx.0, max_tokens, c)) {
+            (Some(budget), None) => Some(format!("needs more KV tokens than a u64 counts, the server has {budget}")),
+            _ => capacity::over_capacity_reason(CapacityRule::Reference, &limits, ctx, Tokens(max_tokens), c),
+        };
         plan.push(PlannedCell {
             kind: "decode".into(),
             requested_context: ctx.0,
@@ -333,8 +361,11 @@ fn events(bench: &Value) -> Vec<Event> {
     let lines = bench.get("event_log").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str);
     let secs = |l: &str| -> Option<f64> {
         let hms = l.get(..8)?;
-        let mut it = hms.split(':').map(|p| p.parse::<u32>().ok());
-        Some(f64::from(it.next()?? * 3600 + it.next()?? * 60 + it.next()??))
+        // Only a clock time counts: `99999999 x` once overflowed `h * 3600` and
+        // panicked in debug builds (found by tests/import_prop.rs).
+        let mut it = hms.split(':').map(|p| p.parse::<u32>().ok().filter(|&n| n < 60));
+        let (h, m, s) = (it.next()??, it.next()??, it.next()??);
+        (h < 24).then(|| f64::from(h * 3600 + m * 60 + s))
     };
     let mut first: Option<f64> = None;
     lines
@@ -359,6 +390,30 @@ mod tests {
         assert_eq!(strip_credentials("http://127.0.0.1:8000"), "http://127.0.0.1:8000");
         assert_eq!(timestamp("2026-12-02T13:06:07.174928"), "2026-12-02T13:06:07Z");
         assert_eq!(timestamp("garbage"), "1970-01-01T00:00:00Z");
+    }
+
+    #[test]
+    fn event_log_times_that_are_not_clock_times() {
+        let bench =
+            json!({"event_log": ["23:59:59 late", "99999999 overflowed once", "00:00:01 past midnight", "24:00:00 x"]});
+        let ev = events(&bench);
+        let got: Vec<(f64, &str)> = ev.iter().map(|e| (e.t, e.text.as_str())).collect();
+        assert_eq!(
+            got,
+            vec![(0.0, "late"), (0.0, "99999999 overflowed once"), (2.0, "past midnight"), (0.0, "24:00:00 x")]
+        );
+    }
+
+    #[test]
+    fn a_grid_too_large_to_plan_is_refused() {
+        let many: Vec<u64> = (1..=200).collect();
+        let doc = json!({"metadata": {"context_lengths": many, "concurrency_levels": many}, "results": []});
+        let err = import(&doc, &Source::default(), None).unwrap_err().to_string();
+        assert!(err.contains("200 contexts × 200 concurrency levels"), "{err}");
+        let dup = json!({"metadata": {"context_lengths": [8, 8, 4], "concurrency_levels": [1, 1]}, "results": []});
+        let rec = import(&dup, &Source::default(), None).unwrap();
+        assert_eq!(rec.settings.contexts, vec![4, 8]);
+        assert_eq!(rec.plan.len(), 2);
     }
 
     #[test]

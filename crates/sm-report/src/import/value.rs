@@ -30,9 +30,23 @@ pub fn bool_at(v: &Value, key: &str) -> Option<bool> {
 /// latencies; rounded to the nanosecond so 1.001 s reads 1001 ms, not
 /// 1000.9999999999999.
 pub fn ms_at(v: &Value, key: &str) -> Option<f64> {
-    f64_at(v, key).map(|s| (s * 1e9).round() / 1e6)
+    // 1e300 s is finite but overflows to ∞ ms, and an infinite latency sent the
+    // page's chart gridline loop into a hang (found by tests/import_prop.rs).
+    f64_at(v, key).map(|s| (s * 1e9).round() / 1e6).filter(|ms| ms.is_finite())
 }
 
 pub fn u64_list(v: &Value, key: &str) -> Vec<u64> {
     v.get(key).and_then(Value::as_array).map(|a| a.iter().filter_map(Value::as_u64).collect()).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn latencies_that_overflow_in_ms_are_unknown() {
+        let v = json!({"huge": 1e300, "ok": 1.001});
+        assert_eq!(super::ms_at(&v, "huge"), None);
+        assert_eq!(super::ms_at(&v, "ok"), Some(1001.0));
+    }
 }
