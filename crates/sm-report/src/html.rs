@@ -11,7 +11,8 @@ use crate::format::{self, opt};
 use crate::svg::{self, Chart, Series};
 use crate::view::{self, Cell, CellKind, Matrix, Page};
 
-const CSS: &str = include_str!("page.css");
+/// The page's stylesheet; the results site serves its pages with it too.
+pub const CSS: &str = include_str!("page.css");
 
 /// Renders the page. `links` are `(text, href)` pairs shown as navigation
 /// above the title (the results site passes its own); hrefs with a scheme
@@ -306,11 +307,7 @@ fn decode(s: &mut String, page: &Page) {
             value_fmt: format::fixed1,
         },
     ];
-    s.push_str("<div class=\"charts\">\n");
-    for c in &charts {
-        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart(c));
-    }
-    s.push_str("</div>\n");
+    s.push_str(&svg::charts_row(&charts));
 }
 
 fn all_measurements(s: &mut String, page: &Page) {

@@ -12,6 +12,7 @@ mod csv;
 pub mod escape;
 pub mod format;
 mod html;
+pub use html::CSS;
 pub mod import;
 mod markdown;
 pub mod meta;

@@ -62,6 +62,16 @@ fn tick_label(v: f64) -> String {
     }
 }
 
+/// Charts side by side, as the page and the site lay them out.
+pub fn charts_row(charts: &[Chart]) -> String {
+    let mut s = String::from("<div class=\"charts\">\n");
+    for c in charts {
+        let _ = writeln!(s, "<figure>{}</figure>", line_chart(c));
+    }
+    s.push_str("</div>\n");
+    s
+}
+
 pub fn line_chart(chart: &Chart) -> String {
     let n = chart.x_labels.len().max(1);
     // A file can hold any number: values past 1e15 are clamped so the axis stays finite

@@ -292,11 +292,7 @@ fn prefill_section(s: &mut String, runs: &[Compared]) {
             value_fmt: format::ms,
         },
     ];
-    s.push_str("<div class=\"charts\">\n");
-    for c in &charts {
-        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart(c));
-    }
-    s.push_str("</div>\n");
+    s.push_str(&svg::charts_row(&charts));
 }
 
 /// The comparison page of 2–4 runs.

@@ -11,7 +11,7 @@ use std::fmt::Write;
 pub use sm_report::escape::html as esc;
 
 /// The report page's stylesheet: one look for the report and the site.
-const REPORT_CSS: &str = include_str!("../../../sm-report/src/page.css");
+const REPORT_CSS: &str = sm_report::CSS;
 const SITE_CSS: &str = include_str!("site.css");
 
 /// The policy of every page: nothing but inline styles and data: images, and
