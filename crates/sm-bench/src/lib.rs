@@ -23,6 +23,7 @@ pub mod runner;
 pub mod scout;
 pub mod server;
 pub mod sizing;
+pub mod tokenizer;
 pub mod window;
 
 pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, controls};

@@ -23,6 +23,7 @@ use crate::prompt::{self, MEASURED, WARMUP};
 use crate::resume;
 use crate::scout::scout;
 use crate::sizing::Sizer;
+use crate::tokenizer::LocalTokenizer;
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -50,6 +51,8 @@ pub struct RunConfig {
     pub resume: Option<RunRecord>,
     /// How long to wait for a server that stopped responding before the run fails.
     pub server_wait: Duration,
+    /// The local tokenizer (`--tokenizer`), for servers that cannot count tokens.
+    pub tokenizer: Option<Arc<LocalTokenizer>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -182,10 +185,10 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             capacity_rule: config.rule,
             api: config.api,
             // what sizing will use; confirmed (or corrected) once prompts are sized
-            prompt_source: if matches!(facts.tokenize, sm_client::discover::TokenizeApi::None) {
-                "usage_calibration"
-            } else {
-                "server_tokenize"
+            prompt_source: match (&facts.tokenize, &config.tokenizer) {
+                (sm_client::discover::TokenizeApi::None, None) => "usage_calibration",
+                (sm_client::discover::TokenizeApi::None, Some(_)) => "tokenizer_file",
+                _ => "server_tokenize",
             }
             .into(),
             ignore_eos: config.ignore_eos,
@@ -274,7 +277,8 @@ impl Runner<'_> {
             .min()
             .unwrap_or(1024);
         self.reporter.step(&Step::Sizing);
-        let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest).await {
+        let local = self.config.tokenizer.clone();
+        let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest, local).await {
             Ok(s) => s,
             Err(e) => {
                 self.event(format!("cannot size prompts: {e}"));
@@ -283,6 +287,9 @@ impl Runner<'_> {
         };
         self.record.settings.prompt_source = sizer.method.name().to_string();
         self.event(format!("prompt lengths by {}", sizer.method.name()));
+        for note in &sizer.notes {
+            self.event(note.clone());
+        }
         self.reporter.step(&Step::Warmup);
         self.warm_up().await;
         let mut prompts = Prompts::default();

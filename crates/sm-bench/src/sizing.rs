@@ -1,7 +1,9 @@
-//! Making each prompt exactly as long as its context (methodology §4): count with
-//! the server's `/tokenize` and search the document length, or — where the server
-//! cannot count — calibrate a linear model from `usage.prompt_tokens`.
+//! Making each prompt exactly as long as its context (methodology §4.3): count with
+//! the server's `/tokenize` and search the document length; where the server cannot
+//! count, search with a local tokenizer file (`--tokenizer`), else calibrate a linear
+//! model from `usage.prompt_tokens`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -11,6 +13,7 @@ use sm_client::openai::{Prompt, RequestSpec};
 use sm_core::record::Api;
 
 use crate::prompt::{self, CALIBRATION};
+use crate::tokenizer::LocalTokenizer;
 
 const TIMEOUT: Duration = Duration::from_secs(120);
 const MAX_PROBES: usize = 48;
@@ -19,6 +22,9 @@ const MAX_PROBES: usize = 48;
 pub enum Method {
     /// The server counted every candidate prompt.
     ServerTokenize,
+    /// A local tokenizer counted the messages; `overhead` is what the server adds around them
+    /// (chat template, BOS), measured by a usage probe unless `overhead_measured` is false.
+    LocalTokenizer { overhead: u64, overhead_measured: bool },
     /// `prompt_tokens ≈ a + b · document chars`, fitted from two probes.
     Calibrated { a: f64, b: f64 },
 }
@@ -27,6 +33,7 @@ impl Method {
     pub fn name(&self) -> &'static str {
         match self {
             Method::ServerTokenize => "server_tokenize",
+            Method::LocalTokenizer { .. } => "tokenizer_file",
             Method::Calibrated { .. } => "usage_calibration",
         }
     }
@@ -36,38 +43,63 @@ pub struct Sizer {
     client: Client,
     facts: ServerFacts,
     api: Api,
+    local: Option<Arc<LocalTokenizer>>,
     pub method: Method,
+    /// What a person should know about how lengths were fixed (e.g. an unused `--tokenizer`).
+    pub notes: Vec<String>,
 }
 
 /// A prompt and what it was sized to.
 #[derive(Debug, Clone)]
 pub struct Sized {
     pub prompt: Prompt,
-    /// Prompt tokens as counted by the server, when it can count.
+    /// Prompt tokens as counted by the server, or by the local tokenizer plus the server's
+    /// measured overhead; `None` when calibrated.
     pub counted: Option<u64>,
 }
 
 impl Sizer {
-    /// Chooses the method: the server's tokenizer if it counts this prompt form,
-    /// else a calibration with two short probes (tagged so they share no prefix).
+    /// Chooses the method: the server's tokenizer if it counts this prompt form, else the local
+    /// tokenizer if one was given, else a calibration with two short probes (tagged so they share
+    /// no prefix with measured prompts).
     pub async fn new(
         client: &Client,
         facts: &ServerFacts,
         api: Api,
         run_id: &str,
         smallest: u64,
+        local: Option<Arc<LocalTokenizer>>,
     ) -> Result<Sizer, String> {
-        let mut sizer = Sizer { client: client.clone(), facts: facts.clone(), api, method: Method::ServerTokenize };
+        let mut sizer = Sizer {
+            client: client.clone(),
+            facts: facts.clone(),
+            api,
+            local: None,
+            method: Method::ServerTokenize,
+            notes: Vec::new(),
+        };
         let probe = prompt::build(&prompt::tag(run_id, CALIBRATION, 0), 16);
         if let Ok(Some(_)) = discover::count_tokens(client, facts, api, &probe).await {
+            if let Some(t) = &local {
+                sizer.notes.push(format!(
+                    "the server counts tokens itself (/tokenize), so --tokenizer {} was not needed",
+                    t.path().display()
+                ));
+            }
             return Ok(sizer);
         }
-        let tag = prompt::tag(run_id, CALIBRATION, 0);
-        let small = 64;
-        let large = (smallest as usize * 2).clamp(1024, 32_768);
-        let c_small = sizer.usage_count(&prompt::build(&tag, small)).await?;
-        let tag = prompt::tag(run_id, CALIBRATION, 1);
-        let c_large = sizer.usage_count(&prompt::build(&tag, large)).await?;
+        let (small, large) = (64, (smallest as usize * 2).clamp(1024, 32_768));
+        let probes = [
+            prompt::build(&prompt::tag(run_id, CALIBRATION, 0), small),
+            prompt::build(&prompt::tag(run_id, CALIBRATION, 1), large),
+        ];
+        if let Some(t) = local {
+            sizer.method = sizer.local_overhead(&t, &probes).await?;
+            sizer.local = Some(t);
+            return Ok(sizer);
+        }
+        let c_small = sizer.usage_count(&probes[0]).await?;
+        let c_large = sizer.usage_count(&probes[1]).await?;
         if c_large <= c_small {
             return Err(format!(
                 "cannot calibrate prompt length: {small} and {large} characters both counted {c_small} tokens"
@@ -79,6 +111,33 @@ impl Sizer {
         Ok(sizer)
     }
 
+    /// The server's fixed cost around the messages: `usage.prompt_tokens` minus the local count,
+    /// the same for a short and a long probe, or the tokenizer file is not the server's.
+    async fn local_overhead(&mut self, t: &LocalTokenizer, probes: &[Prompt; 2]) -> Result<Method, String> {
+        let local = |p: &Prompt| t.count_prompt(p, self.api).map_err(|e| e.to_string());
+        let (l_small, l_large) = (local(&probes[0])?, local(&probes[1])?);
+        let s_small = match self.usage_count(&probes[0]).await {
+            Ok(n) => n,
+            Err(why) => {
+                let overhead = t.added_special_tokens();
+                self.notes.push(format!(
+                    "{why}; the local tokenizer's counts are used with {overhead} added token(s), and any chat template tokens are not counted"
+                ));
+                return Ok(Method::LocalTokenizer { overhead, overhead_measured: false });
+            }
+        };
+        let s_large = self.usage_count(&probes[1]).await?;
+        let (o_small, o_large) = (s_small as i64 - l_small as i64, s_large as i64 - l_large as i64);
+        if o_small < 0 || o_small != o_large {
+            return Err(format!(
+                "--tokenizer {} does not count like the server: two probes counted {l_small} and {l_large} tokens locally, \
+                 {s_small} and {s_large} by the server (pass the tokenizer of the served model, or drop --tokenizer to calibrate from usage)",
+                t.path().display()
+            ));
+        }
+        Ok(Method::LocalTokenizer { overhead: o_small as u64, overhead_measured: true })
+    }
+
     /// The chat for `tag` whose prompt is `target` tokens long.
     pub async fn size(&self, tag: &str, target: u64) -> Result<Sized, String> {
         match self.method {
@@ -86,12 +145,15 @@ impl Sizer {
                 let chars = ((target as f64 - a) / b).round().max(0.0) as usize;
                 Ok(Sized { prompt: prompt::build(tag, chars), counted: None })
             }
-            Method::ServerTokenize => self.search(tag, target).await,
+            Method::ServerTokenize | Method::LocalTokenizer { .. } => self.search(tag, target).await,
         }
     }
 
     async fn count(&self, tag: &str, chars: usize) -> Result<u64, String> {
         let p = prompt::build(tag, chars);
+        if let (Method::LocalTokenizer { overhead, .. }, Some(t)) = (self.method, &self.local) {
+            return Ok(t.count_prompt(&p, self.api).map_err(|e| e.to_string())? + overhead);
+        }
         match discover::count_tokens(&self.client, &self.facts, self.api, &p).await {
             Ok(Some(n)) => Ok(n),
             Ok(None) => Err("the server stopped counting tokens".into()),

@@ -2,12 +2,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use sm_bench::RunConfig;
 use sm_bench::cell::CellTiming;
 use sm_bench::journal::Journal;
+use sm_bench::tokenizer::LocalTokenizer;
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::capacity::CapacityRule;
@@ -57,6 +59,10 @@ pub struct RunArgs {
     /// API form: chat (/v1/chat/completions) or completions (/v1/completions).
     #[arg(long, value_parser = ["chat", "completions"], default_value = "chat")]
     api: String,
+    /// A local tokenizer.json (or a model directory that has one) to size prompts exactly when the
+    /// server has no /tokenize (hosted APIs). Read from disk, never downloaded.
+    #[arg(long, value_name = "PATH")]
+    tokenizer: Option<PathBuf>,
     /// KV cache budget in tokens; overrides what the server reports.
     #[arg(long, value_parser = tokens)]
     kv_budget: Option<Tokens>,
@@ -158,6 +164,8 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
         Some(dir) => Some(load_resume(&dir, &mut args)?),
         None => None,
     };
+    // read before anything else so that a wrong path fails in a second, not after discovery
+    let tokenizer = args.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
     let sim = match &args.url {
         Some(_) => None,
         None => Some(start_demo_sim(&mut args, resumed.as_ref()).await?),
@@ -182,6 +190,7 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     print_facts(&facts);
     let mut config = config(&args, concurrency, launch_command, secrets);
     config.resume = resumed;
+    config.tokenizer = tokenizer;
     let out = out_dir(&args, &facts.model);
     let journal =
         Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
@@ -341,6 +350,7 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         secrets,
         resume: None,
         server_wait: args.server_wait,
+        tokenizer: None,
     }
 }
 
@@ -360,6 +370,11 @@ fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
         args.sim_profile = profile.to_string();
     }
     let s = &old.settings;
+    if s.prompt_source == "tokenizer_file" && args.tokenizer.is_none() {
+        anyhow::bail!(
+            "cannot resume: this run sized its prompts with a local tokenizer; pass the same --tokenizer PATH again"
+        );
+    }
     args.model.get_or_insert_with(|| old.server.model.clone());
     args.contexts.get_or_insert_with(|| TokenList(s.contexts.iter().map(|&c| Tokens(c)).collect()));
     args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
