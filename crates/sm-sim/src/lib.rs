@@ -27,7 +27,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 pub use engine::{EmissionStats, LatenessHist};
-pub use fault::Fault;
+pub use fault::{Fault, Scope, ServerFault};
 pub use flavor::Flavor;
 pub use profile::{Profile, ProfileError};
 
@@ -41,7 +41,8 @@ pub struct SimOptions {
     /// Served model id; the profile's `model` when `None`.
     pub model: Option<String>,
     pub flavor: Flavor,
-    pub faults: Vec<Fault>,
+    /// Faults for every request, or (scoped) for some.
+    pub faults: Vec<ServerFault>,
     pub trace: Option<PathBuf>,
 }
 
@@ -111,7 +112,7 @@ pub async fn start(opts: SimOptions) -> Result<SimHandle, SimError> {
         model: model.clone(),
         flavor: opts.flavor,
         api_key: opts.api_key,
-        faults: opts.faults,
+        faults: fault::ServerFaults::new(opts.faults),
         engine_tx: engine.tx.clone(),
         stats: engine.stats.clone(),
         emission: engine.emission.clone(),

@@ -45,7 +45,7 @@ async fn status_fault_answers_with_an_openai_error() {
     assert_eq!(ok.status(), 200, "faults are per request");
     sim.shutdown().await;
 
-    let sim = sim_with(|o| o.faults = vec![Fault::Status(503)]).await;
+    let sim = sim_with(|o| o.faults = vec![Fault::Status(503).into()]).await;
     let r = client().post(format!("{}/v1/completions", sim.url())).json(&json!({"prompt": "x"})).send().await.unwrap();
     assert_eq!(r.status(), 503);
     sim.shutdown().await;
@@ -115,7 +115,7 @@ async fn malformed_sse_sends_one_broken_event_and_continues() {
 
 #[tokio::test]
 async fn no_usage_never_sends_usage() {
-    let sim = sim_with(|o| o.faults = vec![Fault::NoUsage]).await;
+    let sim = sim_with(|o| o.faults = vec![Fault::NoUsage.into()]).await;
     let s = post_stream(&sim.url(), "/v1/chat/completions", body(5), &[]).await;
     assert_eq!(s.token_events().len(), 5);
     assert!(s.chunks().iter().all(|c| c.get("usage").is_none()));
@@ -173,5 +173,50 @@ async fn slow_first_token_delays_the_first_token() {
     assert!(slow.ttft() >= Duration::from_millis(400), "{:?}", slow.ttft());
     let fast = post_stream(&url, "/v1/chat/completions", body(3), &[]).await;
     assert!(fast.ttft() < Duration::from_millis(200), "{:?}", fast.ttft());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn scoped_server_faults_hit_only_matching_requests() {
+    let faults = ["status=503@prompt=[w],max-tokens=2,from=2,to=3", "no-usage@prompt=[nu]"];
+    let sim = sim_with(|o| o.faults = faults.iter().map(|f| f.parse().unwrap()).collect()).await;
+    let url = sim.url();
+    let status = |prompt: &'static str, max_tokens: u32| {
+        let url = url.clone();
+        async move {
+            let b = chat_body(&format!("{prompt}{}", words(5, "s")), max_tokens);
+            client().post(format!("{url}/v1/chat/completions")).json(&b).send().await.unwrap().status().as_u16()
+        }
+    };
+    // the first matching request is spared, the 2nd and 3rd fail, the 4th is past `to`;
+    // other prompts and other max_tokens neither fail nor count
+    let mut got = Vec::new();
+    for (prompt, max_tokens) in [("[w]", 2), ("[m]", 2), ("[w]", 2), ("[w]", 3), ("[w]", 2), ("[w]", 2)] {
+        got.push(status(prompt, max_tokens).await);
+    }
+    assert_eq!(got, [200, 200, 503, 200, 503, 200]);
+    // completions prompts are matched too, and a second fault applies on its own
+    let r: Value = client()
+        .post(format!("{url}/v1/completions"))
+        .json(&json!({"prompt": "[nu] x", "max_tokens": 2}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(r.get("usage").is_none(), "{r}");
+    let s = post_stream(&url, "/v1/chat/completions", body(3), &[]).await;
+    assert!(s.usage().is_some(), "an unscoped request keeps its usage");
+    // a scope in the per-request header is refused, naming where scopes belong
+    let r = client()
+        .post(format!("{url}/v1/chat/completions"))
+        .header("x-sim-fault", "loop@from=2")
+        .json(&body(3))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("--fault"));
     sim.shutdown().await;
 }

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sm_sim::{Fault, Flavor, Profile, SimOptions};
+use sm_sim::{Flavor, Profile, ServerFault, SimOptions};
 
 const DEFAULT_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
 
@@ -31,8 +31,10 @@ pub struct SimArgs {
     #[arg(long, default_value = "vllm")]
     flavor: String,
     /// Inject a fault into every request (repeatable): disconnect-after=N, status=CODE, malformed-sse,
-    /// stall-after=N, no-usage, multi-token=K, loop, slow-first-token=MS.
-    #[arg(long, value_name = "SPEC")]
+    /// stall-after=N, no-usage, multi-token=K, loop, slow-first-token=MS. `SPEC@KEY=VALUE[,…]` limits
+    /// it to some requests: prompt=TEXT (the prompt contains TEXT), max-tokens=N, from=N, to=N (the
+    /// N-th matching request on, or up to).
+    #[arg(long, value_name = "SPEC[@SCOPE]")]
     fault: Vec<String>,
     /// Write ground truth (one JSON line per finished request) to FILE.
     #[arg(long, value_name = "FILE")]
@@ -60,7 +62,7 @@ fn options(args: SimArgs) -> Result<SimOptions, String> {
     let faults = args
         .fault
         .iter()
-        .map(|f| f.parse::<Fault>().map_err(|e| format!("--fault: {e}")))
+        .map(|f| f.parse::<ServerFault>().map_err(|e| format!("--fault: {e}")))
         .collect::<Result<Vec<_>, _>>()?;
     if args.api_key.as_deref().is_some_and(|k| k.trim().is_empty()) {
         return Err("--api-key: must not be empty".into());

@@ -18,7 +18,7 @@ use super::chunks::{ChunkWriter, DONE, Usage};
 use super::error::ApiError;
 use super::request::{self, Kind, Parsed};
 use crate::engine::{Command, Event, FinishReason, NewRequest};
-use crate::fault::{self, FaultSet};
+use crate::fault::{self, FaultSet, RequestView};
 use crate::flavor::Flavor;
 use crate::text::TextGen;
 
@@ -46,6 +46,17 @@ struct AbortGuard {
     id: u64,
     rid: String,
     done: bool,
+}
+
+impl AbortGuard {
+    /// Aborts the request in the engine now rather than when the response is dropped; SGLang does
+    /// not abort on a disconnect, so neither does its flavor.
+    fn abort_now(&mut self) {
+        if self.st.flavor != Flavor::Sglang && !self.done {
+            self.done = true;
+            let _ = self.st.engine_tx.send(Command::Abort { id: self.id, reason: FinishReason::Disconnect });
+        }
+    }
 }
 
 impl Drop for AbortGuard {
@@ -79,12 +90,20 @@ fn start(st: &Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8]) -> Re
             fault::parse_list(s).map_err(|e| ApiError::bad_request(format!("x-sim-fault: {e}")))?
         }
     };
-    let faults = FaultSet::new(&st.faults, &request_faults);
+    let body = request::parse_json(body);
+    // a body that is not JSON still meets the faults for every request, as before scopes existed;
+    // the prompt's text is copied only when a scope may look at it
+    let text = match &body {
+        Ok(b) if st.faults.scoped() => request::fault_text(kind, b),
+        _ => String::new(),
+    };
+    let view = RequestView { text: &text, max_tokens: body.as_ref().ok().and_then(request::asked_max_tokens) };
+    let faults = FaultSet::new(&st.faults.select(&view), &request_faults);
     if let Some(code) = faults.status {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Err(ApiError::new(status, format!("Simulated failure (fault status={code})")));
     }
-    let body = request::parse_json(body)?;
+    let body = body?;
     let parsed = request::parse(st, kind, &body)?;
     let p = &st.profile;
     let seed = request::prompt_seed(&parsed.prompt_ids);
@@ -204,12 +223,12 @@ impl SseState {
             }
             let f = self.run.faults;
             if f.disconnect_after.is_some_and(|n| self.generated >= n) {
-                // hyper drops unflushed chunks when a body fails: go idle once so that it flushes the
-                // tokens already sent, then fail where the next token would have come
-                tokio::select! {
-                    _ = self.run.events.recv() => {}
-                    _ = tokio::time::sleep(std::time::Duration::from_millis(50)) => {}
-                }
+                // the engine stops here, as it would on a real disconnect; then, because hyper drops
+                // unflushed chunks when a body fails and flushes only while the body is pending, go
+                // idle (a queued engine event would answer at once and skip the flush) so that the
+                // tokens already sent reach the client before the connection breaks
+                self.run.guard.abort_now();
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 return abrupt("fault disconnect-after");
             }
             if f.stall_after.is_some_and(|n| self.generated >= n) {

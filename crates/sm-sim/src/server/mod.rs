@@ -20,7 +20,7 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
 
 use crate::engine::{Clock, Command, EmissionStats, EngineStats};
-use crate::fault::Fault;
+use crate::fault::ServerFaults;
 use crate::flavor::Flavor;
 use crate::profile::Profile;
 use error::ApiError;
@@ -30,7 +30,7 @@ pub(crate) struct AppState {
     pub model: String,
     pub flavor: Flavor,
     pub api_key: Option<String>,
-    pub faults: Vec<Fault>,
+    pub faults: ServerFaults,
     pub engine_tx: Sender<Command>,
     pub stats: Arc<Mutex<EngineStats>>,
     pub emission: Arc<EmissionStats>,

@@ -131,6 +131,24 @@ fn opt_max_tokens(body: &Value) -> Result<Option<u64>, ApiError> {
     Ok(None)
 }
 
+/// The text a fault scope's `prompt=` looks in: every message's content, or the prompt (token ids
+/// decoded). Shape errors are left to [`parse`]: a request it refuses matches no text.
+pub(crate) fn fault_text(kind: Kind, body: &Value) -> String {
+    match kind {
+        Kind::Chat => messages(body).map(|m| m.into_iter().map(|(_, c)| c).collect::<Vec<_>>().join("\n")),
+        Kind::Completion => match body.get("prompt") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            p => prompt_ids(p).map(|ids| tokenizer::decode(&ids)),
+        },
+    }
+    .unwrap_or_default()
+}
+
+/// The output cap the request asks for, if it names one.
+pub(crate) fn asked_max_tokens(body: &Value) -> Option<u64> {
+    opt_max_tokens(body).ok().flatten()
+}
+
 /// Context available to one request: the model length, or a llama.cpp slot's share of the KV cache.
 pub(crate) fn context_limit(state: &AppState) -> u64 {
     let p = &state.profile;

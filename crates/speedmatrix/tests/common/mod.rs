@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use serde_json::Value;
-use sm_sim::{Fault, Flavor, Profile, SimHandle, SimOptions};
+use sm_sim::{Flavor, Profile, ServerFault, SimHandle, SimOptions};
 
 pub struct Sim {
     pub handle: SimHandle,
@@ -31,7 +31,7 @@ impl Default for SimSpec<'_> {
 pub async fn sim(spec: SimSpec<'_>) -> Sim {
     let mut opts = SimOptions::new(Profile::builtin(spec.profile).expect("built-in profile"));
     opts.flavor = spec.flavor;
-    opts.faults = spec.faults.iter().map(|f| f.parse::<Fault>().expect("fault spec")).collect();
+    opts.faults = spec.faults.iter().map(|f| f.parse::<ServerFault>().expect("fault spec")).collect();
     opts.api_key = spec.api_key.map(str::to_string);
     let trace = spec.trace_dir.map(|d| d.join("trace.jsonl"));
     opts.trace = trace.clone();
