@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::health::{Health, Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
-use crate::request::{Observer, Outcome, stream_request};
+use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::server::{DrainError, drain, scrape};
 use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
 
@@ -23,6 +23,8 @@ pub struct CellTiming {
     pub duration: Duration,
     pub ready_stable: Duration,
     pub ready_timeout: Duration,
+    /// The longest silence between two tokens of a stream (`--stall-timeout`). Before its first
+    /// token a stream may wait as long as `ready_timeout`: prefill and queueing take time.
     pub idle_timeout: Duration,
     pub drain_timeout: Duration,
     pub poll: Duration,
@@ -34,10 +36,16 @@ impl Default for CellTiming {
             duration: Duration::from_secs(30),
             ready_stable: Duration::from_secs(3),
             ready_timeout: Duration::from_secs(180),
-            idle_timeout: Duration::from_secs(60),
+            idle_timeout: Duration::from_secs(15),
             drain_timeout: Duration::from_secs(300),
             poll: Duration::from_millis(250),
         }
+    }
+}
+
+impl CellTiming {
+    pub fn stream_timeouts(&self) -> StreamTimeouts {
+        StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
     }
 }
 
@@ -161,7 +169,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 target.clone(),
                 path,
                 body.clone(),
-                timing.idle_timeout,
+                timing.stream_timeouts(),
                 cancel_rx.clone(),
                 live.clone(),
             ))
@@ -396,14 +404,14 @@ async fn worker(
     target: Target,
     path: &'static str,
     body: Arc<Value>,
-    idle_timeout: Duration,
+    timeouts: StreamTimeouts,
     mut cancel: watch::Receiver<bool>,
     live: Arc<Live>,
 ) -> Vec<RequestLog> {
     let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false) };
     let mut logs = Vec::new();
     loop {
-        let run = stream_request(&target.client, path, &body, idle_timeout, &mut cancel, &observer, |id| {
+        let run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
             let target = &target;
             async move {
                 if let (true, Some(rid)) = (target.abort_request, id) {

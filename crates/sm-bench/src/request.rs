@@ -43,13 +43,20 @@ pub struct RequestRun {
     pub id: Option<String>,
 }
 
+/// How long a stream may stay silent: before its first token (prefill, queueing) and after it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StreamTimeouts {
+    pub first_token: Duration,
+    pub stall: Duration,
+}
+
 /// Streams one request. `cancel` flipping to true drops the stream at once
 /// (before that, `on_cancel` is awaited with the request id — the SGLang abort).
 pub async fn stream_request<F, Fut>(
     client: &Client,
     path: &str,
     body: &Value,
-    idle_timeout: Duration,
+    timeouts: StreamTimeouts,
     cancel: &mut watch::Receiver<bool>,
     observer: &dyn Observer,
     on_cancel: F,
@@ -63,7 +70,7 @@ where
     if *cancel.borrow() {
         return run;
     }
-    let mut stream = match start(client, path, body, idle_timeout, cancel).await {
+    let mut stream = match start(client, path, body, timeouts.first_token, cancel).await {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
             run.outcome = failed(&e);
@@ -85,9 +92,13 @@ where
         };
         match next {
             Ok(Some(ev)) => {
+                let had_token = run.log.first_token.is_some();
                 if let Some(outcome) = state.handle(ev.at, ev.event, &mut run, observer) {
                     run.outcome = outcome;
                     return run;
+                }
+                if !had_token && run.log.first_token.is_some() {
+                    stream.set_idle_timeout(timeouts.stall);
                 }
             }
             Ok(None) => {
@@ -226,7 +237,10 @@ fn failed(e: &ClientError) -> Outcome {
 /// A failed request described for a person.
 pub fn describe(e: &ClientError) -> String {
     match e {
-        ClientError::Status { status, body, .. } => format!("HTTP {status}: {body}"),
+        ClientError::Status { status, body, .. } => match status_phrase(*status) {
+            Some(phrase) => format!("HTTP {status} {phrase}: {}", error_message(body)),
+            None => format!("HTTP {status}: {}", error_message(body)),
+        },
         ClientError::Stalled { secs } => format!("the stream stalled: no data for {secs:.0} s"),
         ClientError::Connect { reason, .. } => format!("server stopped responding: {reason}"),
         ClientError::Broken { reason, .. } => format!("the connection broke: {reason}"),
@@ -234,9 +248,54 @@ pub fn describe(e: &ClientError) -> String {
     }
 }
 
+/// The standard phrase of the statuses inference servers and their proxies answer with.
+fn status_phrase(status: u16) -> Option<&'static str> {
+    Some(match status {
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => return None,
+    })
+}
+
+/// The message of an error body (OpenAI's `{"error": {"message"}}`, or a top-level `message`,
+/// `detail` or `error` text), else the body itself: the JSON around it only hides what went wrong.
+fn error_message(body: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return body.to_string();
+    };
+    ["/error/message", "/message", "/detail", "/error"]
+        .iter()
+        .find_map(|p| v.pointer(p).and_then(Value::as_str))
+        .filter(|m| !m.trim().is_empty())
+        .map_or_else(|| body.to_string(), str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_errors_say_the_status_and_the_servers_message() {
+        let status = |status, body: &str| ClientError::Status { path: "/v1/x".into(), status, body: body.into() };
+        let openai = r#"{"error":{"code":503,"message":"Simulated failure","type":"server_error"}}"#;
+        assert_eq!(describe(&status(503, openai)), "HTTP 503 Service Unavailable: Simulated failure");
+        assert_eq!(describe(&status(429, r#"{"detail":"slow down"}"#)), "HTTP 429 Too Many Requests: slow down");
+        assert_eq!(describe(&status(599, "<html>busy</html>")), "HTTP 599: <html>busy</html>");
+        assert_eq!(
+            describe(&status(500, r#"{"error":{"code":500}}"#)),
+            r#"HTTP 500 Internal Server Error: {"error":{"code":500}}"#
+        );
+    }
 
     fn feed(events: &[&str]) -> (RequestRun, Option<Outcome>) {
         let t0 = Instant::now();

@@ -12,18 +12,21 @@ use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::label;
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PrefillRow, PromptInfo, RunRecord, RunStatus, SCHEMA, ServerInfo,
-    Settings, Tool, fnv1a64, now_rfc3339,
+    Api, CellStatus, DecodeCell, Event, Hardware, PromptInfo, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, Tool,
+    fnv1a64, now_rfc3339,
 };
 
 use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, Step};
-use crate::prompt::{self, MEASURED, WARMUP};
+use crate::prompt::{self, MEASURED};
 use crate::resume;
 use crate::scout::scout;
 use crate::sizing::Sizer;
 use crate::tokenizer::LocalTokenizer;
+
+mod prefill;
+mod warmup;
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -76,6 +79,8 @@ struct Runner<'a> {
     t0: Instant,
     run_id: String,
     controls: Controls,
+    /// Why the warm-up failed, until the first measured cell carries it as a warning.
+    warmup_warning: Option<String>,
 }
 
 /// Runs the matrix. Returns the final record (also written to the journal).
@@ -104,7 +109,7 @@ pub async fn run(
     };
     record.run_id = Some(run_id.clone());
     let t0 = Instant::now() - Duration::from_secs_f64(record.events.last().map_or(0.0, |e| e.t));
-    let mut r = Runner { client, facts, config, journal, reporter, record, t0, run_id, controls };
+    let mut r = Runner { client, facts, config, journal, reporter, record, t0, run_id, controls, warmup_warning: None };
     r.journal.write(&r.record)?;
     r.reporter.start(&r.record);
     if r.config.dry_run {
@@ -410,70 +415,6 @@ impl Runner<'_> {
         false
     }
 
-    /// One short request so that JIT compilation or graph capture is not measured.
-    async fn warm_up(&mut self) {
-        let spec = RequestSpec { continuous_usage: false, ..self.spec(16, false) };
-        let body = spec.body(&prompt::warmup_prompt(&prompt::tag(&self.run_id, WARMUP, 0)));
-        match scout(&self.client, spec.path(), &body, self.config.timing.idle_timeout).await {
-            Ok(_) => self.event("warm-up request done".into()),
-            Err(e) => self.event(format!("warm-up request failed: {e}")),
-        }
-    }
-
-    async fn prefill_row(&mut self, ctx: Tokens, prompt: &Prompt) -> std::io::Result<()> {
-        let spec = self.spec(1, false);
-        let body = spec.body(prompt);
-        self.event(format!("prefill {} started", label(ctx)));
-        let row = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
-            Ok(s) => PrefillRow {
-                context: ctx.0,
-                label: label(ctx),
-                prompt_tokens: s.prompt_tokens,
-                ttft_ms: Some(round3(s.ttft_ms())),
-                prompt_tok_s: s.prompt_tok_s().map(round1),
-                cached_tokens: s.cached_tokens,
-                status: CellStatus::Valid,
-                reason: None,
-            },
-            Err(e) => error_row(ctx, e),
-        };
-        self.reporter.prefill_done(&row);
-        self.event(match (&row.status, row.prompt_tok_s) {
-            (CellStatus::Valid, Some(tps)) => {
-                format!("prefill {} done: {tps:.0} prompt tok/s, TTFT {:.0} ms", row.label, row.ttft_ms.unwrap_or(0.0))
-            }
-            _ => format!("prefill {} failed: {}", row.label, row.reason.clone().unwrap_or_default()),
-        });
-        self.record.prefill.push(row);
-        self.journal.write(&self.record)
-    }
-
-    fn prefill_error(&mut self, ctx: Tokens, reason: String) -> std::io::Result<()> {
-        let row = error_row(ctx, reason);
-        self.reporter.prefill_done(&row);
-        self.record.prefill.push(row);
-        self.journal.write(&self.record)
-    }
-
-    /// A C=1 cell at the largest runnable context, with a prompt that shares no
-    /// prefix with the measured ones; its figures are discarded.
-    async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer) {
-        let Some(cell) = plan.runnable().filter(|c| c.concurrency == 1).max_by_key(|c| c.context) else {
-            return;
-        };
-        let prompt = match sizer.size(&prompt::tag(&self.run_id, WARMUP, cell.context.0), cell.context.0).await {
-            Ok(s) => s.prompt,
-            Err(e) => {
-                self.event(format!("decode warm-up skipped: {e}"));
-                return;
-            }
-        };
-        self.event(format!("decode warm-up at {} for {:.0} s", cell.label, self.config.warmup.as_secs_f64()));
-        let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
-        let outcome = self.decode_cell(cell, &prompt, timing).await;
-        self.event(format!("decode warm-up done ({})", status_word(outcome.status)));
-    }
-
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
         self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
         let scout_spec = self.spec(1, false);
@@ -499,7 +440,8 @@ impl Runner<'_> {
     }
 
     fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome) -> std::io::Result<()> {
-        let dc = decode_cell(cell, outcome);
+        let mut dc = decode_cell(cell, outcome);
+        dc.warnings.extend(self.take_warmup_warning());
         self.event(match dc.status() {
             CellStatus::Valid => format!(
                 "cell {} × {} done: {:.1} tok/s total, {:.1} tok/s per request, TTFT {:.0} ms",
@@ -530,19 +472,6 @@ struct Prompts(Vec<(Tokens, Arc<Prompt>)>);
 impl Prompts {
     fn get(&self, ctx: Tokens) -> Option<Arc<Prompt>> {
         self.0.iter().find(|(c, _)| *c == ctx).map(|(_, p)| p.clone())
-    }
-}
-
-fn error_row(ctx: Tokens, reason: String) -> PrefillRow {
-    PrefillRow {
-        context: ctx.0,
-        label: label(ctx),
-        prompt_tokens: None,
-        ttft_ms: None,
-        prompt_tok_s: None,
-        cached_tokens: None,
-        status: CellStatus::Error,
-        reason: Some(reason),
     }
 }
 

@@ -157,6 +157,10 @@ pub enum DiscoverError {
     #[error("cannot reach {url}: {reason} — is the server running? check --url")]
     Unreachable { url: String, reason: String },
     #[error(
+        "the host name '{host}' of {url} does not resolve ({reason}) — check the name in --url and this machine's DNS, or use the server's IP address"
+    )]
+    Dns { host: String, url: String, reason: String },
+    #[error(
         "TLS with {url} failed: {reason} — does the server speak HTTPS (else use http://), and is its certificate valid?"
     )]
     Tls { url: String, reason: String },
@@ -248,6 +252,37 @@ fn looks_like_tls(reason: &str) -> bool {
     ["corrupt message", "certificate", "tls", "handshake", "invalidcontenttype"].iter().any(|w| r.contains(w))
 }
 
+/// The system resolver's words for a name it cannot resolve (glibc, macOS, Windows), and hyper's.
+fn looks_like_dns(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    [
+        "failed to lookup address",
+        "dns error",
+        "name or service not known",
+        "nodename nor servname",
+        "no such host",
+        "name resolution",
+    ]
+    .iter()
+    .any(|w| r.contains(w))
+}
+
+/// Why `GET /v1/models` got no answer at all, with the fix.
+fn unreachable(base: &str, e: ClientError) -> DiscoverError {
+    match e {
+        ClientError::Timeout { secs, .. } => DiscoverError::Timeout { secs },
+        ClientError::Connect { url, reason } if url.starts_with("https://") && looks_like_tls(&reason) => {
+            DiscoverError::Tls { url, reason }
+        }
+        ClientError::Connect { url, reason } if looks_like_dns(&reason) => {
+            let host = reqwest::Url::parse(&url).ok().and_then(|u| u.host_str().map(str::to_string));
+            DiscoverError::Dns { host: host.unwrap_or_else(|| url.clone()), url, reason }
+        }
+        ClientError::Connect { url, reason } => DiscoverError::Unreachable { url, reason },
+        other => DiscoverError::Unreachable { url: base.to_string(), reason: other.to_string() },
+    }
+}
+
 /// Discovers the engine, the model and its limits.
 pub async fn discover(client: &Client, overrides: &Overrides) -> Result<ServerFacts, DiscoverError> {
     let models = read_models(client).await?;
@@ -330,14 +365,7 @@ fn metrics_hint(engine: Engine, probe: &Probe) -> String {
 }
 
 async fn read_models(client: &Client) -> Result<Vec<ModelEntry>, DiscoverError> {
-    let resp = client.get("/v1/models", PROBE_TIMEOUT).await.map_err(|e| match e {
-        ClientError::Timeout { secs, .. } => DiscoverError::Timeout { secs },
-        ClientError::Connect { url, reason } if url.starts_with("https://") && looks_like_tls(&reason) => {
-            DiscoverError::Tls { url, reason }
-        }
-        ClientError::Connect { url, reason } => DiscoverError::Unreachable { url, reason },
-        other => DiscoverError::Unreachable { url: client.base().to_string(), reason: other.to_string() },
-    })?;
+    let resp = client.get("/v1/models", PROBE_TIMEOUT).await.map_err(|e| unreachable(client.base(), e))?;
     match resp.status {
         401 | 403 => {
             return Err(DiscoverError::Unauthorized { status: resp.status });
@@ -402,6 +430,17 @@ fn apply_overrides(facts: &mut ServerFacts, o: &Overrides) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_name_that_does_not_resolve_is_told_apart_from_a_server_that_is_down() {
+        let connect = |url: &str, reason: &str| ClientError::Connect { url: url.into(), reason: reason.into() };
+        let gai = "failed to lookup address information: Name or service not known";
+        let e = unreachable("http://gpu-box.invalid:8000", connect("http://gpu-box.invalid:8000", gai)).to_string();
+        assert!(e.contains("'gpu-box.invalid'") && e.contains("does not resolve") && e.contains("IP address"), "{e}");
+        assert!(!e.contains('\n'), "one line: {e}");
+        let e = unreachable("http://127.0.0.1:9", connect("http://127.0.0.1:9", "Connection refused (os error 111)"));
+        assert!(matches!(e, DiscoverError::Unreachable { .. }), "{e}");
+    }
 
     #[test]
     fn engine_names_round_trip() {

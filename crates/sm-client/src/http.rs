@@ -173,6 +173,12 @@ pub struct EventStream {
 }
 
 impl EventStream {
+    /// Changes the longest silence allowed from now on (a stream may wait longer for its first
+    /// token, through prefill and queueing, than between tokens).
+    pub fn set_idle_timeout(&mut self, idle_timeout: Duration) {
+        self.idle_timeout = idle_timeout;
+    }
+
     /// The next event, `Ok(None)` at a clean end of the body. A body that ends in
     /// the middle of an event is an error: the server or a proxy cut the stream.
     pub async fn next(&mut self) -> Result<Option<TimedEvent>, ClientError> {

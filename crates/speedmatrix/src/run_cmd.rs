@@ -96,8 +96,9 @@ pub struct RunArgs {
     /// Longest wait for readiness before the window opens anyway (with a warning).
     #[arg(long, value_parser = duration, default_value = "180s")]
     ready_timeout: Duration,
-    /// A stream that sends nothing for this long is an error.
-    #[arg(long, value_parser = duration, default_value = "60s")]
+    /// A stream that sends nothing for this long between two tokens is an error (before its first
+    /// token a stream may wait up to --ready-timeout).
+    #[arg(long, value_parser = duration, default_value = "15s")]
     stall_timeout: Duration,
     /// How long to wait for a server that stopped responding before the run stops as failed.
     #[arg(long, value_parser = duration, default_value = "5m")]

@@ -86,7 +86,8 @@ async fn multi_token_chunks_count_tokens() {
         assert_eq!(cell["token_source"], "usage");
         let tbt = cell["tbt_ms_p50"].as_f64().unwrap();
         let gap = cell["chunk_gap_ms_p50"].as_f64().unwrap();
-        assert!((gap / tbt - 4.0).abs() < 0.4, "4 tokens per chunk: gap {gap} ms, TBT {tbt} ms");
+        // counting chunks as tokens would give 1; the margin absorbs the jitter of ten runs sharing two cores
+        assert!((gap / tbt - 4.0).abs() < 1.0, "4 tokens per chunk: gap {gap} ms, TBT {tbt} ms");
     }
 }
 
