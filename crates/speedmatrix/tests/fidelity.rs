@@ -3,13 +3,17 @@
 //! cached-prompt TTFT), and its TBT p50 and total tok/s must agree with the same figures computed
 //! from the sim's `--trace` within twice the issue's targets (1 %, 0.5 %).
 //!
-//! TTFT is held to a looser bound, [`TTFT_P50_MS`], not to twice the 2 ms target: with 100-token
+//! TTFT is held to a looser upper bound, [`TTFT_HIGH_MS`], not to twice the 2 ms target: with 100-token
 //! requests on a constant step all 100 streams restart in the same step, and each burst of 100
 //! requests waits in the client's send path and the sim's accept queue before the trace's arrival
-//! time. The release build, pinned, is +3…+7 ms off at 100 streams (docs/performance.md, "Measurement
-//! fidelity"); this debug build sharing 2 cores with the sim is +17…+20 ms. The bound still fails a
-//! TTFT that starts at the wrong instant (the scout, the role chunk, the cell start).
-//!
+//! time, which is stamped when the sim's handler starts. On 2 shared cores that queue is several ms
+//! (docs/performance.md, "Measurement fidelity"). The client and the sim are optimised even in test
+//! builds (the workspace manifest's `profile.dev.package` entries): unoptimised, the same test was
+//! +17…+20 ms off; optimised, +6…+11 ms on a machine with another build running. Queues only make a
+//! TTFT late, so the lower bound is twice the target: a TTFT that ends at the role chunk (−20 ms) or
+//! starts at the wrong instant still fails, and so does one that is late by more than a step plus
+//! the cached-prompt TTFT.
+
 //! The truth is computed like bench/fidelity/fidelity.py: speedmatrix cancels every stream at the
 //! window's end W1, so the first disconnect in the trace marks W1 on the sim's clock, and the window
 //! is [W1 − duration, W1). The trace records when the scheduler released a token; the sim's HTTP
@@ -28,8 +32,9 @@ use sm_sim::{Profile, SimOptions};
 
 const STREAMS: u64 = 100;
 const WINDOW_S: f64 = 4.0;
-/// Not the target (2 ms): see the module comment.
-const TTFT_P50_MS: f64 = 50.0;
+/// TTFT p50 error bounds (ms): twice the 2 ms target below, looser above (see the module comment).
+const TTFT_LOW_MS: f64 = -2.0 * 2.0;
+const TTFT_HIGH_MS: f64 = 25.0;
 const TBT_PCT: f64 = 2.0 * 1.0;
 const TOK_S_PCT: f64 = 2.0 * 0.5;
 
@@ -139,7 +144,7 @@ async fn measure(dir: &Path) -> ((f64, f64, f64), String) {
 }
 
 fn within(e: (f64, f64, f64)) -> bool {
-    e.0.abs() <= TTFT_P50_MS && e.1.abs() <= TBT_PCT && e.2.abs() <= TOK_S_PCT
+    (TTFT_LOW_MS..=TTFT_HIGH_MS).contains(&e.0) && e.1.abs() <= TBT_PCT && e.2.abs() <= TOK_S_PCT
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +162,7 @@ async fn speedmatrix_agrees_with_the_trace_at_100_streams() {
         seen.push(format!("attempt {attempt}: errors (TTFT ms, TBT %, tok/s %) {errors:.3?}: {text}"));
     }
     panic!(
-        "speedmatrix's errors exceed the bounds (TTFT p50 {TTFT_P50_MS} ms, TBT {TBT_PCT} %, \
+        "speedmatrix's errors exceed the bounds (TTFT p50 {TTFT_LOW_MS}…+{TTFT_HIGH_MS} ms, TBT {TBT_PCT} %, \
          tok/s {TOK_S_PCT} %):\n{}",
         seen.join("\n")
     );
