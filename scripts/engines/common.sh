@@ -37,7 +37,18 @@ need_disk() {
 # The tools venv: uv, cmake, ninja, gguf, tokenizers, numpy, all pinned by tools.lock.
 TOOLS=$WORK/tools
 UV=$TOOLS/bin/uv
+# The llama.cpp build runs in the background while vLLM installs, and both need this venv: a lock
+# makes the second caller wait for the first instead of deleting the venv under it.
 ensure_tools() {
+  local fd
+  exec {fd}>"$WORK/run/tools.flock"
+  flock "$fd"
+  install_tools
+  flock -u "$fd"
+  exec {fd}>&-
+}
+
+install_tools() {
   local stamp=$TOOLS/.lock.sha
   local want
   want=$(sha256sum "$ENGINES_SRC/tools.lock" | cut -d' ' -f1)
