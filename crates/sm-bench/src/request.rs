@@ -237,7 +237,7 @@ fn failed(e: &ClientError) -> Outcome {
 /// A failed request described for a person.
 pub fn describe(e: &ClientError) -> String {
     match e {
-        ClientError::Status { status, body, .. } => match status_phrase(*status) {
+        ClientError::Status { status, body, .. } => match sm_client::http::status_phrase(*status) {
             Some(phrase) => format!("HTTP {status} {phrase}: {}", error_message(body)),
             None => format!("HTTP {status}: {}", error_message(body)),
         },
@@ -246,25 +246,6 @@ pub fn describe(e: &ClientError) -> String {
         ClientError::Broken { reason, .. } => format!("the connection broke: {reason}"),
         other => other.to_string(),
     }
-}
-
-/// The standard phrase of the statuses inference servers and their proxies answer with.
-fn status_phrase(status: u16) -> Option<&'static str> {
-    Some(match status {
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        408 => "Request Timeout",
-        413 => "Payload Too Large",
-        422 => "Unprocessable Entity",
-        429 => "Too Many Requests",
-        500 => "Internal Server Error",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => return None,
-    })
 }
 
 /// The message of an error body (OpenAI's `{"error": {"message"}}`, or a top-level `message`,

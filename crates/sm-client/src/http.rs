@@ -232,6 +232,11 @@ fn json_of(path: &str, t: TextResponse) -> Result<Value, ClientError> {
     serde_json::from_str(&t.body).map_err(|e| ClientError::NotJson { path: path.to_string(), reason: e.to_string() })
 }
 
+/// The standard reason phrase of an HTTP status ("Service Unavailable"), if it has one.
+pub fn status_phrase(status: u16) -> Option<&'static str> {
+    reqwest::StatusCode::from_u16(status).ok()?.canonical_reason()
+}
+
 /// The first 300 characters of a body, on one line.
 pub fn excerpt(body: &str) -> String {
     let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
