@@ -29,6 +29,10 @@ pub enum ProfileError {
     Toml(String),
     #[error("profile key `{key}`: {reason}")]
     Invalid { key: String, reason: String },
+    /// A profile file that was read but is not valid; `error` says why. Not a `#[source]`: the
+    /// message already includes it, and error chains would print it twice.
+    #[error("profile file {path}: {error}")]
+    File { path: String, error: Box<ProfileError> },
 }
 
 fn invalid(key: &str, reason: impl Into<String>) -> ProfileError {
@@ -90,6 +94,7 @@ impl Profile {
         let text = std::fs::read_to_string(path)
             .map_err(|source| ProfileError::Io { path: path.display().to_string(), source })?;
         Self::from_toml_str(&text)
+            .map_err(|e| ProfileError::File { path: path.display().to_string(), error: Box::new(e) })
     }
 
     /// A built-in name, else a file path.

@@ -14,6 +14,9 @@ async fn models_and_version() {
     assert_eq!(m["data"][0]["id"], "tiny");
     assert_eq!(m["data"][0]["object"], "model");
     assert_eq!(m["data"][0]["max_model_len"], 16384);
+    assert_eq!(m["data"][0]["owned_by"], "vllm");
+    // the library's default, like the CLI's `--host` default (run_server_down.rs checks that one)
+    assert_eq!(sim.addr().ip(), std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
     let v: Value = client().get(format!("{url}/version")).send().await.unwrap().json().await.unwrap();
     assert_eq!(v["version"], concat!(env!("CARGO_PKG_VERSION"), "+sim"));
     let h = client().get(format!("{url}/health")).send().await.unwrap();
@@ -111,6 +114,27 @@ async fn completions_stream_and_non_streaming() {
     assert_eq!(r["choices"][0]["finish_reason"], "length");
     assert_eq!(r["usage"]["completion_tokens"], 4);
     assert_eq!(r["usage"]["total_tokens"], 4 + 30 + 6);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn completions_stream_has_continuous_usage() {
+    let sim = tiny().await;
+    let body = json!({"prompt": words(30, "c"), "max_tokens": 6, "ignore_eos": true, "stream": true,
+                      "stream_options": {"include_usage": true, "continuous_usage_stats": true}});
+    let s = post_stream(&sim.url(), "/v1/completions", body, &[]).await;
+    assert!(s.done());
+    let tokens = s.token_events();
+    assert_eq!(tokens.len(), 6);
+    for (i, (_, c)) in tokens.iter().enumerate() {
+        let u = &c["usage"];
+        assert_eq!(u["prompt_tokens"], 30, "{c}");
+        assert_eq!(u["completion_tokens"], i as u64 + 1, "usage on every chunk, cumulative: {c}");
+        assert_eq!(u["total_tokens"], 30 + i as u64 + 1);
+    }
+    let last = s.chunks().pop().unwrap();
+    assert_eq!(last["choices"], json!([]));
+    assert_eq!(last["usage"]["completion_tokens"], 6);
     sim.shutdown().await;
 }
 

@@ -101,6 +101,40 @@ async fn stall_after_keeps_the_connection_open_and_silent() {
 }
 
 #[tokio::test]
+async fn stall_after_never_answers_a_non_streaming_request() {
+    let sim = tiny().await;
+    let url = sim.url();
+    let req = |fault: &str| {
+        client()
+            .post(format!("{url}/v1/completions"))
+            .header("x-sim-fault", fault)
+            .json(&json!({"prompt": "x", "max_tokens": 5, "ignore_eos": true}))
+    };
+    // a stall at or past the last token changes nothing (as for a stream)
+    let r = req("stall-after=5").send().await.unwrap();
+    assert_eq!(r.status(), 200);
+    // the answer would take ~10 ms: 1.5 s of silence means stalled
+    let wait = Duration::from_millis(1500);
+    let (a, b) = tokio::join!(req("stall-after=0").timeout(wait).send(), req("stall-after=2").timeout(wait).send());
+    for r in [a, b] {
+        let e = r.expect_err("a stalled request never answers");
+        assert!(e.is_timeout(), "{e}");
+    }
+    // meanwhile the engine ran both to their end
+    let m = wait_metrics(&url, Duration::from_secs(5), |m| m.contains(r#"finished_reason="length"} 3.0"#)).await;
+    assert!(m.contains(r#"finished_reason="length"} 3.0"#), "{m}");
+    // a held request ends with the connection when the sim stops, never with an answer
+    let held = tokio::spawn(req("stall-after=1").send());
+    wait_metrics(&url, Duration::from_secs(5), |m| m.contains(r#"finished_reason="length"} 4.0"#)).await;
+    sim.shutdown().await;
+    let answered = match held.await.unwrap() {
+        Err(_) => false,
+        Ok(r) => r.bytes().await.is_ok(),
+    };
+    assert!(!answered, "the stalled request got an answer at shutdown");
+}
+
+#[tokio::test]
 async fn malformed_sse_sends_one_broken_event_and_continues() {
     let sim = tiny().await;
     let s = post_stream(&sim.url(), "/v1/chat/completions", body(10), &[("x-sim-fault", "malformed-sse")]).await;

@@ -56,8 +56,16 @@ fn profile_files_are_validated_with_key_and_reason() {
     let text = include_str!("../profiles/tiny.toml").replace("  [2.1, 2.3],\n", "  [2.1],\n");
     std::fs::write(&bad, text).unwrap();
     let e = Profile::from_file(&bad).unwrap_err();
-    assert!(matches!(e, ProfileError::Invalid { ref key, .. } if key == "decode.step_ms[1]"), "{e}");
-    assert!(e.to_string().contains("has 1 values but the contexts axis has 2"), "{e}");
+    let ProfileError::File { ref path, ref error } = e else { panic!("not a file error: {e}") };
+    assert_eq!(path, &bad.display().to_string());
+    assert!(matches!(**error, ProfileError::Invalid { ref key, .. } if key == "decode.step_ms[1]"), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(path.as_str()) && msg.contains("has 1 values but the contexts axis has 2"), "{msg}");
+    // a file that is not TOML, reached by path through `resolve`, is named too
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "name = ").unwrap();
+    let msg = Profile::resolve(broken.to_str().unwrap()).unwrap_err().to_string();
+    assert!(msg.contains(broken.to_str().unwrap()) && msg.contains("not valid TOML"), "{msg}");
     let e = Profile::resolve("no-such-profile").unwrap_err().to_string();
     assert!(e.contains("seed-ling-3.0-flash-h200nvl-x2, tiny"), "{e}");
 }

@@ -314,6 +314,13 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
     let (mut generated, mut cached) = (0u32, 0u32);
     let mut text = String::new();
     let reason = loop {
+        if run.faults.stall_after.is_some_and(|n| generated >= n) {
+            // nothing of a non-streaming answer is on the wire until the end, so a stall answers
+            // nothing at all: hold the request (the engine runs it to its end) until the client
+            // gives up, which drops this future, or the sim shuts down
+            let _ = shutdown.wait_for(|s| *s).await;
+            return abrupt_response("sim shutting down");
+        }
         let ev = tokio::select! {
             ev = run.events.recv() => ev,
             _ = shutdown.wait_for(|s| *s) => None,
@@ -340,7 +347,7 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
         && generated >= n
     {
         // a non-streaming response has no tokens on the wire until the end: drop the connection
-        return abrupt_response();
+        return abrupt_response("fault disconnect-after");
     }
     let w = &run.writer;
     let head: serde_json::Value =
@@ -370,8 +377,8 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
 }
 
 /// A response whose body fails at once, so that the server drops the connection.
-fn abrupt_response() -> Response {
-    let stream = futures_util::stream::once(async { abrupt("fault disconnect-after").expect("some") });
+fn abrupt_response(why: &'static str) -> Response {
+    let stream = futures_util::stream::once(async move { abrupt(why).expect("some") });
     Response::builder()
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from_stream(stream))
