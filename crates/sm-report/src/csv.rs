@@ -2,19 +2,19 @@
 //! prints them, then every numeric field of the record unformatted, so a
 //! spreadsheet can both show the page and compute with it.
 
-use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
+use serde_json::Value;
+use sm_core::record::{CellStatus, RunRecord};
 
-use crate::view;
+use crate::view::{self, CellKind};
 
-const RAW: [&str; 24] = [
-    "context_tokens",
-    "concurrency",
-    "status",
-    "reason",
-    "prompt_tokens",
-    "prompt_tok_s",
-    "ttft_ms",
-    "cached_tokens",
+/// The raw columns that say which measurement a row is.
+const KEYS: [&str; 4] = ["context_tokens", "concurrency", "status", "reason"];
+/// A prefill row's raw figures: `PrefillRow` field names, unformatted.
+const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "cached_tokens"];
+/// A decode cell's raw figures: `DecodeCell` field names, unformatted
+/// (`warnings` joined with "; "). A field added to the record must be added
+/// here: tests/csv_columns.rs fails until it is.
+const DECODE_FIELDS: [&str; 22] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -31,7 +31,18 @@ const RAW: [&str; 24] = [
     "measured_s",
     "requests",
     "kv_need_tokens",
+    "token_source",
+    "client_lag_ms_p99",
+    "client_cpu_pct",
+    "prompt_cache_hit_pct",
+    "client_retries",
+    "warnings",
 ];
+
+/// The CSV's header: the page's All-measurements columns, then the raw ones.
+fn columns() -> Vec<&'static str> {
+    view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS).copied().collect()
+}
 
 fn field(s: &str) -> String {
     // a leading = + - @ makes spreadsheets evaluate text as a formula
@@ -40,99 +51,70 @@ fn field(s: &str) -> String {
     if s.contains([',', '"', '\n', '\r']) { format!("\"{}\"", s.replace('"', "\"\"")) } else { s }
 }
 
-fn f(v: Option<f64>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
-
-fn n(v: Option<u64>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
-}
-
-fn status_code(s: CellStatus) -> &'static str {
-    match s {
-        CellStatus::Valid => "valid",
-        CellStatus::OverCapacity => "over_capacity",
-        CellStatus::Error => "error",
-        CellStatus::Loop => "loop",
-        CellStatus::Skipped => "skipped",
+/// A record value as a CSV cell: numbers unformatted (integers without a
+/// decimal point), text as is, lists joined.
+fn raw(value: &Value, key: &str) -> String {
+    match value.get(key) {
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(i) => i.to_string(),
+            None => n.as_f64().map(|x| x.to_string()).unwrap_or_default(),
+        },
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(a)) => {
+            a.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect::<Vec<_>>().join("; ")
+        }
+        _ => String::new(),
     }
 }
 
-fn prefill_raw(p: &PrefillRow) -> Vec<String> {
-    let mut v = vec![
-        p.context.to_string(),
-        "1".into(),
-        status_code(p.status).into(),
-        p.reason.clone().unwrap_or_default(),
-        n(p.prompt_tokens),
-        f(p.prompt_tok_s),
-        f(p.ttft_ms),
-        n(p.cached_tokens),
-    ];
-    v.resize(RAW.len() + 1, String::new());
-    v
+fn status_code(s: CellStatus) -> String {
+    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
 
-fn decode_raw(c: &DecodeCell) -> Vec<String> {
-    let token_source = match c.token_source {
-        Some(TokenSource::Usage) => "usage",
-        Some(TokenSource::UsageAtEnd) => "usage_at_end",
-        Some(TokenSource::Chunks) => "chunks",
-        None => "",
-    };
-    vec![
-        c.context.to_string(),
-        c.concurrency.to_string(),
-        status_code(c.status()).into(),
-        c.reason.clone().unwrap_or_default(),
-        String::new(),
-        String::new(),
-        String::new(),
-        String::new(),
-        f(c.total_tok_s),
-        f(c.per_request_tok_s),
-        f(c.ttft_ms_p50),
-        f(c.ttft_ms_p90),
-        f(c.ttft_ms_p99),
-        f(c.tbt_ms_p50),
-        f(c.tbt_ms_p90),
-        f(c.tbt_ms_p99),
-        f(c.chunk_gap_ms_p50),
-        f(c.chunk_gap_ms_p99),
-        f(c.avg_active),
-        n(c.completed),
-        n(c.output_tokens),
-        f(c.measured_s),
-        n(c.requests),
-        n(c.kv_need_tokens),
-        token_source.into(),
-    ]
+/// The raw columns of a row: keys, then `fields` read from `value`, every
+/// other raw column empty.
+fn raw_row(keys: [String; 4], value: &Value, fields: &[&str]) -> Vec<String> {
+    let mut row: Vec<String> = keys.into();
+    for col in PREFILL_FIELDS.iter().chain(&DECODE_FIELDS) {
+        row.push(if fields.contains(col) { raw(value, col) } else { String::new() });
+    }
+    row
 }
 
 pub fn csv(record: &RunRecord) -> String {
     let page = view::build(record);
     let mut out = String::new();
-    let header: Vec<&str> = view::COLUMNS.iter().chain(RAW.iter()).copied().chain(["token_source"]).collect();
-    out.push_str(&header.iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
+    out.push_str(&columns().iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
     out.push_str("\r\n");
-    let mut prefill: Vec<&PrefillRow> = record.prefill.iter().collect();
+    // the same order as the page's rows: prefill by context, then the matrix row by row
+    let mut prefill: Vec<_> = record.prefill.iter().collect();
     prefill.sort_by_key(|p| p.context);
-    let raws =
-        prefill.into_iter().map(prefill_raw).chain(page.matrix.rows.iter().enumerate().flat_map(|(ri, (ctx, _))| {
-            let page = &page;
-            page.matrix.cols.iter().enumerate().filter_map(move |(ci, &c)| {
-                if page.matrix.cells[ri][ci].kind == view::CellKind::NotMeasured {
-                    return None;
+    let mut raws: Vec<Vec<String>> = prefill
+        .into_iter()
+        .map(|p| {
+            let keys = [p.context.to_string(), "1".into(), status_code(p.status), p.reason.clone().unwrap_or_default()];
+            raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &PREFILL_FIELDS)
+        })
+        .collect();
+    for (ri, (ctx, _)) in page.matrix.rows.iter().enumerate() {
+        for (ci, &c) in page.matrix.cols.iter().enumerate() {
+            let shown = &page.matrix.cells[ri][ci];
+            let (ctx_s, c_s) = (ctx.to_string(), c.to_string());
+            raws.push(match (shown.kind, record.decode_cell(*ctx, c)) {
+                (CellKind::NotMeasured, _) => continue,
+                (_, Some(cell)) => {
+                    let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
+                    raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &DECODE_FIELDS)
                 }
-                record.decode_cell(*ctx, c).map(decode_raw).or_else(|| {
-                    // over capacity by plan only: no decode entry to read
-                    let mut v = vec![ctx.to_string(), c.to_string(), "over_capacity".into()];
-                    v.push(page.matrix.cells[ri][ci].reason.clone().unwrap_or_default());
-                    v.resize(RAW.len() + 1, String::new());
-                    Some(v)
-                })
-            })
-        }));
+                // not run by the plan (over capacity, skipped): no decode entry to read
+                (kind, None) => {
+                    let status = if kind == CellKind::Skipped { "skipped" } else { "over_capacity" };
+                    let keys = [ctx_s, c_s, status.into(), shown.reason.clone().unwrap_or_default()];
+                    raw_row(keys, &Value::Null, &[])
+                }
+            });
+        }
+    }
     for (shown, raw) in page.measurements.iter().zip(raws) {
         let line: Vec<String> = shown.iter().chain(raw.iter()).map(|v| field(v)).collect();
         out.push_str(&line.join(","));

@@ -267,7 +267,7 @@ fn decode(s: &mut String, page: &Page) {
     }
     let _ = write!(s, "<li>{}</li>", esc(view::TTFT_NOTE));
     if m.any(CellKind::NotMeasured) {
-        s.push_str("<li>— : planned but not measured (the run stopped first).</li>");
+        let _ = write!(s, "<li>{}</li>", esc(view::NOT_MEASURED_NOTE));
     }
     s.push_str("</ul>\n");
     if !m.footnotes.is_empty() {

@@ -16,6 +16,7 @@ pub use html::CSS;
 pub mod import;
 mod markdown;
 pub mod meta;
+mod methodology;
 pub mod svg;
 mod terminal;
 pub mod view;

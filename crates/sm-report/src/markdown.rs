@@ -72,20 +72,36 @@ fn launch(s: &mut String, page: &Page) {
 
 fn prefill(s: &mut String, page: &Page) {
     let _ = writeln!(s, "## Prefill\n\nprompt tok/s by context length\n");
+    if page.prefill.is_empty() {
+        let _ = writeln!(s, "No prefill rows were measured.\n");
+        return;
+    }
+    // a row that is not valid says why in a numbered note under the table
+    let mut notes: Vec<String> = Vec::new();
     let rows: Vec<Vec<String>> = page
         .prefill
         .iter()
         .map(|p| {
-            let status = if p.valid() { String::new() } else { view::status_text(p.status).to_string() };
-            vec![
-                p.label.clone(),
-                opt(p.prompt_tokens, format::count),
-                if p.valid() { opt(p.tok_s, format::kilo) } else { status },
-                opt(p.ttft_ms, format::ms),
-            ]
+            let tok_s = if p.valid() {
+                opt(p.tok_s, format::kilo)
+            } else {
+                notes.push(format!("{}: {}", p.label, p.reason.as_deref().unwrap_or(view::status_text(p.status))));
+                format!("{} [{}]", view::status_text(p.status), notes.len())
+            };
+            vec![p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
         })
         .collect();
     table(s, &["Context", "Prompt tokens", "Prompt tok/s", "TTFT"], &rows);
+    footnotes(s, &notes);
+}
+
+fn footnotes(s: &mut String, notes: &[String]) {
+    for (i, f) in notes.iter().enumerate() {
+        let _ = writeln!(s, "{}. {}", i + 1, md(f));
+    }
+    if !notes.is_empty() {
+        s.push('\n');
+    }
 }
 
 fn decode(s: &mut String, page: &Page) {
@@ -94,6 +110,10 @@ fn decode(s: &mut String, page: &Page) {
         s,
         "## Sustained decode\n\ntotal tok/s · rows are context length, columns are simultaneous requests\n"
     );
+    if m.rows.is_empty() {
+        let _ = writeln!(s, "No decode cells were measured.\n");
+        return;
+    }
     let cols: Vec<String> = std::iter::once("Context".to_string()).chain(m.cols.iter().map(u32::to_string)).collect();
     let header: Vec<&str> = cols.iter().map(String::as_str).collect();
     let rows: Vec<Vec<String>> = m
@@ -122,12 +142,10 @@ fn decode(s: &mut String, page: &Page) {
         let _ = writeln!(s, "{}\n", md(view::OVER_CAPACITY_NOTE));
     }
     let _ = writeln!(s, "{}\n", md(view::TTFT_NOTE));
-    for (i, f) in m.footnotes.iter().enumerate() {
-        let _ = writeln!(s, "{}. {}", i + 1, md(f));
+    if m.any(CellKind::NotMeasured) {
+        let _ = writeln!(s, "{}\n", md(view::NOT_MEASURED_NOTE));
     }
-    if !m.footnotes.is_empty() {
-        s.push('\n');
-    }
+    footnotes(s, &m.footnotes);
 }
 
 fn all(s: &mut String, page: &Page) {

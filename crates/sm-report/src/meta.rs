@@ -44,3 +44,39 @@ pub fn imported_from(record: &RunRecord) -> Option<(String, Option<String>, Opti
 pub fn local_time(record: &RunRecord) -> bool {
     record.server.extra.get(IMPORTED_FROM).and_then(|v| v.get("local_time")).and_then(Value::as_bool) == Some(true)
 }
+
+/// How the decode cells were measured, when not by speedmatrix's fixed
+/// window: the reference tool's `metadata.decode_mode` (`duration`,
+/// `request-count`).
+pub const DECODE_MODE: &str = "decode_mode";
+/// With `decode_mode` `request-count`: the requests each cell measured
+/// (`metadata.request_count`).
+pub const REQUEST_COUNT: &str = "request_count";
+/// Record fields that the imported file did not give, so their values are
+/// placeholders the schema requires (`1970-01-01T00:00:00Z`, `0`, `generic`)
+/// and the page must print as unknown: a list of [`UNKNOWN_FIELDS`] names.
+pub const UNKNOWN: &str = "unknown_fields";
+/// The names [`UNKNOWN`] may list.
+pub const STARTED: &str = "started";
+pub const TOOL_VERSION: &str = "tool.version";
+pub const DURATION: &str = "settings.duration_s";
+pub const MAX_TOKENS: &str = "settings.max_tokens";
+pub const ENGINE: &str = "server.engine";
+pub const UNKNOWN_FIELDS: [&str; 5] = [STARTED, TOOL_VERSION, DURATION, MAX_TOKENS, ENGINE];
+
+/// Whether `field` (one of [`UNKNOWN_FIELDS`]) is a placeholder for a value
+/// the imported file did not give.
+pub fn unknown(record: &RunRecord, field: &str) -> bool {
+    record.server.extra.get(UNKNOWN).and_then(Value::as_array).is_some_and(|a| a.iter().any(|v| v == field))
+}
+
+/// Records `field` as known after all (a wrapper file gave it), dropping the
+/// key when nothing is left unknown.
+pub fn set_known(extra: &mut serde_json::Map<String, Value>, field: &str) {
+    if let Some(Value::Array(a)) = extra.get_mut(UNKNOWN) {
+        a.retain(|v| v != field);
+        if a.is_empty() {
+            extra.remove(UNKNOWN);
+        }
+    }
+}

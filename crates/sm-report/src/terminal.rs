@@ -16,16 +16,19 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
     if !page.prefill.is_empty() {
+        // a row that is not valid says why in a numbered note under the table
+        let mut notes: Vec<String> = Vec::new();
         let rows: Vec<[String; 4]> = page
             .prefill
             .iter()
             .map(|p| {
-                [
-                    p.label.clone(),
-                    opt(p.prompt_tokens, format::count),
-                    if p.valid() { opt(p.tok_s, format::kilo) } else { view::status_text(p.status).to_string() },
-                    opt(p.ttft_ms, format::ms),
-                ]
+                let tok_s = if p.valid() {
+                    opt(p.tok_s, format::kilo)
+                } else {
+                    notes.push(format!("{}: {}", p.label, p.reason.as_deref().unwrap_or(view::status_text(p.status))));
+                    format!("{} [{}]", view::status_text(p.status).to_lowercase(), notes.len())
+                };
+                [p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
             })
             .collect();
         let header = ["Context", "Prompt tokens", "Prompt tok/s", "TTFT"];
@@ -43,6 +46,9 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
         for r in &rows {
             let cells: Vec<&str> = r.iter().map(String::as_str).collect();
             let _ = writeln!(s, "{}", clip(&line(&cells), width));
+        }
+        for (i, n) in notes.iter().enumerate() {
+            let _ = writeln!(s, "{}", wrap(&format!("[{}] {n}", i + 1), width));
         }
     }
     let m = &page.matrix;
@@ -106,6 +112,9 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     }
     if m.any(CellKind::OverCapacity) {
         let _ = writeln!(s, "\n{}", wrap(view::OVER_CAPACITY_NOTE, width));
+    }
+    if m.any(CellKind::NotMeasured) {
+        let _ = writeln!(s, "{}", wrap(view::NOT_MEASURED_NOTE, width));
     }
     for (i, f) in m.footnotes.iter().enumerate() {
         let _ = writeln!(s, "{}", wrap(&format!("[{}] {f}", i + 1), width));

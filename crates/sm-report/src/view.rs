@@ -9,6 +9,7 @@ use sm_core::{Tokens, redact};
 
 use crate::format::{self, NONE, opt};
 use crate::meta;
+pub use crate::methodology::METHODOLOGY;
 
 /// The page's sentence for over-capacity cells.
 pub const OVER_CAPACITY_NOTE: &str =
@@ -16,6 +17,8 @@ pub const OVER_CAPACITY_NOTE: &str =
 /// The page's note on decode TTFT.
 pub const TTFT_NOTE: &str =
     "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill.";
+/// What `—` in the matrix means.
+pub const NOT_MEASURED_NOTE: &str = "— : planned but not measured (the run stopped first).";
 pub const MEASUREMENTS_NOTE: &str = "Latencies are medians. Total tok/s is output across all simultaneous requests.";
 
 /// The All-measurements columns, exactly as the published page names them.
@@ -211,7 +214,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 }
 
 fn subtitle(record: &RunRecord, matrix: &Matrix, prefill: &[PrefillLine]) -> Vec<String> {
-    let mut parts = vec![record.server.engine.clone()];
+    let mut parts = vec![engine_name(record)];
     parts.extend(record.server.engine_version.clone());
     parts.extend(meta::text(record, meta::QUANTIZATION).map(str::to_string));
     if let (Some(first), Some(last)) = (matrix.rows.first(), matrix.rows.last()) {
@@ -239,6 +242,10 @@ fn byline(record: &RunRecord) -> Vec<String> {
     }
     parts.extend(record.label.clone().filter(|l| !l.trim().is_empty()));
     let when = record.finished.as_deref().unwrap_or(&record.started);
+    if record.finished.is_none() && meta::unknown(record, meta::STARTED) {
+        parts.push("Measured on an unknown date".into());
+        return parts;
+    }
     let mut date = format::date(when);
     if meta::local_time(record) {
         date = format!("{} (local time)", date.trim_end_matches(" UTC"));
@@ -305,9 +312,15 @@ fn hardware(record: &RunRecord) -> Vec<(String, String)> {
     lines
 }
 
+/// The engine's name, or `unknown` where an imported file did not say (the
+/// record then holds the placeholder `generic`).
+fn engine_name(record: &RunRecord) -> String {
+    if meta::unknown(record, meta::ENGINE) { unknown() } else { record.server.engine.clone() }
+}
+
 fn engine(record: &RunRecord) -> Vec<(String, String)> {
     let mut lines = vec![
-        ("Engine".into(), record.server.engine.clone()),
+        ("Engine".into(), engine_name(record)),
         ("Version".into(), record.server.engine_version.clone().unwrap_or_else(unknown)),
     ];
     for (title, key) in [
@@ -326,11 +339,25 @@ fn engine(record: &RunRecord) -> Vec<(String, String)> {
 
 fn prefill_mode(record: &RunRecord) -> String {
     match meta::text(record, meta::PREFILL_MODE) {
+        // an imported file that does not say was not measured by speedmatrix's scouts
+        None if meta::imported_from(record).is_some() => unknown(),
         None => "Cold request per context, before decode".into(),
         Some("integrated_decode_scout") => "Measured during decode warm-up".into(),
         Some("standalone_cold") => "Standalone cold requests".into(),
         Some("skipped") => "Not measured".into(),
         Some(other) => other.to_string(),
+    }
+}
+
+/// speedmatrix measures every cell over a fixed window; the reference tool can
+/// also measure a fixed number of requests (`--request-count`).
+fn decode_mode(record: &RunRecord) -> String {
+    match meta::text(record, meta::DECODE_MODE) {
+        Some("duration") => "Fixed duration".into(),
+        Some("request-count") => "Fixed request count".into(),
+        Some(other) => other.to_string(),
+        None if meta::imported_from(record).is_some() => unknown(),
+        None => "Fixed duration".into(),
     }
 }
 
@@ -340,15 +367,28 @@ fn run(record: &RunRecord) -> Vec<(String, String)> {
     if let Some(rev) = meta::text(record, meta::REVISION) {
         lines.push(("Revision".into(), rev.to_string()));
     }
-    let mut tool = format!("{} v{}", record.tool.name, record.tool.version.trim_start_matches('v'));
+    let mut tool = tool_name(record);
     if let Some(c) = &record.tool.commit {
         tool.push_str(&format!(" ({c})"));
     }
     lines.push(("Benchmark tool".into(), tool));
-    lines.push(("Decode test".into(), "Fixed duration".into()));
+    let by_count = meta::text(record, meta::DECODE_MODE) == Some("request-count");
+    lines.push(("Decode test".into(), decode_mode(record)));
     lines.push(("Prefill mode".into(), prefill_mode(record)));
-    lines.push(("Time per measurement".into(), format::secs_setting(s.duration_s)));
-    lines.push(("Max output".into(), format!("{} tokens", format::count(s.max_tokens))));
+    if by_count {
+        let n = record.server.extra.get(meta::REQUEST_COUNT).and_then(serde_json::Value::as_u64);
+        lines.push(("Requests per measurement".into(), n.map(format::count).unwrap_or_else(unknown)));
+    } else if meta::unknown(record, meta::DURATION) {
+        lines.push(("Time per measurement".into(), unknown()));
+    } else {
+        lines.push(("Time per measurement".into(), format::secs_setting(s.duration_s)));
+    }
+    let max_output = if meta::unknown(record, meta::MAX_TOKENS) {
+        unknown()
+    } else {
+        format!("{} tokens", format::count(s.max_tokens))
+    };
+    lines.push(("Max output".into(), max_output));
     if let Some(mml) = record.server.max_model_len {
         lines.push(("Context limit".into(), format!("{} tokens", format::count(mml))));
     }
@@ -371,15 +411,24 @@ fn run(record: &RunRecord) -> Vec<(String, String)> {
     lines
 }
 
+/// `llm-inference-bench v0.4.29`; the version may be unknown in an imported file.
+fn tool_name(record: &RunRecord) -> String {
+    if meta::unknown(record, meta::TOOL_VERSION) {
+        format!("{}, version unknown", record.tool.name)
+    } else {
+        format!("{} v{}", record.tool.name, record.tool.version.trim_start_matches('v'))
+    }
+}
+
 fn import_notes(record: &RunRecord) -> Vec<String> {
     let Some((fmt, _, _)) = meta::imported_from(record) else {
         return Vec::new();
     };
     vec![format!(
-        "Imported from a {fmt} file measured by {} v{}: its figures follow that tool's definitions, which differ \
+        "Imported from a {fmt} file measured by {}: its figures follow that tool's definitions, which differ \
          from speedmatrix's in places (docs/methodology.md §10). Per request tok/s is its output_tps_per_user_p50, \
          Time between tokens its inter_token_latency_p50.",
-        record.tool.name, record.tool.version
+        tool_name(record)
     )]
 }
 
@@ -411,7 +460,7 @@ fn matrix(record: &RunRecord) -> Matrix {
     let mut footnotes: Vec<String> = Vec::new();
     let cells = rows
         .iter()
-        .map(|(ctx, _)| {
+        .map(|(ctx, row_label)| {
             cols.iter()
                 .map(|&c| {
                     let Some(cell) = record.decode_cell(*ctx, c) else {
@@ -419,15 +468,23 @@ fn matrix(record: &RunRecord) -> Matrix {
                             record.plan.iter().find(|p| p.kind == "decode" && p.context == *ctx && p.concurrency == c);
                         let (kind, reason) = match planned {
                             Some(p) if p.status == "over_capacity" => (CellKind::OverCapacity, p.reason.clone()),
+                            // skipped by the plan for another reason (an imported lil-bench plan): not
+                            // run, and the reason says why, so it is not "the run stopped first"
+                            Some(p) if p.status == "skipped" => (CellKind::Skipped, p.reason.clone()),
                             _ => (CellKind::NotMeasured, None),
                         };
+                        let footnote = (kind == CellKind::Skipped).then(|| {
+                            let why = reason.as_deref().unwrap_or("skipped by the plan");
+                            footnotes.push(format!("{row_label} × {c}: {why}"));
+                            footnotes.len()
+                        });
                         return Cell {
                             kind,
                             total: None,
                             per_request: None,
                             ttft_ms: None,
                             reason,
-                            footnote: None,
+                            footnote,
                             warnings: vec![],
                         };
                     };
@@ -509,52 +566,3 @@ fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) ->
     }
     rows
 }
-
-/// One line per figure, condensed from docs/methodology.md (§5, §7).
-pub const METHODOLOGY: [(&str, &str); 12] = [
-    (
-        "Prompt tok/s (prefill)",
-        "prompt tokens ÷ TTFT of one cold streamed request with max_tokens 1 and the context's exact prompt; client-observed, so it includes HTTP, tokenisation and any queueing.",
-    ),
-    (
-        "TTFT (prefill)",
-        "from the instant the request is sent to the arrival of the first chunk carrying content, reasoning or a finish reason.",
-    ),
-    (
-        "Total tok/s",
-        "output tokens that arrived inside the measurement window ÷ the window's length: the output of all simultaneous requests together.",
-    ),
-    (
-        "Per request tok/s",
-        "median over requests of 1000 ÷ the request's time between tokens: the decode speed one user sees, measured per stream (not total ÷ requests).",
-    ),
-    (
-        "TTFT (decode)",
-        "median over the cell's requests whose first token arrived before the window closed, first wave included; the prompt cache is warm, so it measures admission, queueing and the first decode step under load.",
-    ),
-    (
-        "Time between tokens",
-        "median over requests of (last − first token-bearing chunk inside the window) ÷ the tokens that arrived after the first of them.",
-    ),
-    (
-        "Average active requests",
-        "time-weighted mean over the window of the server's running-requests gauge (sampled every 250 ms); the client's count of streaming requests when the server has no metrics. Well under the requests at once means the server queued some.",
-    ),
-    (
-        "Completed requests",
-        "requests whose end arrived inside the window; often 0 at long contexts or many requests, where one request outlasts the window.",
-    ),
-    (
-        "Output tokens",
-        "tokens that arrived inside the window, from each stream's running usage.completion_tokens (one per chunk when the server sends no usage).",
-    ),
-    ("Measured for", "the window's length, fixed by the settings: the denominator of Total tok/s."),
-    (
-        "Over capacity",
-        "requests at once × (context + max output) exceeds the server's KV cache, or the requests exceed its maximum number of sequences; the cell is not run.",
-    ),
-    (
-        "Context",
-        "prompt length in binary thousands: 1K = 1,024 tokens; a context trimmed to fit the model is labelled by its fitted size.",
-    ),
-];

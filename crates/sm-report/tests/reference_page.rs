@@ -175,3 +175,95 @@ fn launch_command_is_the_published_one_and_leaks_no_secret() {
         }
     }
 }
+
+/// Markdown with its backslash escapes removed: the text a reader sees.
+fn md_text(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut chars = md.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek().is_some_and(|n| n.is_ascii_punctuation()) {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The body rows of the first Markdown table under `## {section}`.
+fn md_table(md: &str, section: &str) -> Vec<Vec<String>> {
+    let start = md.find(&format!("## {section}\n")).unwrap_or_else(|| panic!("no section {section}"));
+    md[start..]
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2)
+        .map(|l| l.trim_matches('|').split(" | ").map(|c| md_text(c.trim())).collect())
+        .collect()
+}
+
+#[test]
+fn every_markdown_number_matches_the_published_page() {
+    let p = published();
+    let (_, md, _) = rendered();
+
+    let prefill = md_table(&md, "Prefill");
+    assert_eq!(prefill.len(), p.prefill.len(), "prefill rows");
+    for (row, (label, tok_s, ttft)) in prefill.iter().zip(&p.prefill) {
+        assert_eq!((&row[0], &row[2], &row[3]), (label, tok_s, ttft), "Markdown prefill row {label}");
+    }
+
+    let matrix = md_table(&md, "Sustained decode");
+    let (mut valued, mut over) = (0, 0);
+    for row in &matrix {
+        assert_eq!(row.len(), 1 + p.columns.len(), "{row:?}");
+        for (col, cell) in p.columns.iter().zip(&row[1..]) {
+            let expected = &p.matrix[&(row[0].clone(), col.clone())];
+            // "173.9 (60 ms TTFT)" or "Over capacity"
+            let got = match cell.split_once(" (") {
+                Some((total, ttft)) => {
+                    valued += 1;
+                    (total.to_string(), ttft.trim_end_matches(" TTFT)").to_string())
+                }
+                None => {
+                    over += usize::from(cell == "Over capacity");
+                    (cell.clone(), String::new())
+                }
+            };
+            assert_eq!(&got, expected, "Markdown decode cell {} × {col}", row[0]);
+        }
+    }
+    assert_eq!(matrix.len() * p.columns.len(), p.matrix.len(), "every published cell was compared");
+    assert_eq!((valued, over), (45, 3));
+    assert!(md_text(&md).contains(sm_report::view::OVER_CAPACITY_NOTE));
+
+    assert_eq!(md_table(&md, "All measurements"), p.measurements, "Markdown All measurements, row by row");
+}
+
+/// The `<svg>` of the chart titled `title`.
+fn chart<'a>(html: &'a str, title: &str) -> &'a str {
+    let at = html.find(&format!(">{title}</title>")).unwrap_or_else(|| panic!("no chart {title}"));
+    let start = html[..at].rfind("<svg").unwrap();
+    &html[start..at + html[at..].find("</svg>").unwrap()]
+}
+
+#[test]
+fn the_page_has_the_prefill_and_decode_charts_with_a_line_per_context() {
+    let (html, _, _) = rendered();
+    let record = sm_report::load_any(&reference(LIL)).unwrap();
+    for title in ["Prompt tok/s by context", "TTFT by context (cold prompt)"] {
+        let svg = chart(&html, title);
+        assert_eq!(svg.matches("<path class=\"line").count(), 1, "{title}: one line");
+        assert_eq!(svg.matches("<circle").count(), record.prefill.len(), "{title}: a point per context");
+    }
+    for title in ["Total tok/s by simultaneous requests", "Per request tok/s by simultaneous requests"] {
+        let svg = chart(&html, title);
+        assert_eq!(svg.matches("<path class=\"line").count(), 6, "{title}: one line per context");
+        for label in ["8K", "16K", "32K", "64K", "128K", "251K"] {
+            assert!(
+                svg.contains(&format!(">{label}</text>")) || svg.contains(&format!("{label} · ")),
+                "{title}: {label}"
+            );
+        }
+        assert_eq!(svg.matches("<circle").count(), 45, "{title}: a point per valued cell");
+    }
+}

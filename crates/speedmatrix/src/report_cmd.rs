@@ -67,11 +67,15 @@ pub fn main(args: ReportArgs) -> ExitCode {
     for p in &written {
         println!("wrote {}", p.display());
     }
-    if args.open
-        && let Some(html) = written.iter().find(|p| p.extension().is_some_and(|e| e == "html"))
-        && let Err(e) = open(html)
-    {
-        eprintln!("warning: cannot open {}: {e}", html.display());
+    if args.open {
+        match written.iter().find(|p| p.extension().is_some_and(|e| e == "html")) {
+            Some(html) => {
+                if let Err(e) = open(html) {
+                    eprintln!("warning: cannot open {} in a browser: {e}; open it yourself", html.display());
+                }
+            }
+            None => eprintln!("warning: --open: no HTML page was written (name one with --html FILE)"),
+        }
     }
     ExitCode::SUCCESS
 }
@@ -97,5 +101,22 @@ fn open(path: &Path) -> std::io::Result<()> {
     } else {
         "xdg-open"
     };
-    std::process::Command::new(opener).arg(path).spawn().map(|_| ())
+    let mut child = std::process::Command::new(opener).arg(path).spawn().map_err(|e| {
+        let why = if e.kind() == std::io::ErrorKind::NotFound { "not found".to_string() } else { e.to_string() };
+        std::io::Error::new(e.kind(), format!("{opener}: {why}"))
+    })?;
+    // An opener that fails (no browser configured) exits at once; one that
+    // started a browser may stay until the browser closes, so wait only briefly.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::time::Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(std::io::Error::other(format!("{opener} failed ({status})")))
+            };
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Ok(())
 }

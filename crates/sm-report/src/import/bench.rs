@@ -55,17 +55,20 @@ fn strip_credentials(url: &str) -> String {
     }
 }
 
+/// The placeholder `started` of a file without a usable timestamp (the schema
+/// requires one); `server.extra.unknown_fields` then lists `started`.
+pub const UNKNOWN_TIME: &str = "1970-01-01T00:00:00Z";
+
 /// The reference tool's local, zone-less timestamp, to whole seconds in the
-/// record's RFC 3339 shape. The zone is unknown: `imported_from.local_time`
-/// says so and the page prints the time without "UTC".
-pub fn timestamp(ts: &str) -> String {
+/// record's RFC 3339 shape, or `None` when `ts` is not an ISO date and time.
+/// The zone is unknown: `imported_from.local_time` says so and the page
+/// prints the time without "UTC".
+pub fn parse_timestamp(ts: &str) -> Option<String> {
     let ts = ts.trim();
     let base = ts.get(..19).unwrap_or(ts);
-    if base.len() == 19 && base.as_bytes().get(10) == Some(&b'T') {
-        format!("{base}Z")
-    } else {
-        "1970-01-01T00:00:00Z".into()
-    }
+    let digits_at = |r: std::ops::Range<usize>| base.get(r).is_some_and(|d| d.bytes().all(|b| b.is_ascii_digit()));
+    let shaped = base.len() == 19 && base.as_bytes().get(10) == Some(&b'T') && digits_at(0..4) && digits_at(11..13);
+    shaped.then(|| format!("{base}Z"))
 }
 
 fn prefill_rows(bench: &Value) -> Vec<PrefillRow> {
@@ -246,10 +249,28 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
     if engine_name(engine_reported) == "generic" {
         extra.insert("engine_reported".into(), json!(engine_reported));
     }
-    if let Some(mode) = str_at(md, "prefill_mode") {
-        extra.insert(meta::PREFILL_MODE.into(), json!(mode));
+    for key in [meta::PREFILL_MODE, meta::DECODE_MODE] {
+        if let Some(mode) = str_at(md, key) {
+            extra.insert(key.into(), json!(mode));
+        }
     }
-    let timestamp_raw = str_at(md, "timestamp").unwrap_or("");
+    if let Some(n) = u64_at(md, "request_count").filter(|n| *n > 0) {
+        extra.insert(meta::REQUEST_COUNT.into(), json!(n));
+    }
+    let started = str_at(md, "timestamp").and_then(parse_timestamp);
+    let unknown: Vec<&str> = [
+        (meta::STARTED, started.is_none()),
+        (meta::TOOL_VERSION, str_at(md, "version").is_none()),
+        (meta::DURATION, f64_at(md, "duration_per_test").is_none()),
+        (meta::MAX_TOKENS, u64_at(md, "max_tokens").is_none()),
+        (meta::ENGINE, str_at(md, "engine").is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(field, missing)| missing.then_some(field))
+    .collect();
+    if !unknown.is_empty() {
+        extra.insert(meta::UNKNOWN.into(), json!(unknown));
+    }
     extra.insert(
         meta::IMPORTED_FROM.into(),
         json!({
@@ -260,12 +281,14 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             "importer": format!("speedmatrix {}", env!("CARGO_PKG_VERSION")),
         }),
     );
-    let started = timestamp(timestamp_raw);
+    // the bench JSON has one timestamp, for the whole run
+    let finished = started.clone();
+    let started = started.unwrap_or_else(|| UNKNOWN_TIME.into());
     Ok(RunRecord {
         schema: SCHEMA.into(),
         tool: Tool { name: TOOL.into(), version: str_at(md, "version").unwrap_or("unknown").into(), commit: None },
         status: RunStatus::Complete,
-        finished: Some(started.clone()),
+        finished,
         started,
         label: None,
         server: ServerInfo {
@@ -297,6 +320,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             prompt_source: "usage_calibration".into(),
             ignore_eos: bool_at(md, "ignore_eos").unwrap_or(true),
             temperature: f64_at(md, "temperature"),
+            timing: Default::default(),
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,
@@ -388,8 +412,9 @@ mod tests {
     fn credentials_and_timestamps() {
         assert_eq!(strip_credentials("http://u:p@h:8000/v1"), "http://h:8000/v1");
         assert_eq!(strip_credentials("http://127.0.0.1:8000"), "http://127.0.0.1:8000");
-        assert_eq!(timestamp("2026-12-02T13:06:07.174928"), "2026-12-02T13:06:07Z");
-        assert_eq!(timestamp("garbage"), "1970-01-01T00:00:00Z");
+        assert_eq!(parse_timestamp("2026-12-02T13:06:07.174928").as_deref(), Some("2026-12-02T13:06:07Z"));
+        assert_eq!(parse_timestamp("garbage"), None);
+        assert_eq!(parse_timestamp("yesterday at 10:00:00 or so"), None);
     }
 
     #[test]

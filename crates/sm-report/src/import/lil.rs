@@ -125,12 +125,14 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
         Some("running") => RunStatus::Running,
         _ => RunStatus::Complete,
     };
-    if let Some(s) = str_at(doc, "started") {
-        rec.started = bench::timestamp(s);
+    if let Some(s) = str_at(doc, "started").and_then(bench::parse_timestamp) {
+        rec.started = s;
+        meta::set_known(&mut rec.server.extra, meta::STARTED);
     }
-    rec.finished = str_at(doc, "finished").map(bench::timestamp).or(rec.finished);
+    rec.finished = str_at(doc, "finished").and_then(bench::parse_timestamp).or(rec.finished);
     if let Some(v) = str_at(client, "llm_decode_bench") {
         rec.tool.version = v.to_string();
+        meta::set_known(&mut rec.server.extra, meta::TOOL_VERSION);
     }
     rec.label = str_at(client, "note").map(str::to_string);
 
@@ -143,6 +145,7 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
             n @ ("vllm" | "sglang" | "llamacpp" | "tgi") => n.to_string(),
             _ => "generic".into(),
         };
+        meta::set_known(&mut si.extra, meta::ENGINE);
     }
     si.engine_version =
         str_at(engine, "version").or_else(|| str_at(api, "version")).map(str::to_string).or(si.engine_version.take());

@@ -66,3 +66,42 @@ pub fn body_rows(table: &str) -> Vec<Vec<String>> {
         })
         .collect()
 }
+
+/// The small synthetic reference-tool files under tests/data/bench.
+pub fn bench(name: &str) -> PathBuf {
+    data("bench").join(name)
+}
+
+/// A CSV as rows of fields (RFC 4180 quoting; rows end in CRLF).
+pub fn csv_rows(text: &str) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    let (mut row, mut field, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, quoted) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', _) => quoted = !quoted,
+            (',', false) => row.push(std::mem::take(&mut field)),
+            ('\r', false) => {}
+            ('\n', false) => {
+                row.push(std::mem::take(&mut field));
+                rows.push(std::mem::take(&mut row));
+            }
+            (c, _) => field.push(c),
+        }
+    }
+    rows
+}
+
+/// The CSV's rows as maps from column name to value.
+pub fn csv_records(text: &str) -> Vec<std::collections::BTreeMap<String, String>> {
+    let rows = csv_rows(text);
+    let header = &rows[0];
+    for r in &rows[1..] {
+        assert_eq!(r.len(), header.len(), "a CSV row as wide as the header: {r:?}");
+    }
+    rows[1..].iter().map(|r| header.iter().cloned().zip(r.iter().cloned()).collect()).collect()
+}

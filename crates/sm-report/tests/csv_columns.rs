@@ -1,0 +1,180 @@
+//! measurements.csv carries every field of a prefill row and a decode cell
+//! (docs/report.md), and its values are the record's, unformatted.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::*;
+use serde_json::Value;
+use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
+
+/// Every field set, written out without `..Default::default()`: a field added
+/// to `DecodeCell` stops this test compiling until it is set here, and then
+/// the test fails until the CSV has a column for it.
+fn full_cell() -> DecodeCell {
+    DecodeCell {
+        context: 8192,
+        label: "8K".into(),
+        concurrency: 4,
+        status: Some(CellStatus::Valid),
+        reason: Some("a reason, with a comma".into()),
+        total_tok_s: Some(401.3),
+        per_request_tok_s: Some(100.5),
+        ttft_ms_p50: Some(61.5),
+        ttft_ms_p90: Some(72.25),
+        ttft_ms_p99: Some(80.125),
+        tbt_ms_p50: Some(9.5),
+        tbt_ms_p90: Some(11.25),
+        tbt_ms_p99: Some(14.75),
+        chunk_gap_ms_p50: Some(9.75),
+        chunk_gap_ms_p99: Some(15.5),
+        avg_active: Some(3.875),
+        completed: Some(7),
+        output_tokens: Some(12_038),
+        measured_s: Some(30.0),
+        requests: Some(11),
+        token_source: Some(TokenSource::UsageAtEnd),
+        kv_need_tokens: Some(36_864),
+        client_lag_ms_p99: Some(1.625),
+        client_cpu_pct: Some(42.5),
+        prompt_cache_hit_pct: Some(99.5),
+        client_retries: Some(2),
+        warnings: vec!["capacity limited".into(), "second warning".into()],
+    }
+}
+
+fn full_prefill() -> PrefillRow {
+    PrefillRow {
+        context: 8192,
+        label: "8K".into(),
+        prompt_tokens: Some(8201),
+        ttft_ms: Some(314.5),
+        prompt_tok_s: Some(26_076.3),
+        cached_tokens: Some(0),
+        status: CellStatus::Valid,
+        reason: Some("cold".into()),
+    }
+}
+
+/// The CSV cell a record value should become.
+fn expected(v: &Value) -> String {
+    match v {
+        Value::Number(n) => n.as_u64().map_or_else(|| n.as_f64().unwrap().to_string(), |i| i.to_string()),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>().join("; "),
+        other => panic!("unexpected value {other}"),
+    }
+}
+
+/// Every key of `item` (but the label, which is the page's Context column)
+/// has a column holding its value.
+fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
+    let mut numeric = 0;
+    for (key, v) in item.as_object().unwrap() {
+        let column = match key.as_str() {
+            "label" => continue,
+            "context" => "context_tokens",
+            k => k,
+        };
+        let got = row.get(column).unwrap_or_else(|| panic!("{what}: no CSV column for the field {key}"));
+        assert_eq!(got, &expected(v), "{what}: column {column}");
+        numeric += usize::from(v.is_number());
+    }
+    assert!(numeric >= 4, "{what}: the record's numbers were compared");
+}
+
+#[test]
+fn every_field_of_a_decode_cell_and_a_prefill_row_is_a_column() {
+    let mut record: RunRecord = sm_report::load_any(&data("run-sample.json")).unwrap();
+    record.plan.clear();
+    record.prefill = vec![full_prefill()];
+    record.decode = vec![full_cell()];
+    let rows = csv_records(&sm_report::csv(&record));
+    assert_eq!(rows.len(), 2);
+
+    let cell = serde_json::to_value(full_cell()).unwrap();
+    assert_all_fields(&cell, &rows[1], "decode cell");
+    assert_eq!(rows[1]["Phase"], "Sustained decode");
+    assert_eq!(rows[1]["Total tok/s"], "401.3");
+    // a prefill row leaves the decode columns empty
+    assert_eq!(rows[0]["total_tok_s"], "");
+
+    let prefill = serde_json::to_value(full_prefill()).unwrap();
+    assert_all_fields(&prefill, &rows[0], "prefill row");
+    assert_eq!((rows[0]["Phase"].as_str(), rows[0]["concurrency"].as_str()), ("Prefill", "1"));
+    assert_eq!(rows[1]["prompt_tok_s"], "", "a decode row leaves the prefill columns empty");
+}
+
+/// The published page's All-measurements rows, by (phase, context label, requests at once).
+fn published_rows() -> BTreeMap<(String, String, String), Vec<String>> {
+    let text = std::fs::read_to_string(reference(PAGE_TEXT)).unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("Prefill\t") || l.starts_with("Sustained decode\t"))
+        .map(|l| {
+            let cells: Vec<String> = l.trim_end().split('\t').map(str::to_string).collect();
+            ((cells[0].clone(), cells[1].clone(), cells[2].clone()), cells)
+        })
+        .collect()
+}
+
+fn num(row: &BTreeMap<String, String>, column: &str) -> f64 {
+    row[column].parse().unwrap_or_else(|_| panic!("{column} = {:?} is a number", row[column]))
+}
+
+#[test]
+fn csv_values_of_the_reference_import_are_the_files_numbers() {
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(reference(LIL)).unwrap()).unwrap();
+    let bench = &doc["results"]["bench"];
+    let record = sm_report::load_any(&reference(LIL)).unwrap();
+    let rows = csv_records(&sm_report::csv(&record));
+    assert_eq!(rows.len(), 7 + 48);
+    let published = published_rows();
+    let find = |phase: &str, ctx: u64, c: u32| {
+        rows.iter()
+            .find(|r| {
+                r["Phase"] == phase && r["context_tokens"] == ctx.to_string() && r["concurrency"] == c.to_string()
+            })
+            .unwrap_or_else(|| panic!("no CSV row {phase} {ctx} × {c}"))
+    };
+
+    // the page's columns are the published page's, character for character
+    for r in &rows {
+        let key = (r["Phase"].clone(), r["Context"].clone(), r["Requests at once"].clone());
+        let shown: Vec<String> = sm_report::view::COLUMNS.iter().map(|c| r[*c].clone()).collect();
+        assert_eq!(Some(&shown), published.get(&key), "{key:?}");
+    }
+
+    let p = find("Prefill", 8192, 1);
+    let src = &bench["prefill"]["8192"];
+    assert_eq!(num(p, "prompt_tok_s"), src["tok_per_sec"].as_f64().unwrap());
+    assert!((num(p, "ttft_ms") - src["ttft_seconds"].as_f64().unwrap() * 1000.0).abs() < 1e-6);
+    assert_eq!(p["prompt_tokens"], src["prompt_tokens"].to_string());
+    assert_eq!(p["status"], "valid");
+
+    for (ctx, c) in [(8192, 1), (65536, 16), (257024, 32)] {
+        let row = find("Sustained decode", ctx, c);
+        let src = bench["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["context_tokens"] == ctx && r["concurrency"] == c)
+            .unwrap();
+        let f = |k: &str| src[k].as_f64().unwrap();
+        assert_eq!(num(row, "total_tok_s"), f("aggregate_tps"), "{ctx} × {c}");
+        assert_eq!(num(row, "per_request_tok_s"), f("output_tps_per_user_p50"));
+        assert!((num(row, "ttft_ms_p50") - f("ttft_p50") * 1000.0).abs() < 1e-6);
+        assert!((num(row, "tbt_ms_p50") - f("inter_token_latency_p50") * 1000.0).abs() < 1e-6);
+        assert_eq!(num(row, "avg_active"), f("avg_running_reqs"));
+        assert_eq!(num(row, "completed"), f("completed_request_count"));
+        assert_eq!(num(row, "output_tokens"), f("client_output_tokens"));
+        assert_eq!(num(row, "measured_s"), f("measurement_wall_seconds"));
+        assert_eq!(row["status"], "valid");
+    }
+
+    let over = find("Sustained decode", 131072, 128);
+    assert_eq!((over["Status"].as_str(), over["status"].as_str()), ("Over capacity", "over_capacity"));
+    assert_eq!(over["kv_need_tokens"], (128 * (131072 + 4096)).to_string());
+    assert!(over["reason"].contains("KV tokens"), "{}", over["reason"]);
+    assert_eq!(over["total_tok_s"], "");
+}
