@@ -6,7 +6,9 @@
 # creates a database, runs a command with SPEEDMATRIX_TEST_POSTGRES pointing at
 # it, and stops the cluster on every way out.
 #
-#   scripts/postgres-test.sh                         cargo test -p sm-site
+#   scripts/postgres-test.sh                         the site's tests: cargo test -p sm-site, then the
+#                                                    HTTP suite against a `speedmatrix serve` process
+#                                                    (cargo test -p speedmatrix --test site_http)
 #   scripts/postgres-test.sh cargo test --workspace  any command, with the variable set
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +60,8 @@ fi
 export SPEEDMATRIX_TEST_POSTGRES="postgres://postgres@127.0.0.1:$PORT/speedmatrix_test?sslmode=disable"
 echo "postgres-test: PostgreSQL $("$BIN/postgres" --version | awk '{print $3}') at 127.0.0.1:$PORT"
 if [ $# -eq 0 ]; then
-    set -- cargo test -p sm-site
+    cargo test -p sm-site
+    cargo test -p speedmatrix --test site_http
+else
+    "$@"
 fi
-"$@"

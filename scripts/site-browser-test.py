@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
-"""Uploads a run through the results site's form in headless Chromium (issue 7).
+"""Uses the results site's forms in headless Chromium as a person would (issue 7).
 
 Drives Chromium over the DevTools protocol on a pipe (--remote-debugging-pipe:
-JSON messages separated by NUL on fds 3 and 4, no websocket library needed):
-opens /upload, chooses the file, types the token, presses Upload, waits for the
-run's page and screenshots it. Bounded: every wait has a deadline.
+JSON messages separated by NUL on fds 3 and 4, no websocket library needed).
+Bounded: every wait has a deadline.
 
-Usage: site-browser-test.py SITE_URL TOKEN FILE SCREENSHOT.png [CHROMIUM ARGS...]
-Prints the run page's path on success; exits 1 with the reason otherwise.
+  upload: opens /upload, chooses the file, types the token, presses Upload,
+          waits for the run's page and screenshots it; prints its path.
+  filter-compare: opens /, types GPU into the filter form and sets the dates,
+          presses Filter, checks the filtered list (EXPECT runs, without
+          ABSENT), ticks the first two runs' checkboxes, presses "Compare
+          selected", checks the comparison of those two and screenshots it;
+          prints the comparison's path and query.
+
+Usage: site-browser-test.py upload SITE_URL TOKEN FILE SCREENSHOT.png [CHROMIUM ARGS...]
+       site-browser-test.py filter-compare SITE_URL GPU FROM TO EXPECT ABSENT SHOT.png [CHROMIUM ARGS...]
+Exits 1 with the reason on failure.
 """
 
 import base64
@@ -93,45 +101,113 @@ class Browser:
         subprocess.run(["rm", "-rf", self.profile], check=False)
 
 
-def main():
-    site, token, path, shot, *extra = sys.argv[1:]
-    b = Browser(extra)
-    try:
-        target = b.call("Target.createTarget", url=f"{site}/upload")["targetId"]
-        s = b.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
+class Page:
+    """One tab of the browser, opened at a URL."""
 
-        def evaluate(expr):
-            r = b.call("Runtime.evaluate", session=s, expression=expr, returnByValue=True)
-            return r.get("result", {}).get("value")
+    def __init__(self, b, url):
+        self.b = b
+        target = b.call("Target.createTarget", url=url)["targetId"]
+        self.s = b.call("Target.attachToTarget", targetId=target, flatten=True)["sessionId"]
 
-        def wait_for(expr, what):
-            while not evaluate(expr):
-                if time.monotonic() - b.start > DEADLINE_S:
-                    raise TimeoutError(f"waited {DEADLINE_S} s for {what}")
-                time.sleep(0.2)
+    def evaluate(self, expr):
+        r = self.b.call("Runtime.evaluate", session=self.s, expression=expr, returnByValue=True)
+        return r.get("result", {}).get("value")
 
-        wait_for("document.readyState === 'complete' && !!document.querySelector('form.upload')", "the upload form")
-        root = b.call("DOM.getDocument", session=s)["root"]["nodeId"]
-        file_input = b.call("DOM.querySelector", session=s, nodeId=root, selector="input[type=file]")["nodeId"]
-        b.call("DOM.setFileInputFiles", session=s, nodeId=file_input, files=[os.path.abspath(path)])
-        token_input = b.call("DOM.querySelector", session=s, nodeId=root, selector="input[name=token]")["nodeId"]
-        b.call("DOM.focus", session=s, nodeId=token_input)
-        b.call("Input.insertText", session=s, text=token)
-        # press the button as a person would: a click at its centre
-        button = b.call("DOM.querySelector", session=s, nodeId=root, selector="form.upload button[type=submit]")["nodeId"]
-        b.call("DOM.scrollIntoViewIfNeeded", session=s, nodeId=button)
-        quad = b.call("DOM.getContentQuads", session=s, nodeId=button)["quads"][0]
+    def wait_for(self, expr, what):
+        while not self.evaluate(expr):
+            if time.monotonic() - self.b.start > DEADLINE_S:
+                raise TimeoutError(f"waited {DEADLINE_S} s for {what}")
+            time.sleep(0.2)
+
+    def node(self, selector):
+        root = self.b.call("DOM.getDocument", session=self.s)["root"]["nodeId"]
+        node = self.b.call("DOM.querySelector", session=self.s, nodeId=root, selector=selector)["nodeId"]
+        if not node:
+            raise RuntimeError(f"no {selector} on the page")
+        return node
+
+    def click(self, selector):
+        """A click at the element's centre, as a person would."""
+        node = self.node(selector)
+        self.b.call("DOM.scrollIntoViewIfNeeded", session=self.s, nodeId=node)
+        quad = self.b.call("DOM.getContentQuads", session=self.s, nodeId=node)["quads"][0]
         x, y = sum(quad[0::2]) / 4, sum(quad[1::2]) / 4
         for kind in ("mousePressed", "mouseReleased"):
-            b.call("Input.dispatchMouseEvent", session=s, type=kind, x=x, y=y, button="left", clickCount=1)
-        wait_for("location.pathname.startsWith('/runs/') && document.readyState === 'complete'", "the run's page")
-        where = evaluate("location.pathname")
-        if not evaluate("!!document.querySelector('#sustained-decode')"):
-            raise RuntimeError(f"{where} is not a run page")
-        png = b.call("Page.captureScreenshot", session=s, format="png", captureBeyondViewport=True)["data"]
+            self.b.call("Input.dispatchMouseEvent", session=self.s, type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def type_into(self, selector, text):
+        self.b.call("DOM.focus", session=self.s, nodeId=self.node(selector))
+        self.b.call("Input.insertText", session=self.s, text=text)
+
+    def screenshot(self, shot):
+        png = self.b.call("Page.captureScreenshot", session=self.s, format="png", captureBeyondViewport=True)["data"]
         with open(shot, "wb") as f:
             f.write(base64.b64decode(png))
-        print(where)
+
+
+def upload(b, site, token, path, shot):
+    p = Page(b, f"{site}/upload")
+    p.wait_for("document.readyState === 'complete' && !!document.querySelector('form.upload')", "the upload form")
+    file_input = p.node("input[type=file]")
+    b.call("DOM.setFileInputFiles", session=p.s, nodeId=file_input, files=[os.path.abspath(path)])
+    p.type_into("input[name=token]", token)
+    p.click("form.upload button[type=submit]")
+    p.wait_for("location.pathname.startsWith('/runs/') && document.readyState === 'complete'", "the run's page")
+    where = p.evaluate("location.pathname")
+    if not p.evaluate("!!document.querySelector('#sustained-decode')"):
+        raise RuntimeError(f"{where} is not a run page")
+    p.screenshot(shot)
+    return where
+
+
+def filter_compare(b, site, gpu, day_from, day_to, expect, absent, shot):
+    p = Page(b, f"{site}/")
+    p.wait_for("document.readyState === 'complete' && !!document.querySelector('form.filters')", "the filter form")
+    p.type_into("form.filters input[name=gpu]", gpu)
+    # a date input takes its value as YYYY-MM-DD whatever the locale shows
+    for name, day in (("from", day_from), ("to", day_to)):
+        p.evaluate(f"document.querySelector('form.filters input[name={name}]').value = {json.dumps(day)}")
+    p.click("form.filters button[type=submit]")
+    p.wait_for(f"location.search.includes('gpu={gpu}') && document.readyState === 'complete'", "the filtered list")
+    for key, day in (("from", day_from), ("to", day_to)):
+        if f"{key}={day}" not in p.evaluate("location.search"):
+            raise RuntimeError(f"the filter form did not send {key}={day}: {p.evaluate('location.href')}")
+    shown = p.evaluate("[...document.querySelectorAll('table.runs input[name=ids]')].map(c => c.value)")
+    if sorted(shown) != sorted(expect):
+        raise RuntimeError(f"the filtered list shows {shown}, expected {expect}")
+    if absent in shown:
+        raise RuntimeError(f"the filtered list shows {absent}")
+    chosen = shown[:2]
+    for run in chosen:
+        p.click(f"table.runs input[name=ids][value='{run}']")
+    ticked = p.evaluate("[...document.querySelectorAll('table.runs input[name=ids]:checked')].map(c => c.value)")
+    if sorted(ticked) != sorted(chosen):
+        raise RuntimeError(f"ticked {ticked}, meant {chosen}")
+    p.click("button[form=compare][type=submit]")
+    p.wait_for("location.pathname === '/compare' && document.readyState === 'complete'", "the comparison")
+    query = p.evaluate("location.search")
+    if sorted(query.lstrip("?").split("&")) != sorted(f"ids={run}" for run in chosen):
+        raise RuntimeError(f"the comparison's query is {query}, expected the ids {chosen}")
+    if "Comparing 2 runs" not in p.evaluate("document.body.innerText"):
+        raise RuntimeError(f"/compare{query} is not a comparison of 2 runs")
+    p.screenshot(shot)
+    return f"/compare{query}"
+
+
+def main():
+    mode, site, *args = sys.argv[1:]
+    if mode == "upload":
+        token, path, shot, *extra = args
+        b = Browser(extra)
+        run = lambda: upload(b, site, token, path, shot)
+    elif mode == "filter-compare":
+        gpu, day_from, day_to, expect, absent, shot, *extra = args
+        b = Browser(extra)
+        run = lambda: filter_compare(b, site, gpu, day_from, day_to, expect.split(","), absent, shot)
+    else:
+        raise ValueError(f"unknown mode {mode}")
+    try:
+        print(run())
     finally:
         b.close()
 

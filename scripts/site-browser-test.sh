@@ -4,7 +4,9 @@
 # Starts `speedmatrix serve` on a fresh SQLite file, uploads three runs with
 # `speedmatrix upload`, then, in headless Chromium with the network disabled,
 # opens the runs list, a filtered list, a run, a comparison and the upload
-# form, and uploads a file through the form (scripts/site-browser-test.py).
+# form; then, driving the pages as a person would (scripts/site-browser-test.py),
+# filters the list through its form, ticks two runs and presses "Compare
+# selected", and uploads a file through the upload form.
 # Fails when a page is missing what it should show, logs to the console, is
 # refused by its CSP or makes a request that leaves the machine. Screenshots
 # land in target/site-browser/.
@@ -132,8 +134,14 @@ HEIGHT=4800 check compare "/compare?ids=$SAMPLE,$VARIANT,$LIL,$TINY" "Comparing 
     "Total tok/s at 8K context" "Prompt tok/s by context"
 check upload-form "/upload" 'enctype="multipart/form-data"' 'type="file"'
 
+# Filter through the form, tick two runs, press "Compare selected".
+CMP=$(CHROMIUM_LOG="$OUT/form-compare.chromium.log" timeout 120 python3 scripts/site-browser-test.py filter-compare \
+    "$SITE" H200 2026-09-01 2026-09-30 "$SAMPLE,$LIL,$VARIANT" "$TINY" "$OUT/form-compare.png" "${NO_NETWORK[@]}") \
+    || fail "filtering and comparing through the forms failed"
+[ -z "${CMP:-}" ] || echo "site-browser-test: filter form and compare checkboxes: $CMP, $OUT/form-compare.png"
+
 # Upload through the form, as a person would.
-WHERE=$(CHROMIUM_LOG="$OUT/form-upload.chromium.log" timeout 120 python3 scripts/site-browser-test.py \
+WHERE=$(CHROMIUM_LOG="$OUT/form-upload.chromium.log" timeout 120 python3 scripts/site-browser-test.py upload \
     "$SITE" "$TOKEN" tests/data/run-sample.json "$OUT/form-upload.png" "${NO_NETWORK[@]}") \
     || fail "uploading through the form failed"
 if [ -n "${WHERE:-}" ]; then

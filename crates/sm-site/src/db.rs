@@ -5,13 +5,20 @@
 
 use serde::Serialize;
 use sqlx::AnyPool;
+use sqlx::Connection;
 use sqlx::Row;
 use sqlx::any::AnyPoolOptions;
 
 use crate::SiteError;
 
 /// Embedded migrations, applied in order, each in its own transaction.
-const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../migrations/0001_runs_and_tokens.sql"))];
+const MIGRATIONS: &[(i64, &str)] = &[
+    (1, include_str!("../migrations/0001_runs_and_tokens.sql")),
+    (2, include_str!("../migrations/0002_filter_indexes.sql")),
+];
+
+/// How long opening the database may take before it is reported unreachable.
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
@@ -45,18 +52,21 @@ pub struct StoredRun {
     pub record: String,
 }
 
-/// Filters of the runs list: substrings, case-insensitive, except the dates
-/// (`YYYY-MM-DD`, inclusive) and the GPU count.
+/// Filters of the runs list. Free text (model, GPU, engine, label) matches
+/// case-insensitive substrings, which scans the table; the uploader, engine
+/// version and GPU count match exactly and the measurement dates (inclusive)
+/// as a range, so those use their indexes.
 #[derive(Debug, Clone, Default)]
 pub struct Filter {
     pub model: Option<String>,
     pub gpu: Option<String>,
     pub gpu_count: Option<i64>,
     pub engine: Option<String>,
+    pub engine_version: Option<String>,
     pub uploader: Option<String>,
     pub label: Option<String>,
-    pub from: Option<String>,
-    pub to: Option<String>,
+    pub from: Option<time::Date>,
+    pub to: Option<time::Date>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -171,12 +181,20 @@ fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
     like("model", &f.model, &mut parts);
     like("gpu", &f.gpu, &mut parts);
     like("engine", &f.engine, &mut parts);
-    like("uploader", &f.uploader, &mut parts);
     like("label", &f.label, &mut parts);
-    for (value, op) in [(&f.from, ">="), (&f.to, "<=")] {
-        if let Some(v) = value.as_deref().filter(|v| !v.trim().is_empty()) {
-            binds.push(v.trim().to_string());
-            parts.push(format!("SUBSTR(measured_at, 1, 10) {op} ${}", binds.len()));
+    for (column, value) in [("uploader", &f.uploader), ("engine_version", &f.engine_version)] {
+        if let Some(v) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            binds.push(v.to_string());
+            parts.push(format!("{column} = ${}", binds.len()));
+        }
+    }
+    // RFC 3339 text sorts as time, so a day range is a plain range on the
+    // column (which its index serves): from the first day to before the day after the last
+    let until = f.to.and_then(|d| d.next_day());
+    for (day, op) in [(f.from, ">="), (until, "<")] {
+        if let Some(day) = day {
+            binds.push(day.to_string());
+            parts.push(format!("measured_at {op} ${}", binds.len()));
         }
     }
     if f.gpu_count.is_some() {
@@ -212,7 +230,19 @@ impl Db {
         let backend = if url.starts_with("sqlite:") { Backend::Sqlite } else { Backend::Postgres };
         // SQLite has one writer at a time; more connections only queue on its lock.
         let max = if backend == Backend::Sqlite { 4 } else { 8 };
-        let pool = AnyPoolOptions::new().max_connections(max).connect(&url).await.map_err(SiteError::Connect)?;
+        // one connection first: the pool would retry a refused connection until its
+        // acquire timeout and then report only "pool timed out", hiding why
+        let first = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect(&url))
+            .await
+            .map_err(|_| SiteError::ConnectTimeout(CONNECT_TIMEOUT.as_secs()))?
+            .map_err(SiteError::Connect)?;
+        let _ = first.close().await;
+        let pool = AnyPoolOptions::new()
+            .max_connections(max)
+            .acquire_timeout(CONNECT_TIMEOUT)
+            .connect(&url)
+            .await
+            .map_err(SiteError::Connect)?;
         let db = Db { pool, backend };
         db.migrate().await?;
         Ok(db)
@@ -320,6 +350,28 @@ impl Db {
         Ok((runs, total))
     }
 
+    /// Every row of `runs` and `tokens`, whole and in a fixed order: a write
+    /// that was refused must leave this unchanged.
+    pub async fn snapshot(&self) -> Result<Vec<String>, SiteError> {
+        let mut rows = Vec::new();
+        let runs = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record FROM runs ORDER BY id"))
+            .fetch_all(&self.pool)
+            .await?;
+        for r in &runs {
+            let run = summary(r, true)?;
+            rows.push(format!("run {} {}", serde_json::to_string(&run).unwrap_or_default(), run.record));
+        }
+        let tokens = sqlx::query("SELECT name, hash, created_at, revoked_at FROM tokens ORDER BY name")
+            .fetch_all(&self.pool)
+            .await?;
+        for r in &tokens {
+            let (name, hash, created): (String, String, String) = (r.try_get(0)?, r.try_get(1)?, r.try_get(2)?);
+            let revoked: Option<String> = r.try_get(3)?;
+            rows.push(format!("token {name} {hash} {created} {revoked:?}"));
+        }
+        Ok(rows)
+    }
+
     pub async fn count_runs(&self) -> Result<i64, SiteError> {
         Ok(sqlx::query("SELECT COUNT(*) FROM runs").fetch_one(&self.pool).await?.try_get(0)?)
     }
@@ -418,17 +470,63 @@ mod tests {
     fn where_numbers_parameters_in_order() {
         let f = Filter {
             model: Some("m".into()),
-            from: Some("2026-01-01".into()),
+            from: Some(day(2026, 1, 1)),
+            to: Some(day(2026, 1, 31)),
+            engine_version: Some(" 0.27.2 ".into()),
             gpu_count: Some(2),
             ..Filter::default()
         };
         let (clause, binds, count) = where_clause(&f);
         assert_eq!(
             clause,
-            " WHERE LOWER(model) LIKE $1 ESCAPE '\\' AND SUBSTR(measured_at, 1, 10) >= $2 AND gpu_count = $3"
+            " WHERE LOWER(model) LIKE $1 ESCAPE '\\' AND engine_version = $2 AND measured_at >= $3 \
+             AND measured_at < $4 AND gpu_count = $5"
         );
-        assert_eq!(binds, ["%m%", "2026-01-01"]);
+        assert_eq!(binds, ["%m%", "0.27.2", "2026-01-01", "2026-02-01"]);
         assert_eq!(count, Some(2));
+    }
+
+    fn day(y: i32, m: u8, d: u8) -> time::Date {
+        time::Date::from_calendar_date(y, time::Month::try_from(m).unwrap(), d).unwrap()
+    }
+
+    /// SQLite's plan for the exact and range filters names their indexes.
+    #[tokio::test]
+    async fn exact_and_range_filters_use_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::connect(&dir.path().join("plan.db").display().to_string()).await.unwrap();
+        // an empty table is scanned whatever its indexes: give the planner rows and their statistics
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
+             INSERT INTO runs SELECT printf('%012x', i), '2026-01-01T00:00:00Z', 'u' || i, 'm', 'g', i, 'e', \
+             'v' || i, printf('2026-%02d-%02dT00:00:00Z', i % 12 + 1, i % 28 + 1), '', 'complete', 0.0, '{}' FROM n",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        sqlx::query("ANALYZE").execute(&db.pool).await.unwrap();
+        for (filter, index) in [
+            (Filter { gpu_count: Some(2), ..Filter::default() }, "runs_gpu_count"),
+            (
+                Filter { from: Some(day(2026, 9, 1)), to: Some(day(2026, 9, 30)), ..Filter::default() },
+                "runs_measured_at",
+            ),
+            (Filter { engine_version: Some("0.27.2".into()), ..Filter::default() }, "runs_engine_version"),
+            (Filter { uploader: Some("alice".into()), ..Filter::default() }, "runs_uploader"),
+        ] {
+            let (clause, binds, count) = where_clause(&filter);
+            let sql = format!("EXPLAIN QUERY PLAN SELECT id FROM runs{clause}");
+            let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql);
+            for b in binds {
+                q = q.bind(b);
+            }
+            if let Some(c) = count {
+                q = q.bind(c);
+            }
+            let plan: Vec<String> = q.fetch_all(&db.pool).await.unwrap().into_iter().map(|r| r.3).collect();
+            assert!(plan.iter().any(|p| p.contains(index)), "{clause}: {plan:?}");
+        }
+        db.close().await;
     }
 
     #[test]
@@ -436,5 +534,7 @@ mod tests {
         let all = statements(MIGRATIONS[0].1);
         assert_eq!(all.len(), 9, "{all:#?}");
         assert!(all.iter().all(|s| s.starts_with("CREATE ")), "{all:#?}");
+        let second = statements(MIGRATIONS[1].1);
+        assert_eq!(second.len(), 2, "{second:#?}");
     }
 }

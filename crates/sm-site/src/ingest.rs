@@ -86,7 +86,7 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
         gpu_count: i64::from(record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)),
         engine: record.server.engine.clone(),
         engine_version: record.server.engine_version.clone().unwrap_or_default(),
-        measured_at: record.finished.clone().unwrap_or_else(|| record.started.clone()),
+        measured_at: measured_at(record),
         label: record.label.clone().unwrap_or_default(),
         status: serde_json::to_value(record.status)
             .ok()
@@ -94,6 +94,16 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
             .unwrap_or_default(),
         peak_tok_s: peak,
         record: json,
+    }
+}
+
+/// When the run was measured, or `""` when an imported file gave no time (its `started` is then a
+/// placeholder): a run of unknown date must not be listed as measured in 1970.
+fn measured_at(record: &RunRecord) -> String {
+    match &record.finished {
+        Some(t) => t.clone(),
+        None if sm_report::meta::unknown(record, sm_report::meta::STARTED) => String::new(),
+        None => record.started.clone(),
     }
 }
 
@@ -172,6 +182,21 @@ mod tests {
         }
         assert!(stored.record.contains("CUDA_VISIBLE_DEVICES") && stored.record.contains("--port 8000"));
         assert!(stored.record.contains("\"uploader\":\"alice\""));
+    }
+
+    #[test]
+    fn a_run_of_unknown_date_is_not_listed_as_1970() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json"
+        );
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let (_, dated) = prepare(&v.to_string(), "alice").unwrap();
+        assert!(dated.measured_at.starts_with("20"), "{}", dated.measured_at);
+        v["metadata"].as_object_mut().unwrap().remove("timestamp");
+        let (_, undated) = prepare(&v.to_string(), "alice").unwrap();
+        assert_eq!(undated.measured_at, "");
+        assert_eq!(crate::pages::short_time(&undated.measured_at), "unknown");
     }
 
     #[test]

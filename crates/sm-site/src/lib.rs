@@ -25,6 +25,8 @@ pub const DEFAULT_DB: &str = "sqlite://speedmatrix-site.db";
 pub enum SiteError {
     #[error("cannot open the database: {0}")]
     Connect(#[source] sqlx::Error),
+    #[error("cannot open the database: no answer within {0} s")]
+    ConnectTimeout(u64),
     #[error("database error: {0}")]
     Db(#[from] sqlx::Error),
     #[error("a live token named \"{0}\" exists; revoke it first or choose another name")]

@@ -30,6 +30,8 @@ enum ServeCommand {
 enum TokenCommand {
     /// Create a token and print it once; uploads made with it are "by @NAME".
     Create {
+        /// The token's name, shown as the uploader (by @NAME): 1–64 letters, digits, '.', '_' or '-'.
+        /// A name has one live token at a time; a revoked name can be given a new one.
         #[arg(long)]
         name: String,
     },

@@ -1,7 +1,7 @@
 //! `speedmatrix upload`: sends a run (or a reference-tool file) to a results
 //! site, gzipped, retrying when the site answers 5xx or cannot be reached.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,6 +34,30 @@ fn gzip(bytes: &[u8]) -> std::io::Result<Vec<u8>> {
     gz.finish()
 }
 
+/// The file's text, gunzipped first when it is gzip (`run.json.gz`); at most
+/// the site's limit, so a gzip bomb is refused here as the site would refuse it.
+fn text_of(bytes: &[u8]) -> Result<String, String> {
+    let plain = if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(bytes)
+            .take(sm_site::MAX_BODY as u64 + 1)
+            .read_to_end(&mut out)
+            .map_err(|e| format!("not valid gzip: {e}"))?;
+        if out.len() > sm_site::MAX_BODY {
+            return Err(format!("larger than {} MiB once decompressed", sm_site::MAX_BODY / (1024 * 1024)));
+        }
+        out
+    } else {
+        bytes.to_vec()
+    };
+    String::from_utf8(plain).map_err(|e| e.to_string())
+}
+
+/// What to send: the file as it is when it is gzip already, else gzipped.
+fn body_of(bytes: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    if bytes.starts_with(&[0x1f, 0x8b]) { Ok(bytes) } else { gzip(&bytes) }
+}
+
 pub async fn main(args: UploadArgs) -> ExitCode {
     let path = file_of(&args.run);
     let bytes = match std::fs::read(&path) {
@@ -44,14 +68,11 @@ pub async fn main(args: UploadArgs) -> ExitCode {
         }
     };
     // refuse locally what the site would refuse, with the same message
-    if let Err(e) = std::str::from_utf8(&bytes)
-        .map_err(|e| e.to_string())
-        .and_then(|t| sm_report::import_str(t).map_err(|e| e.to_string()))
-    {
+    if let Err(e) = text_of(&bytes).and_then(|t| sm_report::import_str(&t).map_err(|e| e.to_string())) {
         eprintln!("error: {}: {e}", path.display());
         return ExitCode::from(2);
     }
-    let body = match gzip(&bytes) {
+    let body = match body_of(bytes) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: cannot compress {}: {e}", path.display());

@@ -73,7 +73,9 @@ pub fn url_encode(text: &str) -> String {
 
 /// `2026-09-03T16:52:41Z` → `2026-09-03 16:52`; anything else as it is.
 pub fn short_time(t: &str) -> String {
-    if t.len() >= 16 && t.as_bytes().get(10) == Some(&b'T') {
+    if t.is_empty() {
+        "unknown".to_string()
+    } else if t.len() >= 16 && t.as_bytes().get(10) == Some(&b'T') {
         format!("{} {}", &t[..10], &t[11..16])
     } else {
         t.to_string()

@@ -15,6 +15,7 @@ pub struct ListParams {
     pub gpu: Option<String>,
     pub gpu_count: Option<String>,
     pub engine: Option<String>,
+    pub engine_version: Option<String>,
     pub uploader: Option<String>,
     pub label: Option<String>,
     pub from: Option<String>,
@@ -25,24 +26,32 @@ pub struct ListParams {
     pub per_page: Option<String>,
 }
 
-const FILTERS: [&str; 8] = ["model", "gpu", "gpu_count", "engine", "uploader", "label", "from", "to"];
+/// The parameters every link of the list carries, so that sorting and paging
+/// keep the filters and the page size (`sort`, `dir` and `page` are set per link).
+const CARRIED: [&str; 10] =
+    ["model", "gpu", "gpu_count", "engine", "engine_version", "uploader", "label", "from", "to", "per_page"];
 
 fn clean(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
 }
 
 /// A `YYYY-MM-DD` date, or why not.
-fn date(v: &Option<String>, what: &str) -> Result<Option<String>, String> {
-    match clean(v) {
-        None => Ok(None),
-        Some(d)
-            if d.len() == 10
-                && d.chars().enumerate().all(|(i, c)| if i == 4 || i == 7 { c == '-' } else { c.is_ascii_digit() }) =>
-        {
-            Ok(Some(d))
-        }
-        Some(d) => Err(format!("{what} must be a date like 2026-09-03, not \"{d}\"")),
+fn date(v: &Option<String>, what: &str) -> Result<Option<time::Date>, String> {
+    let Some(d) = clean(v) else { return Ok(None) };
+    parse_day(&d).map(Some).ok_or_else(|| format!("{what} must be a date like 2026-09-03, not \"{d}\""))
+}
+
+/// `YYYY-MM-DD`, a day of the calendar (so not 2026-02-30).
+fn parse_day(d: &str) -> Option<time::Date> {
+    let bytes = d.as_bytes();
+    if d.len() != 10 || bytes[4] != b'-' || bytes[7] != b'-' {
+        return None;
     }
+    let number = |range: std::ops::Range<usize>| {
+        d.get(range).filter(|p| p.bytes().all(|b| b.is_ascii_digit())).and_then(|p| p.parse::<u16>().ok())
+    };
+    let month = time::Month::try_from(u8::try_from(number(5..7)?).ok()?).ok()?;
+    time::Date::from_calendar_date(i32::from(number(0..4)?), month, u8::try_from(number(8..10)?).ok()?).ok()
 }
 
 impl ListParams {
@@ -52,12 +61,14 @@ impl ListParams {
             "gpu" => &self.gpu,
             "gpu_count" => &self.gpu_count,
             "engine" => &self.engine,
+            "engine_version" => &self.engine_version,
             "uploader" => &self.uploader,
             "label" => &self.label,
             "from" => &self.from,
             "to" => &self.to,
             "sort" => &self.sort,
             "dir" => &self.dir,
+            "per_page" => &self.per_page,
             _ => return None,
         };
         clean(v)
@@ -89,6 +100,7 @@ impl ListParams {
                 gpu: clean(&self.gpu),
                 gpu_count: int(&self.gpu_count, "gpu_count")?,
                 engine: clean(&self.engine),
+                engine_version: clean(&self.engine_version),
                 uploader: clean(&self.uploader).map(|u| u.trim_start_matches('@').to_string()),
                 label: clean(&self.label),
                 from: date(&self.from, "from")?,
@@ -104,7 +116,7 @@ impl ListParams {
     /// The query string of these filters with `extra` pairs after them.
     fn href(&self, extra: &[(&str, String)]) -> String {
         let mut pairs: Vec<(String, String)> =
-            FILTERS.iter().filter_map(|k| self.get(k).map(|v| (k.to_string(), v))).collect();
+            CARRIED.iter().filter_map(|k| self.get(k).map(|v| (k.to_string(), v))).collect();
         for (k, v) in extra {
             pairs.retain(|(key, _)| key != k);
             pairs.push((k.to_string(), v.clone()));
@@ -120,6 +132,7 @@ fn filter_form(s: &mut String, p: &ListParams, q: &ListQuery) {
         ("model", "Model", "search", "e.g. Ling"),
         ("gpu", "GPU", "search", "e.g. H200"),
         ("engine", "Engine", "search", "vllm, llamacpp…"),
+        ("engine_version", "Engine version", "search", "exact, e.g. 0.27.2"),
         ("uploader", "Uploader", "search", "@name"),
         ("from", "Measured from", "date", ""),
         ("to", "Measured to", "date", ""),
@@ -129,6 +142,9 @@ fn filter_form(s: &mut String, p: &ListParams, q: &ListQuery) {
             "<label>{label}<input type=\"{kind}\" name=\"{key}\" value=\"{}\" placeholder=\"{hint}\"></label>",
             esc(&p.get(key).unwrap_or_default())
         );
+    }
+    if p.get("per_page").is_some() {
+        let _ = write!(s, "<input type=\"hidden\" name=\"per_page\" value=\"{}\">", q.per_page);
     }
     let _ = write!(s, "<input type=\"hidden\" name=\"sort\" value=\"{}\">", q.sort.name());
     let _ = write!(s, "<input type=\"hidden\" name=\"dir\" value=\"{}\">", if q.descending { "desc" } else { "asc" });
@@ -229,7 +245,7 @@ pub fn page(p: &ListParams, q: &ListQuery, runs: &[StoredRun], total: i64, notic
         ]))
     };
     if q.page > 1 {
-        let _ = write!(s, "<a rel=\"prev\" href=\"{}\">← Newer page</a>", page_link(q.page - 1));
+        let _ = write!(s, "<a rel=\"prev\" href=\"{}\">← Previous page</a>", page_link(q.page - 1));
     }
     let _ = write!(s, "<span>page {} of {pages}</span>", q.page);
     if q.page < pages {
@@ -257,5 +273,59 @@ mod tests {
         assert!(ListParams { sort: Some("id; DROP TABLE runs".into()), ..Default::default() }.to_query().is_err());
         assert!(ListParams { from: Some("2026-13".into()), ..Default::default() }.to_query().is_err());
         assert_eq!(p.href(&[("page", "4".into())]), "/?model=ling&page=4");
+        let days = ListParams { from: Some("2026-09-01".into()), to: Some("2026-09-30".into()), ..Default::default() };
+        let f = days.to_query().unwrap().filter;
+        assert_eq!(
+            (f.from.unwrap().to_string(), f.to.unwrap().to_string()),
+            ("2026-09-01".into(), "2026-09-30".into())
+        );
+        for bad in ["2026-02-30", "2026-9-01", "2026-09-01x"] {
+            assert!(ListParams { to: Some(bad.into()), ..Default::default() }.to_query().is_err(), "{bad}");
+        }
+    }
+
+    fn run(id: &str) -> StoredRun {
+        StoredRun {
+            id: id.into(),
+            uploaded_at: "2026-09-03T16:52:41Z".into(),
+            uploader: "alice".into(),
+            model: "m".into(),
+            gpu: "H200".into(),
+            gpu_count: 1,
+            engine: "vllm".into(),
+            engine_version: "0.27.2".into(),
+            measured_at: "2026-09-03T16:52:41Z".into(),
+            label: String::new(),
+            status: "complete".into(),
+            peak_tok_s: 1.0,
+            record: String::new(),
+        }
+    }
+
+    /// The `href` of the pager link `rel`, unescaped.
+    fn pager_link(html: &str, rel: &str) -> Option<String> {
+        let start = html.find(&format!("rel=\"{rel}\" href=\""))? + rel.len() + 13;
+        Some(html[start..start + html[start..].find('"')?].replace("&amp;", "&"))
+    }
+
+    #[test]
+    fn pager_links_keep_filters_sort_and_page_size() {
+        let p = ListParams {
+            engine_version: Some("0.27.2".into()),
+            sort: Some("model".into()),
+            page: Some("2".into()),
+            per_page: Some("1".into()),
+            ..Default::default()
+        };
+        let q = p.to_query().unwrap();
+        let html = page(&p, &q, &[run("b")], 3, None);
+        let next = "/?engine_version=0.27.2&per_page=1&sort=model&dir=asc&page=3";
+        assert_eq!(pager_link(&html, "next").as_deref(), Some(next), "{html}");
+        let prev = "/?engine_version=0.27.2&per_page=1&sort=model&dir=asc&page=1";
+        assert_eq!(pager_link(&html, "prev").as_deref(), Some(prev), "{html}");
+        assert!(html.contains("← Previous page") && !html.contains("Newer"), "{html}");
+        // sorting starts again at page 1 with the same page size
+        assert!(html.contains("href=\"/?engine_version=0.27.2&amp;per_page=1&amp;sort=peak&amp;dir=desc\""), "{html}");
+        assert!(html.contains("name=\"per_page\" value=\"1\""), "the filter form keeps the page size");
     }
 }

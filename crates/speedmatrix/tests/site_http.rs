@@ -1,0 +1,415 @@
+//! The results site over HTTP against a real `speedmatrix serve` process:
+//! upload → list → view → compare, the pager's links, the filters' edges, the
+//! upload form, redaction on the way in, and hostile input (escaped text, 413,
+//! 415, 401, 400), with every row of the database unchanged after each refusal.
+//! Runs on SQLite always and on PostgreSQL when `SPEEDMATRIX_TEST_POSTGRES`
+//! names a database (required under CI=true; scripts/postgres-test.sh sets it).
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::header::HeaderMap;
+use serde_json::{Value, json};
+use sm_site::{Db, tokens};
+
+const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix");
+const SAMPLE: &str = include_str!("../../../tests/data/run-sample.json");
+const LIL: &str = include_str!("../../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json");
+const BENCH: &str = include_str!("../../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json");
+
+/// Kills the server however the test ends.
+struct Server(std::process::Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+struct Site {
+    /// The test's own connection, for tokens and for reading every row.
+    db: Db,
+    base: String,
+    http: reqwest::Client,
+    _server: Server,
+}
+
+/// Migrates `url` here, then starts `speedmatrix serve` on it on a free port.
+async fn start(url: &str) -> Site {
+    let db = Db::connect(url).await.expect("connect and migrate");
+    let mut child = Command::new(BIN)
+        .args(["serve", "--db", url, "--listen", "127.0.0.1:0"])
+        .env_remove("SPEEDMATRIX_DB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("serve starts");
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+    });
+    let line =
+        tokio::time::timeout(Duration::from_secs(60), line).await.expect("serve prints its address").unwrap().unwrap();
+    let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    Site { db, base: format!("http://{addr}"), http, _server: server }
+}
+
+impl Site {
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let r = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
+        (r.status(), r.text().await.unwrap())
+    }
+
+    async fn get_json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    async fn post_with(&self, token: &str, body: Vec<u8>, encoding: Option<&str>) -> (StatusCode, HeaderMap, Value) {
+        let mut req = self.http.post(format!("{}/api/runs", self.base)).bearer_auth(token).body(body);
+        if let Some(e) = encoding {
+            req = req.header("content-encoding", e);
+        }
+        let r = req.send().await.unwrap();
+        let (status, headers) = (r.status(), r.headers().clone());
+        let text = r.text().await.unwrap();
+        (status, headers, serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text })))
+    }
+
+    async fn post(&self, token: &str, body: Vec<u8>, gzip: bool) -> (StatusCode, Value) {
+        let (status, _, v) = self.post_with(token, body, gzip.then_some("gzip")).await;
+        (status, v)
+    }
+
+    /// Uploads through the API; checks the 201's body and its Location.
+    async fn upload(&self, token: &str, text: &str, gzip: bool) -> String {
+        let body = if gzip { gz(text.as_bytes()) } else { text.as_bytes().to_vec() };
+        let (status, headers, v) = self.post_with(token, body, gzip.then_some("gzip")).await;
+        assert_eq!(status, StatusCode::CREATED, "{v}");
+        let id = v["id"].as_str().unwrap().to_string();
+        assert!(id.len() == 12 && id.chars().all(|c| c.is_ascii_hexdigit()), "run ids are 12 hex digits: {id}");
+        assert_eq!(v["url"].as_str().unwrap(), format!("{}/runs/{id}", self.base));
+        assert_eq!(headers["location"].to_str().unwrap(), format!("/runs/{id}"));
+        id
+    }
+
+    /// Posts the upload form (multipart, built by hand) with a token and a file.
+    async fn upload_form(&self, token: &str, file_name: &str, file: &[u8]) -> reqwest::Response {
+        let boundary = "speedmatrix-test-3f9c1e";
+        let mut body = Vec::new();
+        write!(body, "--{boundary}\r\ncontent-disposition: form-data; name=\"token\"\r\n\r\n{token}\r\n").unwrap();
+        write!(
+            body,
+            "--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n\
+             content-type: application/json\r\n\r\n"
+        )
+        .unwrap();
+        body.extend_from_slice(file);
+        write!(body, "\r\n--{boundary}--\r\n").unwrap();
+        self.http
+            .post(format!("{}/upload", self.base))
+            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn snapshot(&self) -> Vec<String> {
+        self.db.snapshot().await.unwrap()
+    }
+}
+
+fn gz(bytes: &[u8]) -> Vec<u8> {
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(bytes).unwrap();
+    e.finish().unwrap()
+}
+
+/// A name no earlier run of the suite used: a PostgreSQL database outlives the test.
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", tokens::random_hex(4).unwrap())
+}
+
+fn ids(list: &Value) -> Vec<String> {
+    list["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
+}
+
+/// The `href` of the pager's link `rel` (`next`, `prev`), unescaped.
+fn pager_link(html: &str, rel: &str) -> Option<String> {
+    let key = format!("rel=\"{rel}\" href=\"");
+    let start = html.find(&key)? + key.len();
+    Some(html[start..start + html[start..].find('"')?].replace("&amp;", "&"))
+}
+
+async fn suite(url: &str) {
+    let site = start(url).await;
+    let who = unique("tester");
+    let token = tokens::create(&site.db, &who).await.unwrap();
+    assert!(matches!(tokens::create(&site.db, &who).await, Err(sm_site::SiteError::TokenExists(_))));
+
+    // upload: a run as it is, a gzipped reference-tool upload, a raw llm-inference-bench file
+    let sample = site.upload(&token, SAMPLE, false).await;
+    let lil = site.upload(&token, LIL, true).await;
+    let bench = site.upload(&token, BENCH, false).await;
+
+    list(&site, &who, [&sample, &lil, &bench]).await;
+    pager(&site, &who).await;
+    view_and_compare(&site, &who, [&sample, &lil, &bench]).await;
+    form(&site, &token, &who).await;
+    redaction(&site, &token).await;
+    hostile(&site, &token, &who, &sample).await;
+    site.db.close().await;
+}
+
+/// The list through the API: filters, sorting, pagination, and as the page.
+async fn list(site: &Site, who: &str, [sample, lil, bench]: [&String; 3]) {
+    let mine = |q: &str| format!("/api/runs?uploader={who}{q}");
+    let all = site.get_json(&mine("")).await;
+    assert_eq!(all["total"], 3, "{all}");
+    assert!(all["runs"].as_array().unwrap().iter().all(|r| r["uploader"] == who));
+    assert_eq!(site.get_json(&mine("x")).await["total"], 0, "the uploader matches exactly");
+    assert_eq!(site.get_json(&format!("/api/runs?uploader=@{who}")).await["total"], 3, "a leading @ is allowed");
+    let h200 = site.get_json(&mine("&gpu=h200&engine=VLLM")).await;
+    assert_eq!(h200["total"], 2, "{h200}");
+    assert!(ids(&h200).contains(sample) && ids(&h200).contains(lil));
+    assert_eq!(ids(&site.get_json(&mine("&gpu_count=2")).await), ids(&h200), "both H200 runs have 2 GPUs");
+    let tiny = site.get_json(&mine("&model=tiny")).await;
+    assert_eq!(tiny["runs"][0]["id"], bench.as_str(), "{tiny}");
+    let by_peak = site.get_json(&mine("&sort=peak&dir=desc")).await;
+    let peaks: Vec<f64> =
+        by_peak["runs"].as_array().unwrap().iter().map(|r| r["peak_tok_s"].as_f64().unwrap()).collect();
+    assert!(peaks.windows(2).all(|w| w[0] >= w[1]) && peaks[0] > 6000.0, "{peaks:?}");
+    let page2 = site.get_json(&mine("&sort=peak&dir=asc&per_page=1&page=2")).await;
+    assert_eq!((page2["total"].as_i64(), page2["runs"].as_array().unwrap().len()), (Some(3), 1));
+    assert_eq!(page2["runs"][0]["peak_tok_s"].as_f64().unwrap(), peaks[1]);
+    let september = site.get_json(&mine("&from=2026-09-01&to=2026-09-30")).await;
+    assert_eq!(september["total"], 2, "the sample and the lil upload were measured in September 2026: {september}");
+    // the sample finished at 2026-09-03T16:52:41Z: both ends of a range are whole days
+    for (range, holds) in [
+        ("&from=2026-09-03&to=2026-09-03", true),
+        ("&to=2026-09-03", true),
+        ("&from=2026-09-03", true),
+        ("&to=2026-09-02", false),
+        ("&from=2026-09-04", false),
+    ] {
+        let found = ids(&site.get_json(&mine(range)).await).contains(sample);
+        assert_eq!(found, holds, "{range}");
+    }
+    let (status, body) = site.get(&mine("&to=2026-02-30")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "not a day: {body}");
+    // the engine version matches exactly (`+` encoded as %2B)
+    let version = site.get_json(&mine("&engine_version=0.27.2rc1.dev113%2Bg5cecfc013")).await;
+    assert!(ids(&version).contains(sample) && !ids(&version).contains(bench), "{version}");
+    assert!(!ids(&site.get_json(&mine("&engine_version=0.27.2")).await).contains(sample));
+    let (status, body) = site.get(&mine("&sort=id;drop")).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+
+    // as the page: filtered, with the run and a sort link
+    let (status, html) = site.get(&format!("/?uploader={who}&model=ling")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains(&format!("/runs/{sample}")) && html.contains(&format!("/runs/{lil}")), "{html}");
+    assert!(!html.contains(&format!("/runs/{bench}")));
+    assert!(html.contains("sort=peak") && html.contains("1–2 of 2"), "{html}");
+    assert!(html.contains("name=\"engine_version\""), "the form filters by engine version");
+}
+
+/// The pager's links keep the filters, the sort and the page size, and lead
+/// where they say.
+async fn pager(site: &Site, who: &str) {
+    let (_, html) = site.get(&format!("/?uploader={who}&per_page=1&page=2")).await;
+    assert!(html.contains("2–2 of 3") && html.contains("page 2 of 3"), "{html}");
+    let next = pager_link(&html, "next").expect("a next link");
+    assert_eq!(next, format!("/?uploader={who}&per_page=1&sort=measured&dir=desc&page=3"));
+    let prev = pager_link(&html, "prev").expect("a previous link");
+    assert_eq!(prev, format!("/?uploader={who}&per_page=1&sort=measured&dir=desc&page=1"));
+    let (_, third) = site.get(&next).await;
+    assert!(third.contains("3–3 of 3") && pager_link(&third, "next").is_none(), "{third}");
+    let (_, first) = site.get(&prev).await;
+    assert!(first.contains("1–1 of 3") && pager_link(&first, "prev").is_none(), "{first}");
+    // sorted by model, "newer" means nothing
+    let (_, by_model) = site.get(&format!("/?uploader={who}&sort=model&per_page=1&page=2")).await;
+    assert!(by_model.contains("← Previous page") && !by_model.contains("Newer"), "{by_model}");
+    let next = pager_link(&by_model, "next").unwrap();
+    assert!(next.contains("per_page=1") && next.contains("sort=model&dir=asc&page=3"), "{next}");
+}
+
+async fn view_and_compare(site: &Site, who: &str, [sample, lil, bench]: [&String; 3]) {
+    let (status, page) = site.get(&format!("/runs/{sample}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Sustained decode") && page.contains(&format!("by @{who}")), "{page}");
+    for (path, kind, needle) in [
+        ("run.json", "application/json", "speedmatrix.run/1"),
+        ("measurements.csv", "text/csv", "total_tok_s"),
+        ("report.md", "text/markdown", "Sustained decode"),
+    ] {
+        assert!(page.contains(&format!("href=\"/runs/{sample}/{path}\"")), "no link to {path}");
+        let r = site.http.get(format!("{}/runs/{sample}/{path}", site.base)).send().await.unwrap();
+        assert_eq!(r.status(), StatusCode::OK);
+        assert!(r.headers()["content-type"].to_str().unwrap().starts_with(kind));
+        assert!(r.text().await.unwrap().contains(needle), "{path}");
+    }
+    let record = site.get_json(&format!("/api/runs/{lil}")).await;
+    assert_eq!(record["schema"], "speedmatrix.run/1");
+    assert_eq!(record["server"]["extra"]["uploader"], who);
+    assert_eq!(site.get(&format!("/api/runs/{}", unique("nope"))).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(site.get("/runs/nope").await.0, StatusCode::NOT_FOUND);
+
+    // compare: 2 and 3 runs, both spellings of the query; more than 4 and unknown runs refused
+    let (status, cmp) = site.get(&format!("/compare?ids={sample},{lil}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(cmp.contains("Comparing 2 runs") && cmp.contains("Settings and provenance"), "{cmp}");
+    // the sample and the imported run share cells (8K at 1, 64 and 128): ratios near 1
+    assert!(cmp.contains("1.00×"), "{cmp}");
+    assert!(cmp.contains("class=\"differs\""), "the two runs' tools differ");
+    assert!(cmp.contains("Total tok/s at 8K context") && cmp.contains("Prompt tok/s by context"));
+    let (status, cmp3) = site.get(&format!("/compare?ids={sample}&ids={lil}&ids={bench}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(cmp3.contains("Comparing 3 runs"));
+    let (status, five) = site.get(&format!("/compare?ids={sample},{lil},{bench},a,b")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(five.contains("at most 4"), "{five}");
+    assert_eq!(site.get(&format!("/compare?ids={sample},missing")).await.0, StatusCode::NOT_FOUND);
+}
+
+/// The upload form: a run and a reference-tool file stored; a malformed file
+/// refused with a 400 that says why, and nothing stored.
+async fn form(site: &Site, token: &str, who: &str) {
+    for (name, file) in [("run.json", SAMPLE), ("lil.json", LIL)] {
+        let r = site.upload_form(token, name, file.as_bytes()).await;
+        assert_eq!(r.status(), StatusCode::SEE_OTHER, "{name}");
+        let location = r.headers()["location"].to_str().unwrap().to_string();
+        let (status, page) = site.get(&location).await;
+        assert_eq!(status, StatusCode::OK);
+        assert!(page.contains("Sustained decode") && page.contains(&format!("by @{who}")), "{name}");
+    }
+    assert_eq!(site.get_json(&format!("/api/runs?uploader={who}")).await["total"], 5);
+    let before = site.snapshot().await;
+    let r = site.upload_form(token, "broken.json", b"{\"schema\": \"speedmatrix.run/1\", ").await;
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let page = r.text().await.unwrap();
+    assert!(page.contains("Not uploaded") && page.contains("not JSON"), "{page}");
+    assert_eq!(site.snapshot().await, before, "a refused form upload stored something");
+}
+
+/// Secrets the uploading tool left in are redacted on the way in, everywhere.
+async fn redaction(site: &Site, token: &str) {
+    let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+    v["launch_command"] = "vllm serve m --api-key SECRETVALUE --port 8000".into();
+    v["label"] = "the key was SECRETVALUE".into();
+    let id = site.upload(token, &v.to_string(), false).await;
+    let record = site.get_json(&format!("/api/runs/{id}")).await;
+    let command = record["launch_command"].as_str().unwrap();
+    assert_eq!(command, format!("vllm serve m --api-key {} --port 8000", sm_core::redact::REDACTED));
+    for path in [format!("/api/runs/{id}"), format!("/runs/{id}"), format!("/runs/{id}/report.md"), "/".into()] {
+        let (status, body) = site.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(!body.contains("SECRETVALUE"), "{path} shows the secret: {body}");
+    }
+    let stored = site.db.get_run(&id).await.unwrap().unwrap();
+    assert!(!stored.record.contains("SECRETVALUE") && !stored.label.contains("SECRETVALUE"));
+}
+
+async fn hostile(site: &Site, token: &str, who: &str, sample: &str) {
+    // a model name and label that are markup render as text everywhere, the comparison included
+    let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+    // no '/': the page names a model by the last part of its path
+    v["server"]["model"] = "<script>alert(1)".into();
+    v["launch_command"] = Value::Null;
+    v["label"] = "<img src=x onerror=alert(2)>".into();
+    let id = site.upload(token, &v.to_string(), false).await;
+    for path in [format!("/runs/{id}"), format!("/?uploader={who}"), format!("/compare?ids={id},{sample}")] {
+        let (status, html) = site.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert!(!html.to_ascii_lowercase().contains("<script") && !html.contains("<img src=x"), "{path}: {html}");
+        assert!(html.contains("&lt;script&gt;alert(1)"), "{path}: {html}");
+        if path.starts_with("/compare") {
+            assert!(html.contains("Comparing 2 runs"), "{html}");
+        }
+    }
+
+    let other = unique("revoked");
+    let revoked = tokens::create(&site.db, &other).await.unwrap();
+    assert!(site.db.revoke_token(&other).await.unwrap());
+    let before = site.snapshot().await;
+    // 40 MiB: refused, whatever its content
+    let (status, v) = site.post(token, vec![b' '; 40 * 1024 * 1024], false).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+    assert_eq!(site.snapshot().await, before);
+    // 40 MiB that gzip to a few KiB: refused after decompression
+    let (status, _) = site.post(token, gz(&vec![b' '; 40 * 1024 * 1024]), true).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(site.snapshot().await, before);
+    // an encoding other than gzip
+    let (status, _, v) = site.post_with(token, SAMPLE.into(), Some("br")).await;
+    assert_eq!(status, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{v}");
+    assert!(v["error"].as_str().unwrap().contains("br"), "{v}");
+    assert_eq!(site.snapshot().await, before);
+    // a wrong, a missing and a revoked token
+    let (status, v) =
+        site.post("smt_0000000000000000000000000000000000000000000000000000000000000000", SAMPLE.into(), false).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{v}");
+    let r = site.http.post(format!("{}/api/runs", site.base)).body(SAMPLE).send().await.unwrap();
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(site.post(&revoked, SAMPLE.into(), false).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(site.snapshot().await, before);
+    // malformed JSON, JSON that is no run, a broken run, broken gzip: 400 that says why
+    let cases: [(&[u8], bool, &str); 5] = [
+        (b"{\"schema\": \"speedmatrix.run/1\", ", false, "not JSON"),
+        (b"{\"hello\": \"world\"}", false, "unrecognised"),
+        (b"{\"schema\": \"speedmatrix.run/1\", \"status\": \"complete\"}", false, "invalid speedmatrix.run/1"),
+        (b"\x1f\x8b\x08garbage", true, "gzip"),
+        (b"\xff\xfe\x00", false, "UTF-8"),
+    ];
+    for (body, gzip, why) in cases {
+        let (status, v) = site.post(token, body.to_vec(), gzip).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+        assert!(v["error"].as_str().unwrap().contains(why), "{why}: {v}");
+        assert_eq!(site.snapshot().await, before, "{why}");
+    }
+    // the form refuses a wrong token the same way and shows why
+    let r = site.upload_form("smt_wrong", "run.json", SAMPLE.as_bytes()).await;
+    assert_eq!(r.status(), StatusCode::UNAUTHORIZED);
+    assert!(r.text().await.unwrap().contains("Not uploaded"));
+    assert_eq!(site.snapshot().await, before);
+    // SQL in a filter is only text
+    let injected = site.get_json("/api/runs?model=%27%20OR%201%3D1%20--").await;
+    assert_eq!(injected["total"], 0, "{injected}");
+    // a write that fails (a duplicate id) leaves nothing behind
+    let mut dup = site.db.get_run(&id).await.unwrap().unwrap();
+    dup.model = "should not appear".into();
+    assert!(site.db.insert_run(&dup).await.is_err());
+    assert_eq!(site.snapshot().await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_upload_list_view_compare_and_hostile_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("site.db").display());
+    suite(&url).await;
+    // reopening migrates nothing twice and keeps the runs
+    let db = Db::connect(&url).await.unwrap();
+    assert_eq!(db.count_runs().await.unwrap(), 7);
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_upload_list_view_compare_and_hostile_input() {
+    match std::env::var("SPEEDMATRIX_TEST_POSTGRES") {
+        Ok(url) if !url.trim().is_empty() => suite(url.trim()).await,
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but SPEEDMATRIX_TEST_POSTGRES is not set: run scripts/postgres-test.sh")
+        }
+        _ => eprintln!("skipped: set SPEEDMATRIX_TEST_POSTGRES=postgres://… (scripts/postgres-test.sh does)"),
+    }
+}
