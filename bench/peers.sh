@@ -32,8 +32,9 @@ PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0));
 URL=$(MODEL=small100m "$E/vllm-cpu.sh" start "$NAME" "$PORT")
 MODEL_DIR=$WORK/models/small100m
 
-# 1. speedmatrix: one decode cell; every stream sends the same prompt of exactly CTX tokens.
-"$BIN" run --url "$URL" --contexts "$CTX" --concurrency "$C" --duration "${WINDOW}s" \
+# 1. speedmatrix: one decode cell; every stream sends the same prompt of exactly CTX tokens, on
+#    the completions API as `vllm bench serve --backend vllm` does (no chat template in between).
+"$BIN" run --url "$URL" --api completions --contexts "$CTX" --concurrency "$C" --duration "${WINDOW}s" \
   --max-tokens "$OUT_TOKENS" --warmup 3s --no-prefill-at-max --out "$OUT/speedmatrix" >"$OUT/speedmatrix.log" 2>&1
 
 # 2. vllm bench serve: a shared prefix of CTX-1 tokens plus one random token, so that its requests hit

@@ -34,6 +34,24 @@ need_disk() {
   fi
 }
 
+# make_venv DIR: `python3 -m venv DIR`. A fresh Debian or Ubuntu has python3 without its venv
+# module (ensurepip lives in python3-venv): install that package once, then try again.
+make_venv() {
+  local dir=$1
+  "$PY" -m venv "$dir" 2>"$WORK/logs/venv.err" && return
+  rm -rf "$dir"
+  local pkg
+  pkg="python$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')-venv"
+  command -v apt-get >/dev/null || die "$PY cannot make a venv and there is no apt-get: install its venv module ($(cat "$WORK/logs/venv.err"))"
+  say "$PY cannot make a venv; installing python3-venv and $pkg with apt-get"
+  local sudo=
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv "$pkg" >/dev/null ||
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null ||
+    die "could not install python3-venv with apt-get"
+  "$PY" -m venv "$dir"
+}
+
 # The tools venv: uv, cmake, ninja, gguf, tokenizers, numpy, all pinned by tools.lock.
 TOOLS=$WORK/tools
 UV=$TOOLS/bin/uv
@@ -57,7 +75,7 @@ install_tools() {
   fi
   say "installing the tools venv (uv, cmake, ninja, gguf, tokenizers) from scripts/engines/tools.lock"
   rm -rf "$TOOLS"
-  "$PY" -m venv "$TOOLS"
+  make_venv "$TOOLS"
   "$TOOLS/bin/pip" install -q "$(grep '^uv==' "$ENGINES_SRC/tools.lock")"
   "$UV" pip install -q -p "$TOOLS/bin/python" --no-deps -r "$ENGINES_SRC/tools.lock"
   echo "$want" >"$stamp"
@@ -86,6 +104,8 @@ wait_ready() {
     if ! kill -0 "$pid" 2>/dev/null; then
       say "$name (pid $pid) exited before it was ready; last lines of $log:"
       tail -n 60 "$log" >&2
+      # its children (vLLM's engine core) may outlive it
+      stop_server "$name"
       return 1
     fi
     if [ $(($(date +%s) - t0)) -ge "$timeout" ]; then
@@ -103,7 +123,9 @@ stop_server() {
   local name=$1 pidfile=$WORK/run/$1.pid pid i
   [ -f "$pidfile" ] || return 0
   pid=$(cat "$pidfile")
-  if kill -0 "$pid" 2>/dev/null; then
+  # The whole group, not only its leader: a leader that died leaves vLLM's engine core and
+  # worker running (setsid made the leader's pid the group id).
+  if kill -0 -- "-$pid" 2>/dev/null || kill -0 "$pid" 2>/dev/null; then
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 60); do
       # The group is gone when no member answers, not only its leader.

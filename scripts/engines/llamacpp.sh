@@ -10,8 +10,9 @@
 #
 # The server runs with --metrics, 8 slots (SLOTS) sharing a unified KV cache of CTX tokens
 # (default 131072), one thread. ARGS are added to its command line.
-# Exit code 75 from build/install: it failed for a reason outside the project (registry
-# unreachable, no C++ compiler, the pinned tree does not build here); callers may skip llama.cpp.
+# Exit code 75 from build/install: it failed for a reason outside the project (the registry is
+# unreachable, no C or C++ compiler); callers may skip llama.cpp. A cmake configure or compile
+# failure exits 1: the pins and flags are the project's, so that is a failure to fix, not a skip.
 set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -28,10 +29,13 @@ build() {
     return
   fi
   need_disk 2 "the llama.cpp build tree (~0.7 GB)"
-  command -v c++ >/dev/null || {
-    say "no C++ compiler (c++) on PATH"
-    exit $EXTERNAL
-  }
+  local tool
+  for tool in cc c++; do
+    command -v "$tool" >/dev/null || {
+      say "no C/C++ compiler ($tool) on PATH"
+      exit $EXTERNAL
+    }
+  done
   ensure_tools
   mkdir -p "$LC/dl"
   local sdist=$LC/dl/llama_cpp_python-$VERSION.tar.gz
@@ -58,8 +62,9 @@ build() {
     ! PATH=$TOOLS/bin:$PATH cmake --build "$LC/build" --target llama-server -j "$jobs" \
       >>"$WORK/logs/llamacpp-build.log" 2>&1; then
     tail -n 40 "$WORK/logs/llamacpp-build.log" >&2
-    say "the pinned llama.cpp tree did not build on this machine"
-    exit $EXTERNAL
+    say "the pinned llama.cpp tree did not configure or compile (log $WORK/logs/llamacpp-build.log)"
+    rm -rf "$LC/build"
+    exit 1
   fi
   say "llama-server built in $(($(date +%s) - t0)) s"
 }

@@ -11,11 +11,15 @@ random: the model emits noise, which is all a speed test needs (requests set ign
 """
 
 import argparse
+import hashlib
 import json
 import os
 import sys
 
 VOCAB_SIZE = 4096
+# sha256 of the tokenizer.json that tokenizers==0.23.3 (the pin of both locks) trains here. The
+# real-engine tests compare prompt lengths across vLLM and llama.cpp, so both must get this file.
+TOKENIZER_SHA256 = "2106b7fb3aedb2860701ff99b2c6f32dce0614dfc350b44ac399b7424af0a387"
 SEED = 20261202
 BOS, EOS, PAD = "<|bos|>", "<|endoftext|>", "<|pad|>"
 SPECIAL = [PAD, BOS, EOS, "<|im_start|>", "<|im_end|>"]
@@ -100,6 +104,7 @@ def make_tokenizer(out):
     )
     os.makedirs(out, exist_ok=True)
     tok.save(os.path.join(out, "tokenizer.json"))
+    check_tokenizer(os.path.join(out, "tokenizer.json"))
     # Written by hand: transformers 5's save_pretrained writes fields transformers 4 cannot read.
     config = {
         "tokenizer_class": "PreTrainedTokenizerFast",
@@ -145,6 +150,21 @@ def write_json(path, value):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(value, f, indent=2, sort_keys=True)
         f.write("\n")
+
+
+def check_tokenizer(path):
+    """Fails when training gave another tokenizer than the committed one (another `tokenizers`)."""
+    with open(path, "rb") as f:
+        got = hashlib.sha256(f.read()).hexdigest()
+    if got != TOKENIZER_SHA256:
+        import tokenizers
+
+        os.replace(path, path + ".unexpected")
+        sys.exit(
+            f"make_model.py: the trained tokenizer is not the committed one: sha256 {got}, expected "
+            f"{TOKENIZER_SHA256} (tokenizers {tokenizers.__version__}; the locks pin 0.23.3). Kept as "
+            f"{path}.unexpected. If the pin changed on purpose, update TOKENIZER_SHA256."
+        )
 
 
 def main():

@@ -6,7 +6,9 @@
 #   2. vLLM "smallkv": --num-gpu-blocks-override, so some cells are over capacity
 #   3. llama-server: --metrics, 16 slots (built meanwhile in the background, at low priority)
 # vLLM failures fail the script. llama.cpp is skipped, loudly, only when it cannot be built for a
-# reason outside the project (the registry is unreachable, no compiler).
+# reason outside the project (the registry is unreachable, no compiler); a configure or compile
+# error fails the script. Every skip is also appended to $SPEEDMATRIX_SKIPPED when that is set
+# (scripts/test.sh prints the list at its end).
 #
 #   scripts/engines/real-engine-tests.sh
 #   SKIP_REAL_ENGINES=1 scripts/engines/real-engine-tests.sh   skip everything (ignored when CI=true)
@@ -18,9 +20,14 @@ WORK=${SPEEDMATRIX_ENGINES_DIR:-$PWD/.work/engines}
 mkdir -p "$WORK/logs"
 T0=$(date +%s)
 note() { printf '[real-engines %4ds] %s\n' "$(($(date +%s) - T0))" "$*"; }
+# skipped WHAT: said now and listed again at the end of scripts/test.sh.
+skipped() {
+  note "SKIPPED: $*"
+  if [ -n "${SPEEDMATRIX_SKIPPED:-}" ]; then echo "$*" >>"$SPEEDMATRIX_SKIPPED"; fi
+}
 
 if [ "${SKIP_REAL_ENGINES:-}" = 1 ] && [ "${CI:-}" != true ]; then
-  note "SKIPPED: real-engine tests (SKIP_REAL_ENGINES=1)"
+  skipped "real-engine tests (SKIP_REAL_ENGINES=1)"
   exit 0
 fi
 want_llamacpp=1
@@ -35,7 +42,8 @@ cleanup() {
   for name in vllm-tiny vllm-smallkv llamacpp; do
     "$E/vllm-cpu.sh" stop "$name" || true
   done
-  if [ -n "$BUILD_PID" ] && kill -0 "$BUILD_PID" 2>/dev/null; then
+  # the build's group (setsid): cmake and ninja may outlive llamacpp.sh itself
+  if [ -n "$BUILD_PID" ] && kill -0 -- "-$BUILD_PID" 2>/dev/null; then
     kill -TERM -- "-$BUILD_PID" 2>/dev/null || kill "$BUILD_PID" 2>/dev/null || true
   fi
   note "done (exit $rc)"
@@ -85,7 +93,7 @@ if [ "$want_llamacpp" = 1 ]; then
   if [ "$rc" = 75 ]; then
     tail -n 20 "$WORK/logs/llamacpp-build-step.log"
     note "################################################################"
-    note "SKIPPED: llama.cpp real-engine tests — llama-server could not be built here"
+    skipped "llama.cpp real-engine tests — llama-server could not be built here for a reason outside the project"
     note "(reason above; full log $WORK/logs/llamacpp-build-step.log)"
     note "################################################################"
   elif [ "$rc" != 0 ]; then
@@ -98,6 +106,6 @@ if [ "$want_llamacpp" = 1 ]; then
     "$E/llamacpp.sh" stop llamacpp
   fi
 else
-  note "SKIPPED: llama.cpp real-engine tests (SKIP_LLAMACPP=1)"
+  skipped "llama.cpp real-engine tests (SKIP_LLAMACPP=1)"
 fi
 note "real-engine tests passed"

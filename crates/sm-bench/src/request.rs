@@ -70,7 +70,9 @@ where
     if *cancel.borrow() {
         return run;
     }
-    let mut stream = match start(client, path, body, timeouts.first_token, cancel).await {
+    let (started, retried) = start(client, path, body, timeouts.first_token, cancel).await;
+    run.log.retried = retried;
+    let mut stream = match started {
         Some(Ok(s)) => s,
         Some(Err(e)) => {
             run.outcome = failed(&e);
@@ -118,30 +120,41 @@ where
     }
 }
 
-/// Sends the request; `None` when cancelled first. A pooled keep-alive connection
-/// that the server closed in the meantime fails before any byte of the answer:
-/// that request is sent once more before it counts as a failure.
+/// Sends the request; `None` when cancelled first; `true` when it was sent twice.
 async fn start(
     client: &Client,
     path: &str,
     body: &Value,
     idle_timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
-) -> Option<Result<EventStream, ClientError>> {
-    for attempt in 0..2 {
-        let result = tokio::select! {
-            biased;
-            _ = wait_true(cancel) => return None,
-            s = client.stream(path, body, idle_timeout) => s,
-        };
-        match result {
-            Err(e @ ClientError::Broken { .. }) if attempt == 0 => {
-                tracing::warn!("retrying a request once: {e}");
-            }
-            other => return Some(other),
-        }
+) -> (Option<Result<EventStream, ClientError>>, bool) {
+    tokio::select! {
+        biased;
+        _ = wait_true(cancel) => (None, false),
+        (s, retried) = stream_retrying(client, path, body, idle_timeout) => (Some(s), retried),
     }
-    unreachable!("the second attempt always returns")
+}
+
+/// `client.stream`, sent once more, on a new connection, when the first send broke before any
+/// byte of the answer; `true` when it was sent twice.
+///
+/// That failure is what a pooled keep-alive connection that the server closed in the meantime
+/// looks like (llama.cpp closes them). Only such a request is sent again, once, and it is
+/// logged (methodology §6.7). A new connection, because the pool may hold more connections the
+/// server closed. A stream that broke after its answer began is never sent again.
+pub(crate) async fn stream_retrying(
+    client: &Client,
+    path: &str,
+    body: &Value,
+    idle_timeout: Duration,
+) -> (Result<EventStream, ClientError>, bool) {
+    match client.stream(path, body, idle_timeout).await {
+        Err(e @ ClientError::Broken { before_response: true, .. }) => {
+            tracing::warn!("retrying a request once: {e}");
+            (client.stream_on_new_connection(path, body, idle_timeout).await, true)
+        }
+        other => (other, false),
+    }
 }
 
 #[derive(Default)]

@@ -9,7 +9,7 @@ use sm_client::Client;
 use sm_client::openai::parse_chunk;
 use sm_client::sse::SseEvent;
 
-use crate::request::describe;
+use crate::request::{describe, stream_retrying};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoutResult {
@@ -33,7 +33,8 @@ impl ScoutResult {
 
 /// `body` must ask for `max_tokens: 1`, streamed with usage.
 pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration) -> Result<ScoutResult, String> {
-    let mut stream = client.stream(path, body, timeout).await.map_err(|e| describe(&e))?;
+    // a retry here is logged, not counted: the scout's figures are its TTFT and usage
+    let mut stream = stream_retrying(client, path, body, timeout).await.0.map_err(|e| describe(&e))?;
     let sent: Instant = stream.sent_at;
     let mut first: Option<Instant> = None;
     let mut prompt_tokens = None;

@@ -29,6 +29,9 @@ pub struct RequestLog {
     pub usage_at_end: bool,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// The request was sent a second time because its first send failed before any
+    /// response byte (a pooled keep-alive connection the server had closed).
+    pub retried: bool,
 }
 
 impl RequestLog {
@@ -42,6 +45,7 @@ impl RequestLog {
             usage_at_end: false,
             prompt_tokens: None,
             cached_tokens: None,
+            retried: false,
         }
     }
 }
@@ -82,6 +86,11 @@ pub struct Figures {
     pub completed: u64,
     pub requests: u64,
     pub token_source: Option<TokenSource>,
+    /// Share of the prompt tokens the server reported as cached (%), over the requests that
+    /// reported both numbers; `None` when none did.
+    pub prompt_cache_hit_pct: Option<f64>,
+    /// Requests sent a second time after their first send failed before any response byte.
+    pub retried: u64,
 }
 
 pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -> Figures {
@@ -139,7 +148,20 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -
         completed,
         requests,
         token_source,
+        prompt_cache_hit_pct: prompt_cache_hit_pct(logs),
+        retried: logs.iter().filter(|r| r.retried).count() as u64,
     }
+}
+
+/// `100 × Σ cached_tokens / Σ prompt_tokens` over every request of the cell that reported both
+/// (ramp, window and cut-off requests alike: each one's prompt is the cell's prompt). A sum, not a
+/// median, so that a few cold requests among many warm ones still show.
+fn prompt_cache_hit_pct(logs: &[RequestLog]) -> Option<f64> {
+    let (cached, prompt) = logs
+        .iter()
+        .filter_map(|r| r.cached_tokens.zip(r.prompt_tokens))
+        .fold((0u64, 0u64), |(c, p), (rc, rp)| (c + rc.min(rp), p + rp));
+    (prompt > 0).then(|| cached as f64 * 100.0 / prompt as f64)
 }
 
 fn ms(d: Duration) -> f64 {
@@ -248,6 +270,37 @@ mod tests {
         assert!((f.avg_active - 7.0).abs() < 1e-9);
         assert_eq!(f.token_source, None);
         assert_eq!(f.output_tokens, 0);
+    }
+
+    #[test]
+    fn cache_hit_share_sums_the_requests_that_reported_it() {
+        let b = Instant::now();
+        let log = |prompt: Option<u64>, cached: Option<u64>| {
+            let mut l = steady(b, 0, 0, 10, 10, 1);
+            (l.prompt_tokens, l.cached_tokens) = (prompt, cached);
+            l
+        };
+        let w = Window { start: b, end: at(b, 1000) };
+        assert_eq!(figures(&[log(Some(1000), None)], w, &[]).prompt_cache_hit_pct, None);
+        // one cold request among three warm ones: (0 + 3 × 896) / 4000
+        let logs = [
+            log(Some(1000), Some(0)),
+            log(Some(1000), Some(896)),
+            log(Some(1000), Some(896)),
+            log(Some(1000), Some(896)),
+            log(None, None),
+        ];
+        let pct = figures(&logs, w, &[]).prompt_cache_hit_pct.unwrap();
+        assert!((pct - 67.2).abs() < 1e-9, "{pct}");
+    }
+
+    #[test]
+    fn retried_requests_are_counted() {
+        let b = Instant::now();
+        let mut again = steady(b, 0, 0, 10, 10, 1);
+        again.retried = true;
+        let f = figures(&[steady(b, 0, 0, 10, 10, 1), again], Window { start: b, end: at(b, 1000) }, &[]);
+        assert_eq!(f.retried, 1);
     }
 
     #[test]

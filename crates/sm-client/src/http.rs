@@ -21,8 +21,12 @@ pub enum ClientError {
     Timeout { path: String, secs: f64 },
     #[error("the stream stalled: no bytes for {secs:.1} s")]
     Stalled { secs: f64 },
+    /// `before_response`: the request failed before any byte of the answer arrived. That is
+    /// what a pooled keep-alive connection that the server closed looks like; reqwest does not
+    /// say whether the connection was a reused one, so a fresh connection failing the same way
+    /// looks alike.
     #[error("connection to {path} broke: {reason}")]
-    Broken { path: String, reason: String },
+    Broken { path: String, reason: String, before_response: bool },
     #[error("{path} did not answer JSON: {reason}")]
     NotJson { path: String, reason: String },
     #[error("cannot build the HTTP client: {0}")]
@@ -55,6 +59,9 @@ impl TextResponse {
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
+    /// Keeps no idle connection, so every request opens a new one: for the one resend of a
+    /// request whose pooled connection the server had closed (the pool may hold more such).
+    fresh: reqwest::Client,
     base: String,
     api_key: Option<String>,
 }
@@ -64,14 +71,16 @@ impl Client {
     /// `pool` is the largest number of simultaneous streams expected.
     pub fn new(base_url: &str, api_key: Option<String>, pool: usize) -> Result<Client, ClientError> {
         let base = normalize_base(base_url)?;
-        let http = reqwest::Client::builder()
-            .http1_only()
-            .tcp_nodelay(true)
-            .pool_max_idle_per_host(pool + 16)
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| ClientError::Build(e.to_string()))?;
-        Ok(Client { http, base, api_key })
+        let build = |idle: usize| {
+            reqwest::Client::builder()
+                .http1_only()
+                .tcp_nodelay(true)
+                .pool_max_idle_per_host(idle)
+                .connect_timeout(Duration::from_secs(30))
+                .build()
+                .map_err(|e| ClientError::Build(e.to_string()))
+        };
+        Ok(Client { http: build(pool + 16)?, fresh: build(0)?, base, api_key })
     }
 
     /// The base URL, without credentials.
@@ -80,7 +89,11 @@ impl Client {
     }
 
     fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
-        let mut rb = self.http.request(method, format!("{}{}", self.base, path));
+        self.request_on(&self.http, method, path)
+    }
+
+    fn request_on(&self, http: &reqwest::Client, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let mut rb = http.request(method, format!("{}{}", self.base, path));
         if let Some(key) = &self.api_key {
             rb = rb.bearer_auth(key);
         }
@@ -93,7 +106,7 @@ impl Client {
         } else if e.is_connect() {
             ClientError::Connect { url: self.base.clone(), reason: root_cause(&e) }
         } else {
-            ClientError::Broken { path: path.to_string(), reason: root_cause(&e) }
+            ClientError::Broken { path: path.to_string(), reason: root_cause(&e), before_response: true }
         }
     }
 
@@ -129,7 +142,27 @@ impl Client {
     /// to the connection; the call returns once the response headers arrived.
     /// A non-2xx answer is an error carrying its body.
     pub async fn stream(&self, path: &str, body: &Value, idle_timeout: Duration) -> Result<EventStream, ClientError> {
-        let rb = self.request(reqwest::Method::POST, path).json(body);
+        self.stream_on(&self.http, path, body, idle_timeout).await
+    }
+
+    /// `stream` on a new connection, never a pooled one.
+    pub async fn stream_on_new_connection(
+        &self,
+        path: &str,
+        body: &Value,
+        idle_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
+        self.stream_on(&self.fresh, path, body, idle_timeout).await
+    }
+
+    async fn stream_on(
+        &self,
+        http: &reqwest::Client,
+        path: &str,
+        body: &Value,
+        idle_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
+        let rb = self.request_on(http, reqwest::Method::POST, path).json(body);
         let sent_at = Instant::now();
         let resp = tokio::time::timeout(idle_timeout, rb.send())
             .await
@@ -206,11 +239,16 @@ impl EventStream {
                         return Err(ClientError::Broken {
                             path: self.path.clone(),
                             reason: "the stream ended in the middle of an event".into(),
+                            before_response: false,
                         });
                     }
                 }
                 Err(e) => {
-                    return Err(ClientError::Broken { path: self.path.clone(), reason: root_cause(&e) });
+                    return Err(ClientError::Broken {
+                        path: self.path.clone(),
+                        reason: root_cause(&e),
+                        before_response: false,
+                    });
                 }
             }
         }
@@ -221,7 +259,11 @@ async fn read_text(path: &str, resp: reqwest::Response) -> Result<TextResponse, 
     let status = resp.status().as_u16();
     let content_type =
         resp.headers().get(reqwest::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
-    let body = resp.text().await.map_err(|e| ClientError::Broken { path: path.to_string(), reason: root_cause(&e) })?;
+    let body = resp.text().await.map_err(|e| ClientError::Broken {
+        path: path.to_string(),
+        reason: root_cause(&e),
+        before_response: false,
+    })?;
     Ok(TextResponse { status, content_type, body })
 }
 

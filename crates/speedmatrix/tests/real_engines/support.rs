@@ -93,6 +93,8 @@ pub struct Sample {
     pub answered: Instant,
     pub running: f64,
     pub waiting: f64,
+    /// The sums of `Poll::counters`, in that order.
+    pub counters: Vec<f64>,
 }
 
 pub struct Run {
@@ -125,6 +127,8 @@ impl Run {
 pub struct Poll<'a> {
     pub running: &'a str,
     pub waiting: &'a str,
+    /// More series to record in each sample (counters to difference over a cell).
+    pub counters: &'a [&'a str],
 }
 
 /// Runs `speedmatrix run ARGS --out OUT`; with `poll`, scrapes the server every 50 ms meanwhile.
@@ -162,6 +166,7 @@ pub fn run(base: &str, out: &Path, args: &[&str], poll: Option<Poll<'_>>) -> Run
     let poller = poll.map(|p| {
         let (base, running, waiting, done) =
             (base.to_string(), p.running.to_string(), p.waiting.to_string(), done.clone());
+        let counters: Vec<String> = p.counters.iter().map(|c| c.to_string()).collect();
         std::thread::spawn(move || {
             let mut samples = Vec::new();
             while !done.load(Ordering::Relaxed) {
@@ -172,6 +177,7 @@ pub fn run(base: &str, out: &Path, args: &[&str], poll: Option<Poll<'_>>) -> Run
                     answered: Instant::now(),
                     running: m.sum(&running),
                     waiting: m.sum(&waiting),
+                    counters: counters.iter().map(|c| m.sum(c)).collect(),
                 });
                 std::thread::sleep(Duration::from_millis(50));
             }
@@ -214,6 +220,22 @@ pub fn check_drained_between_cells(r: &Run) -> usize {
         }
     }
     checked
+}
+
+/// About when the window of cell `label × concurrency` opened (its stdout line) and closed
+/// (`measured_s` later).
+pub fn window_span(r: &Run, label: &str, concurrency: u64, measured_s: f64) -> Option<(Instant, Instant)> {
+    let open_text = format!("cell {label} × {concurrency} window open");
+    let (open, _) = r.lines.iter().find(|(_, l)| l.contains(&open_text))?;
+    Some((*open, *open + Duration::from_secs_f64(measured_s)))
+}
+
+/// How much counter `k` of the poll grew between the last scrapes answered before `from` and
+/// before `to`.
+pub fn counter_delta(r: &Run, k: usize, from: Instant, to: Instant) -> Option<f64> {
+    let before = r.samples.iter().rev().find(|s| s.answered <= from)?;
+    let after = r.samples.iter().rev().find(|s| s.answered <= to)?;
+    Some(after.counters[k] - before.counters[k])
 }
 
 /// Every file under `dir`, as text (lossy).

@@ -5,7 +5,8 @@ use crate::support::{Metrics, Poll, all_text_under, check_drained_between_cells,
 const URL: &str = "SPEEDMATRIX_VLLM_URL";
 const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
 const SMALLKV: &str = "SPEEDMATRIX_VLLM_SMALLKV_URL";
-const SCHED: Poll<'static> = Poll { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting" };
+const SCHED: Poll<'static> =
+    Poll { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting", counters: &[] };
 const FAST: &[&str] = &["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max"];
 
 fn with_key<'a>(args: &[&'a str], key: &'a Option<String>) -> Vec<&'a str> {
@@ -103,6 +104,16 @@ fn vllm_short_matrix() {
         let active = c["avg_active"].as_f64().unwrap();
         assert!(active > 0.0 && active <= c["concurrency"].as_f64().unwrap() + 0.5, "{c}");
         assert!(c["tbt_ms_p50"].as_f64().unwrap() > 0.0 && c["ttft_ms_p50"].as_f64().unwrap() > 0.0, "{c}");
+        // the cell's scout warmed the prefix cache: every decode request finds all of its prompt
+        // there but the last, partial 128-token block (vLLM never caches a prompt's last token)
+        // vLLM puts `cached_tokens` only in a request's final usage: a cell in which no request
+        // ended (16K × 16 in 5 s on a CPU) has none to report
+        let ctx = c["context"].as_f64().unwrap();
+        match c["prompt_cache_hit_pct"].as_f64() {
+            Some(hit) => assert!(hit >= 100.0 * (ctx - 128.0) / ctx - 0.1, "decode requests missed the cache: {c}"),
+            None => assert_eq!(c["completed"], 0, "no cache hit share, yet requests ended: {c}"),
+        }
+        assert!(!c["warnings"].to_string().contains("prefix cache"), "{c}");
         server_tokens_floor += c["output_tokens"].as_u64().unwrap();
     }
     // prompts are exact: the server's own usage.prompt_tokens equals the context
