@@ -151,16 +151,22 @@ pub struct CellSpec<'a> {
     /// The scout saw the server report usage: streams without usage on their
     /// chunks get it at the end (none may end inside a short window).
     pub usage_at_end: bool,
+    /// The skip counter (`Controls::skip_cell`) as read before the cell's scout: a skip pressed
+    /// since then, during the scout or the drain before the cell, skips this cell.
+    pub skip_seen: u64,
 }
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end } = spec;
+    let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
     let live = Arc::new(Live::default());
     if target.metrics
         && let Err(e) = drain(target, timing.drain_timeout).await
     {
         return CellOutcome::failed(CellStatus::Error, before_reason(e));
+    }
+    if *controls.skip_cell.borrow() != skip_seen {
+        return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let workers: Vec<_> = (0..concurrency)
@@ -177,7 +183,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         .collect();
     let probe = Probe::start();
     let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
-    let phase = watcher.watch(controls.clone()).await;
+    let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost = live.connection_lost.load(Ordering::Acquire) && !answers(target).await;
@@ -190,7 +196,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             Err(_) => live.fail(CellStatus::Error, "a stream did not stop within 30 s of the cancel".into()),
         }
     }
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = retry_warning(&logs).into_iter().collect();
     if target.metrics {
         match drain(target, timing.drain_timeout).await {
             Ok(()) => {}
@@ -226,10 +232,26 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     outcome
 }
 
+/// Said on any cell, valid or not: a retry is never silent (methodology §6.7).
+fn retry_warning(logs: &[RequestLog]) -> Option<String> {
+    let n = logs.iter().filter(|r| r.retried).count();
+    (n > 0).then(|| {
+        format!(
+            "{n} request(s) were sent a second time: their connection broke before any byte of the answer (a pooled keep-alive connection the server had closed)"
+        )
+    })
+}
+
+/// Below this share of the prompt served from the prefix cache, a decode cell's TTFT includes
+/// real prefill and is not the cache-warm figure §7.3 describes.
+pub const CACHE_HIT_WARN_PCT: f64 = 50.0;
+
 /// Whether the server still answers its model list.
 pub async fn answers(target: &Target) -> bool {
     matches!(target.client.get("/v1/models", Duration::from_secs(2)).await, Ok(r) if r.is_success())
 }
+
+const SKIPPED: &str = "skipped by the user";
 
 /// How a cell's reason starts when the server went away during it.
 pub const SERVER_LOST: &str = "server stopped responding";
@@ -257,10 +279,9 @@ struct Watcher<'a> {
 
 impl Watcher<'_> {
     /// Waits for readiness, then for the window to pass; samples the running gauge.
-    async fn watch(&self, mut controls: Controls) -> Phase {
+    async fn watch(&self, mut controls: Controls, skip_seen: u64) -> Phase {
         let timing = self.timing;
         let started = Instant::now();
-        let skip_at_start = *controls.skip_cell.borrow();
         let mut ready_since: Option<Instant> = None;
         let mut window: Option<Window> = None;
         let mut ready_warning = None;
@@ -274,7 +295,7 @@ impl Watcher<'_> {
             tokio::select! {
                 biased;
                 _ = controls.stop_now.wait_for(|v| *v) => return Phase::Stopped("stopped by the user"),
-                _ = controls.skip_cell.wait_for(|n| *n != skip_at_start) => return Phase::Stopped("skipped by the user"),
+                _ = controls.skip_cell.wait_for(|n| *n != skip_seen) => return Phase::Stopped(SKIPPED),
                 _ = tick.tick() => {}
                 _ = sleep_until_opt(deadline) => {}
             }
@@ -393,6 +414,11 @@ fn judge(f: Figures, concurrency: u32, metrics: bool) -> CellOutcome {
     if f.token_source == Some(TokenSource::Chunks) {
         warnings.push("the server sent no usage: tokens were counted from chunks, which undercounts chunks carrying several tokens".into());
     }
+    if let Some(pct) = f.prompt_cache_hit_pct.filter(|p| *p < CACHE_HIT_WARN_PCT) {
+        warnings.push(format!(
+            "the server served only {pct:.0} % of the decode requests' prompt tokens from its prefix cache: TTFT includes prefill and is not cache-warm"
+        ));
+    }
     if concurrency > 1 && f.avg_active < 0.95 * concurrency as f64 {
         let who = if metrics { "the server ran" } else { "streams were generating" };
         warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
@@ -449,4 +475,33 @@ async fn worker(
         }
     }
     logs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn figures_with_hit(pct: Option<f64>) -> Figures {
+        Figures { output_tokens: 10, avg_active: 1.0, prompt_cache_hit_pct: pct, ..Figures::default() }
+    }
+
+    #[test]
+    fn a_cold_prompt_cache_is_a_warning_on_a_valid_cell() {
+        let warned = |pct| {
+            let o = judge(figures_with_hit(pct), 1, true);
+            assert_eq!(o.status, CellStatus::Valid);
+            o.warnings.iter().any(|w| w.contains("prefix cache"))
+        };
+        assert!(warned(Some(12.5)));
+        assert!(!warned(Some(87.5)), "vLLM's 896 of 1,024 tokens is warm");
+        assert!(!warned(None), "a server that reports no cached tokens says nothing either way");
+    }
+
+    #[test]
+    fn every_retry_is_said() {
+        let mut logs = vec![RequestLog::new(Instant::now()); 3];
+        assert_eq!(retry_warning(&logs), None);
+        logs[1].retried = true;
+        assert!(retry_warning(&logs).is_some_and(|w| w.starts_with("1 request(s) were sent a second time")));
+    }
 }

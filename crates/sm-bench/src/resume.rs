@@ -30,6 +30,19 @@ pub fn differences(old: &RunRecord, new: &RunRecord) -> Vec<String> {
     cmp("API", format!("{:?}", o.api), format!("{:?}", n.api));
     cmp("ignore_eos", o.ignore_eos.to_string(), n.ignore_eos.to_string());
     cmp("temperature", show(&o.temperature), show(&n.temperature));
+    // the waits that decide when a window opens and what counts as a stall change the figures;
+    // --server-wait does not. A record written before they were kept cannot be compared.
+    let (o, n) = (&o.timing, &n.timing);
+    for (what, a, b) in [
+        ("warm-up", o.warmup_s, n.warmup_s),
+        ("ready-stable", o.ready_stable_s, n.ready_stable_s),
+        ("ready-timeout", o.ready_timeout_s, n.ready_timeout_s),
+        ("stall-timeout", o.stall_timeout_s, n.stall_timeout_s),
+    ] {
+        if let (Some(a), Some(b)) = (a, b) {
+            cmp(what, format!("{a} s"), format!("{b} s"));
+        }
+    }
     if old.status == RunStatus::Planned {
         diffs.push("the run in this directory is a dry run: nothing was measured to resume".into());
     }
@@ -51,6 +64,8 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     old.plan = new.plan;
     old.tool = new.tool;
     old.hardware = new.hardware;
+    // equal where they count (see `differences`); a record without them gets them now
+    old.settings.timing = new.settings.timing;
     if new.launch_command.is_some() {
         old.launch_command = new.launch_command;
     }
@@ -61,4 +76,84 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
         }
     }
     old
+}
+
+#[cfg(test)]
+mod tests {
+    use sm_core::record::TimingSettings;
+
+    use super::*;
+
+    fn record() -> RunRecord {
+        let json = serde_json::json!({
+            "schema": "speedmatrix.run/1",
+            "tool": {"name": "speedmatrix", "version": "0.1.0", "commit": null},
+            "status": "interrupted", "started": "2026-01-01T00:00:00Z", "finished": null, "label": null,
+            "server": {"url": "http://127.0.0.1:8000", "engine": "vllm", "engine_version": "0.8.5",
+                "model": "m", "max_model_len": 131072, "kv_budget_tokens": 500000, "kv_budget_source": "x",
+                "max_num_seqs": 64, "metrics_available": true, "tokenize_available": true},
+            "settings": {"contexts": [1024], "concurrency": [1, 2], "duration_s": 30.0, "max_tokens": 4096,
+                "prefill_contexts": [], "capacity_rule": "reference", "api": "chat",
+                "prompt_source": "server_tokenize", "ignore_eos": true, "temperature": null,
+                "warmup_s": 3.0, "ready_stable_s": 3.0, "ready_timeout_s": 180.0, "stall_timeout_s": 15.0,
+                "server_wait_s": 300.0},
+            "hardware": {"os": "linux", "kernel": null, "cpu": null, "gpus": [], "gpu_count": 0},
+            "launch_command": null, "prefill": [], "decode": [], "events": [], "run_id": "abcdefgh"
+        });
+        serde_json::from_value(json).unwrap()
+    }
+
+    #[test]
+    fn the_same_run_has_no_differences() {
+        assert_eq!(differences(&record(), &record()), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_difference_is_one_line_naming_both_values() {
+        let old = record();
+        let mut new = record();
+        new.server.url = "http://127.0.0.1:9000".into();
+        new.server.engine_version = None;
+        new.server.model = "other".into();
+        new.server.max_num_seqs = Some(128);
+        new.settings.max_tokens = 512;
+        new.settings.timing.ready_stable_s = Some(1.0);
+        new.settings.timing.stall_timeout_s = Some(60.0);
+        assert_eq!(
+            differences(&old, &new),
+            [
+                "server URL: was http://127.0.0.1:8000, now http://127.0.0.1:9000",
+                "engine version: was 0.8.5, now unknown",
+                "model: was m, now other",
+                "max sequences: was 64, now 128",
+                "max tokens: was 4096, now 512",
+                "ready-stable: was 3 s, now 1 s",
+                "stall-timeout: was 15 s, now 60 s",
+            ]
+        );
+    }
+
+    #[test]
+    fn server_wait_and_unrecorded_timings_are_not_differences() {
+        let mut old = record();
+        let mut new = record();
+        new.settings.timing.server_wait_s = Some(600.0);
+        assert!(differences(&old, &new).is_empty());
+        // a record written before the timings were kept
+        old.settings.timing = TimingSettings::default();
+        new.settings.timing.warmup_s = Some(0.0);
+        assert!(differences(&old, &new).is_empty());
+        let resumed = continue_from(old, new.clone());
+        assert_eq!(resumed.settings.timing, new.settings.timing, "the record gets the timings now used");
+    }
+
+    #[test]
+    fn a_dry_run_or_a_record_without_id_cannot_be_resumed() {
+        let mut old = record();
+        old.status = RunStatus::Planned;
+        old.run_id = None;
+        let diffs = differences(&old, &record());
+        assert_eq!(diffs.len(), 2, "{diffs:?}");
+        assert!(diffs[0].contains("dry run") && diffs[1].contains("no run id"), "{diffs:?}");
+    }
 }

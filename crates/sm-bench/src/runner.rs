@@ -9,24 +9,24 @@ use sm_client::discover::ServerFacts;
 use sm_client::openai::{Prompt, RequestSpec};
 use sm_core::Tokens;
 use sm_core::capacity::{CapacityRule, Limits};
-use sm_core::context::label;
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PromptInfo, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, Tool,
-    fnv1a64, now_rfc3339,
+    Api, CellStatus, DecodeCell, Event, Hardware, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, TimingSettings,
+    Tool, now_rfc3339,
 };
 
 use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, Step};
-use crate::prompt::{self, MEASURED};
 use crate::resume;
 use crate::scout::scout;
-use crate::sizing::Sizer;
 use crate::tokenizer::LocalTokenizer;
 
 mod prefill;
+mod prompts;
 mod warmup;
+
+use prompts::Prompts;
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -93,27 +93,35 @@ pub async fn run(
     controls: Controls,
 ) -> Result<RunRecord, RunError> {
     let plan = Plan::build(&plan_input(&config, &facts));
-    let mut record = skeleton(&client, &facts, &config, &plan);
-    let resumed = config.resume.take();
-    let run_id = match resumed {
+    let fresh = skeleton(&client, &facts, &config, &plan);
+    let (mut record, run_id, mut diffs) = match config.resume.take() {
         Some(old) => {
-            let diffs = resume::differences(&old, &record);
-            if !diffs.is_empty() {
+            let diffs = resume::differences(&old, &fresh);
+            // another model makes other prompts: sizing them would only repeat that line
+            if old.server.model != fresh.server.model {
                 return Err(RunError::Mismatch(diffs));
             }
             let id = old.run_id.clone().unwrap_or_else(run_id);
-            record = resume::continue_from(old, record);
-            id
+            (resume::continue_from(old, fresh), id, diffs)
         }
-        None => run_id(),
+        None => (fresh, run_id(), Vec::new()),
     };
     record.run_id = Some(run_id.clone());
     let t0 = Instant::now() - Duration::from_secs_f64(record.events.last().map_or(0.0, |e| e.t));
     let mut r = Runner { client, facts, config, journal, reporter, record, t0, run_id, controls, warmup_warning: None };
-    r.journal.write(&r.record)?;
     r.reporter.start(&r.record);
     if r.config.dry_run {
+        r.journal.write(&r.record)?;
         return Ok(r.record);
+    }
+    // Nothing is written and no request is measured before the prompts are compared: a refused
+    // resume leaves the directory as it was.
+    let prompts = r.prepare_prompts(&plan).await;
+    if let Ok((_, changed)) = &prompts {
+        diffs.extend(changed.iter().cloned());
+    }
+    if !diffs.is_empty() {
+        return Err(RunError::Mismatch(diffs));
     }
     r.record.status = RunStatus::Running;
     if r.record.events.is_empty() {
@@ -121,7 +129,8 @@ pub async fn run(
     } else {
         r.event("run resumed: finished cells are kept".into());
     }
-    let status = r.measure(&plan).await?;
+    r.journal.write(&r.record)?;
+    let status = r.measure(&plan, prompts.map(|(p, _)| p)).await?;
     r.record.status = status;
     r.record.finished = Some(now_rfc3339());
     r.event(match status {
@@ -198,6 +207,13 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             .into(),
             ignore_eos: config.ignore_eos,
             temperature: config.temperature,
+            timing: TimingSettings {
+                warmup_s: Some(config.warmup.as_secs_f64()),
+                ready_stable_s: Some(config.timing.ready_stable.as_secs_f64()),
+                ready_timeout_s: Some(config.timing.ready_timeout.as_secs_f64()),
+                stall_timeout_s: Some(config.timing.idle_timeout.as_secs_f64()),
+                server_wait_s: Some(config.server_wait.as_secs_f64()),
+            },
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -273,62 +289,47 @@ impl Runner<'_> {
         }
     }
 
-    async fn measure(&mut self, plan: &Plan) -> Result<RunStatus, RunError> {
-        let smallest = plan
-            .prefill
-            .iter()
-            .map(|p| p.context.0)
-            .chain(plan.cells.iter().map(|c| c.context.0))
-            .min()
-            .unwrap_or(1024);
-        self.reporter.step(&Step::Sizing);
-        let local = self.config.tokenizer.clone();
-        let sizer = match Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest, local).await {
-            Ok(s) => s,
+    /// Ctrl-C (`stop_now`) or `q` (`finish_after_cell`): no new row, warm-up or cell starts.
+    fn halted(&self) -> bool {
+        self.controls.stopped() || self.controls.finishing()
+    }
+
+    async fn measure(&mut self, plan: &Plan, prompts: Result<Prompts, String>) -> Result<RunStatus, RunError> {
+        let prompts = match prompts {
+            Ok(p) => p,
             Err(e) => {
                 self.event(format!("cannot size prompts: {e}"));
                 return Ok(RunStatus::Failed);
             }
         };
-        self.record.settings.prompt_source = sizer.method.name().to_string();
-        self.event(format!("prompt lengths by {}", sizer.method.name()));
-        for note in &sizer.notes {
+        let method = prompts.sizer.method.name();
+        self.record.settings.prompt_source = method.to_string();
+        self.event(format!("prompt lengths by {method}"));
+        for note in &prompts.sizer.notes {
             self.event(note.clone());
         }
         self.reporter.step(&Step::Warmup);
         self.warm_up().await;
-        let mut prompts = Prompts::default();
-        let total = plan.prefill.len();
-        for (i, p) in plan.prefill.iter().enumerate() {
-            if self.stopped() {
-                return Ok(RunStatus::Interrupted);
-            }
-            let prompt = match self.prompt(&sizer, &mut prompts, p.context).await? {
-                Ok(prompt) => prompt,
-                Err(e) => {
-                    self.prefill_error(p.context, e)?;
-                    continue;
-                }
-            };
-            if self.record.prefill.iter().any(|r| r.context == p.context.0) {
-                continue;
-            }
-            let step = Step::Prefill { label: p.label.clone(), index: i + 1, total, started: Instant::now() };
-            self.reporter.step(&step);
-            self.prefill_row(p.context, &prompt).await?;
+        self.prefill_rows(plan, &prompts).await?;
+        if self.halted() {
+            return Ok(RunStatus::Interrupted);
         }
         if !self.config.warmup.is_zero() {
             self.reporter.step(&Step::Warmup);
-            self.hidden_warmup(plan, &sizer).await;
+            self.hidden_warmup(plan, &prompts.sizer).await;
         }
+        self.decode_cells(plan, &prompts).await
+    }
+
+    async fn decode_cells(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {
         for cell in plan.runnable() {
-            if self.stopped() || self.controls.finishing() {
+            if self.halted() {
                 return Ok(RunStatus::Interrupted);
             }
             if self.record.decode_cell(cell.context.0, cell.concurrency).is_some() {
                 continue;
             }
-            let outcome = match self.prompt(&sizer, &mut prompts, cell.context).await? {
+            let mut outcome = match prompts.get(cell.context) {
                 Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
                 Err(e) => CellOutcome::failed(CellStatus::Error, e),
             };
@@ -336,7 +337,6 @@ impl Runner<'_> {
                 // the cell in progress was dropped: it is measured again on resume
                 return Ok(RunStatus::Interrupted);
             }
-            let mut outcome = outcome;
             let marked = outcome.reason.as_deref().is_some_and(|r| r.starts_with(SERVER_LOST));
             let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
             if server_down && !marked {
@@ -350,38 +350,6 @@ impl Runner<'_> {
             tokio::time::sleep(self.config.idle_gap).await;
         }
         Ok(RunStatus::Complete)
-    }
-
-    /// The prompt of a context, sized once per run. A resumed run must produce
-    /// the same prompt as before, or its cells would not compare.
-    async fn prompt(
-        &mut self,
-        sizer: &Sizer,
-        prompts: &mut Prompts,
-        ctx: Tokens,
-    ) -> Result<Result<Arc<Prompt>, String>, RunError> {
-        if let Some(p) = prompts.get(ctx) {
-            return Ok(Ok(p));
-        }
-        let sized = match sizer.size(&prompt::tag(&self.run_id, MEASURED, ctx.0), ctx.0).await {
-            Ok(s) => s,
-            Err(e) => return Ok(Err(e)),
-        };
-        let texts: Vec<&str> = sized.prompt.messages.iter().flat_map(|(r, c)| [r.as_str(), c.as_str()]).collect();
-        let info = PromptInfo { context: ctx.0, tokens: sized.counted, hash: fnv1a64(&texts) };
-        match self.record.prompts.iter().find(|p| p.context == ctx.0) {
-            Some(old) if old.hash != info.hash => {
-                return Err(RunError::Mismatch(vec![format!(
-                    "the prompt of context {} is different now (the server's tokenizer or chat template changed)",
-                    label(ctx)
-                )]));
-            }
-            Some(_) => {}
-            None => self.record.prompts.push(info),
-        }
-        let prompt = Arc::new(sized.prompt);
-        prompts.0.push((ctx, prompt.clone()));
-        Ok(Ok(prompt))
     }
 
     /// Whether the server still answers its model list.
@@ -416,6 +384,8 @@ impl Runner<'_> {
     }
 
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
+        // read before the scout: an `s` pressed during the scout or the drain skips this cell
+        let skip_seen = *self.controls.skip_cell.borrow();
         self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
         let scout_spec = self.spec(1, false);
         let scouted = match scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await
@@ -435,6 +405,7 @@ impl Runner<'_> {
             concurrency: cell.concurrency,
             timing,
             usage_at_end: scouted.reports_usage,
+            skip_seen,
         };
         run_cell(cell_spec, self.reporter, &self.controls).await
     }
@@ -462,16 +433,6 @@ impl Runner<'_> {
         self.reporter.cell_done(&dc);
         self.record.decode.push(dc);
         self.journal.write(&self.record)
-    }
-}
-
-/// The prompts sized so far in this run.
-#[derive(Default)]
-struct Prompts(Vec<(Tokens, Arc<Prompt>)>);
-
-impl Prompts {
-    fn get(&self, ctx: Tokens) -> Option<Arc<Prompt>> {
-        self.0.iter().find(|(c, _)| *c == ctx).map(|(_, p)| p.clone())
     }
 }
 
@@ -524,6 +485,8 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
     dc.measured_s = Some(round3(f.measured_s));
     dc.requests = Some(f.requests);
     dc.token_source = f.token_source;
+    dc.prompt_cache_hit_pct = f.prompt_cache_hit_pct.map(round1);
+    dc.client_retries = (f.retried > 0).then_some(f.retried);
     if let Some(h) = outcome.health {
         dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));
         dc.client_cpu_pct = Some(round1(h.cpu_pct));

@@ -92,6 +92,30 @@ pub struct Settings {
     pub prompt_source: String,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
+    /// The waits and limits of the run; absent (null) in records written before they were recorded.
+    #[serde(flatten, default)]
+    pub timing: TimingSettings,
+}
+
+/// The timing flags of a run, so that a resume uses the same ones. `None` in a record written
+/// before they were recorded: a resume then takes the flags' defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TimingSettings {
+    /// `--warmup`: window of the hidden C=1 warm-up cell (0: none).
+    #[serde(default)]
+    pub warmup_s: Option<f64>,
+    /// `--ready-stable`: how long readiness must hold before the window opens.
+    #[serde(default)]
+    pub ready_stable_s: Option<f64>,
+    /// `--ready-timeout`: the longest wait for readiness.
+    #[serde(default)]
+    pub ready_timeout_s: Option<f64>,
+    /// `--stall-timeout`: the longest silence between two tokens of a stream.
+    #[serde(default)]
+    pub stall_timeout_s: Option<f64>,
+    /// `--server-wait`: how long to wait for a server that stopped responding.
+    #[serde(default)]
+    pub server_wait_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -159,6 +183,15 @@ pub struct DecodeCell {
     /// CPU the speedmatrix process used during the window, % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_cpu_pct: Option<f64>,
+    /// `100 × Σ cached_tokens / Σ prompt_tokens` over the cell's decode requests that reported
+    /// both (`usage.prompt_tokens_details.cached_tokens`); absent when the server reports no
+    /// cached tokens. Low means TTFT was not measured cache-warm.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_cache_hit_pct: Option<f64>,
+    /// Requests of the cell sent a second time because their connection broke before any byte
+    /// of the answer (a pooled keep-alive connection the server closed); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_retries: Option<u64>,
     /// Things a reader should know about a valid figure (e.g. the server held fewer streams than asked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
@@ -269,5 +302,19 @@ mod tests {
     fn timestamps_are_utc_rfc3339() {
         let t = now_rfc3339();
         assert!(t.ends_with('Z') && t.len() == 20, "{t}");
+    }
+
+    #[test]
+    fn timing_settings_are_flat_and_optional() {
+        let old = r#"{"contexts":[1024],"concurrency":[1],"duration_s":30.0,"max_tokens":4096,"prefill_contexts":[],
+            "capacity_rule":"reference","api":"chat","prompt_source":"server_tokenize","ignore_eos":true,"temperature":null}"#;
+        let s: Settings = serde_json::from_str(old).unwrap();
+        assert_eq!(s.timing, TimingSettings::default());
+        let mut s = s;
+        s.timing.ready_stable_s = Some(1.5);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["ready_stable_s"], 1.5);
+        assert!(json["warmup_s"].is_null() && json.get("timing").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Settings>(json).unwrap(), s);
     }
 }

@@ -28,6 +28,10 @@ use sm_bench::{ControlHandle, LiveSample, Reporter, Step};
 use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
 
 pub use state::State;
+/// Gives the terminal back now: raw mode off, cursor shown, alternate screen left. Does nothing when
+/// the dashboard does not hold the terminal. For ways out that end the process without dropping the
+/// [`Dashboard`] (`std::process::exit` on a second signal).
+pub use term::restore as restore_terminal;
 pub use view::draw;
 
 /// Time between frames; input is read while waiting for the next one.
@@ -138,7 +142,16 @@ fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, hand
         }
         let _ = terminal.draw(|f| view::draw(f, &snapshot, now));
         let deadline = now + FRAME;
-        while let Ok(true) = event::poll(deadline.saturating_duration_since(Instant::now())) {
+        loop {
+            match event::poll(deadline.saturating_duration_since(Instant::now())) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(_) => {
+                    // the terminal is gone (SIGHUP from a dropped SSH session): keep the frame rate, not a busy loop
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                    break;
+                }
+            }
             match event::read() {
                 Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => {
                     on_key(key, state, handle, &mut interrupts);
@@ -146,7 +159,11 @@ fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, hand
                 Ok(Event::Resize(..)) => {
                     let _ = terminal.clear();
                 }
-                _ => {}
+                Ok(_) => {}
+                Err(_) => {
+                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
+                    break;
+                }
             }
             if Instant::now() >= deadline {
                 break;

@@ -55,7 +55,8 @@ pub fn draw(frame: &mut Frame, area: Rect, s: &State) {
         head.push(Span::styled("…", dim()));
     }
     lines.push(Line::from(head));
-    for (ctx, label) in &s.contexts {
+    let (shown_rows, cut) = visible_rows(s, inner.height.saturating_sub(1) as usize);
+    for (ctx, label) in &s.contexts[shown_rows.clone()] {
         let mut spans = vec![Span::styled(format!("{label:>w$} ", w = LABEL_W as usize - 1), bold())];
         for &c in conc {
             let current = s.current.is_some_and(|(cc, cn, _)| cc == *ctx && cn == c);
@@ -72,7 +73,9 @@ pub fn draw(frame: &mut Frame, area: Rect, s: &State) {
         }
         lines.push(Line::from(spans));
     }
-    if let Some(cell) = s.cells.values().rfind(|c| is_error(c)) {
+    if let Some(cut) = cut {
+        lines.push(Line::styled(cut, Style::new().fg(Color::Yellow)));
+    } else if let Some(cell) = s.cells.values().rfind(|c| is_error(c)) {
         let reason = cell.reason.as_deref().unwrap_or("no reason given");
         lines.push(Line::from(vec![
             Span::styled(format!("{} × {} ERROR: ", cell.label, cell.concurrency), Style::new().fg(Color::Red)),
@@ -80,6 +83,27 @@ pub fn draw(frame: &mut Frame, area: Rect, s: &State) {
         ]));
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The context rows that fit in `room` lines, and what to say about the others. When some must go,
+/// the last line tells how many and where, and the rows kept are those around the cell in progress.
+fn visible_rows(s: &State, room: usize) -> (std::ops::Range<usize>, Option<String>) {
+    let n = s.contexts.len();
+    if n <= room {
+        return (0..n, None);
+    }
+    // one line goes to saying that rows are missing
+    let fit = room.saturating_sub(1);
+    let current = s.current.and_then(|(ctx, _, _)| s.contexts.iter().position(|(c, _)| *c == ctx)).unwrap_or(0);
+    let start = (current + 1).saturating_sub(fit).min(n - fit);
+    let (above, below) = (start, n - start - fit);
+    let word = |k: usize| if k == 1 { "context" } else { "contexts" };
+    let text = match (above, below) {
+        (0, b) => format!("… +{b} more {} below", word(b)),
+        (a, 0) => format!("… +{a} more {} above", word(a)),
+        (a, b) => format!("… +{} more {} ({a} above, {b} below)", a + b, word(a + b)),
+    };
+    (start..start + fit, (room > 0).then_some(text))
 }
 
 fn is_error(cell: &DecodeCell) -> bool {

@@ -78,6 +78,78 @@ fn an_80x24_screen_shows_the_matrix_the_step_and_the_progress() {
     assert!(screen.contains("ETA "), "{screen}");
     assert!(screen.contains("q finish after this cell"), "{screen}");
     assert!(screen.contains("run started"), "{screen}");
+    // nothing runs off the edge at 80 columns: the KV budget's source and the stream count are whole
+    assert!(screen.contains("KV 500,000 tok (vllm:cache_config_info)"), "{screen}");
+    assert!(screen.contains("streams 16/16"), "{screen}");
+    assert!(screen.contains("TBT p50 19.9 ms"), "{screen}");
+}
+
+#[test]
+fn a_wide_screen_keeps_the_header_and_the_figures_on_one_line_each() {
+    let t0 = Instant::now();
+    let (s, now) = mid_run(t0);
+    let screen = render(&s, now, 140, 30);
+    assert!(screen.contains("2 done · max seqs 64 · KV 500,000 tok (vllm:cache_config_info)"), "{screen}");
+    assert!(screen.contains("800.0 tok/s total · TTFT p50 123.4 ms · TBT p50 19.9 ms · streams 16/16"), "{screen}");
+}
+
+#[test]
+fn ramp_up_waiting_for_streams_names_the_wait_once() {
+    let t0 = Instant::now();
+    let mut s = State::new(t0);
+    s.start(&record());
+    s.step(&Step::Ramp { label: "8K".into(), concurrency: 16, waiting_for: "waiting for streams 7/16".into() }, t0);
+    let screen = render(&s, t0 + Duration::from_secs(3), 80, 24);
+    assert!(screen.contains("Ramp-up 8K × 16 · waiting for streams 7/16 · 3s"), "{screen}");
+    assert!(!screen.contains("waiting for waiting"), "{screen}");
+}
+
+/// The test run with six contexts, 4K…128K, the cell in progress at 64K × 4.
+fn six_contexts(t0: Instant) -> State {
+    let mut rec = record();
+    let contexts = [(4096, "4K"), (8192, "8K"), (16384, "16K"), (32768, "32K"), (65536, "64K"), (131072, "128K")];
+    rec.plan.retain(|p| p.kind == "prefill");
+    for (ctx, label) in contexts {
+        for c in [1, 4, 16] {
+            let mut p = rec.plan[0].clone();
+            (p.kind, p.context, p.requested_context, p.label, p.concurrency) =
+                ("decode".into(), ctx, ctx, label.into(), c);
+            rec.plan.push(p);
+        }
+    }
+    rec.decode.clear();
+    let mut s = State::new(t0);
+    s.start(&rec);
+    for (ctx, label) in &contexts[..4] {
+        for c in [1, 4, 16] {
+            s.cell_done(&valid(*ctx, label, c, 100.0 * f64::from(c)), t0);
+        }
+    }
+    s.cell_done(&valid(65536, "64K", 1, 50.0), t0);
+    s.step(&Step::Scout { label: "64K".into(), concurrency: 4 }, t0);
+    s
+}
+
+#[test]
+fn six_contexts_fit_80x24() {
+    let t0 = Instant::now();
+    let s = six_contexts(t0);
+    let screen = render(&s, t0 + Duration::from_secs(1), 80, 24);
+    for label in ["  4K ", " 16K ", " 64K ", "128K "] {
+        assert!(screen.lines().any(|l| l.starts_with(&format!("│ {label}"))), "no {label} row:\n{screen}");
+    }
+    assert!(!screen.contains("more context"), "{screen}");
+}
+
+#[test]
+fn rows_cut_at_80x16_are_announced_and_the_cell_in_progress_stays_visible() {
+    let t0 = Instant::now();
+    let s = six_contexts(t0);
+    let screen = render(&s, t0 + Duration::from_secs(1), 80, 16);
+    assert!(screen.contains("more contexts"), "the cut rows are not announced:\n{screen}");
+    let row_64k = screen.lines().find(|l| l.starts_with("│  64K")).unwrap_or_else(|| panic!("no 64K row:\n{screen}"));
+    assert!(row_64k.contains('▸'), "{row_64k}");
+    assert!(screen.contains("cells 13/18"), "{screen}");
 }
 
 #[test]
@@ -109,7 +181,7 @@ fn ramp_up_says_what_it_waits_for_and_errors_give_their_reason() {
     );
     s.step(&Step::Ramp { label: "8K".into(), concurrency: 4, waiting_for: "running 3/4".into() }, t0);
     let screen = render(&s, t0 + Duration::from_secs(2), 80, 24);
-    assert!(screen.contains("Ramp-up 8K × 4 · waiting for running 3/4"), "{screen}");
+    assert!(screen.contains("Ramp-up 8K × 4 · running 3/4 · 2s"), "{screen}");
     assert!(screen.contains("ERROR"), "{screen}");
     assert!(screen.contains("8K × 1 ERROR: stream stalled for 60 s"), "{screen}");
 }

@@ -44,6 +44,7 @@ pub fn record() -> RunRecord {
             prompt_source: "server_tokenize".into(),
             ignore_eos: true,
             temperature: None,
+            timing: Default::default(),
         },
         hardware: Hardware::default(),
         launch_command: None,

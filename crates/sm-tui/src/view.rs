@@ -10,7 +10,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Gauge, Paragraph, Sparkline};
 
-use sm_bench::Step;
+use sm_bench::{LiveSample, Step};
 use sm_core::Tokens;
 use sm_core::record::RunStatus;
 
@@ -20,21 +20,38 @@ use crate::state::State;
 /// Below this width the server panel joins the step panel as one line.
 const SERVER_PANEL_MIN_WIDTH: u16 = 72;
 const SERVER_PANEL_W: u16 = 24;
+/// The live figures need about this many columns on one line; a narrower step panel splits them over two.
+const FIGURES_ONE_LINE: u16 = 80;
+/// The step panel never gives up its headline and gauge (plus borders) to the matrix.
+const MIN_STEP_H: u16 = 4;
+/// Header lines kept when its facts wrap on a narrow terminal.
+const MAX_HEADER_LINES: usize = 4;
+const FOOTER_H: u16 = 2;
 
 pub fn draw(frame: &mut Frame, s: &State, now: Instant) {
     let area = frame.area();
     let side = area.width >= SERVER_PANEL_MIN_WIDTH;
-    // text, gauge, figures, sparkline (+ server line when narrow), and borders
-    let step_h = if area.height >= 20 { 6 } else { 5 } + u16::from(!side);
+    let mut header_lines = header_lines(s, area.width);
+    // a short terminal keeps its rows for the step and the matrix; the KV budget line goes first
+    let max_header = if area.height >= 20 { MAX_HEADER_LINES } else { MAX_HEADER_LINES - 1 };
+    header_lines.truncate(max_header.min(usize::from(area.height.saturating_sub(FOOTER_H))));
+    let header_h = header_lines.len() as u16;
+    let rest = area.height.saturating_sub(header_h + FOOTER_H);
+    // the matrix is worth more than the sparkline and the second figures row, the log is worth least
+    let step_inner_w = if side { area.width.saturating_sub(SERVER_PANEL_W) } else { area.width }.saturating_sub(2);
+    let step_h =
+        step_height(area.height, step_inner_w, side).min(rest.saturating_sub(matrix::height(s))).max(MIN_STEP_H);
+    let step_h = step_h.min(rest);
+    let grid_h = matrix::height(s).min(rest - step_h);
     let [header, mid, grid, log, footer] = Layout::vertical([
-        Constraint::Length(2),
+        Constraint::Length(header_h),
         Constraint::Length(step_h),
-        Constraint::Length(matrix::height(s)),
-        Constraint::Min(0),
-        Constraint::Length(2),
+        Constraint::Length(grid_h),
+        Constraint::Length(rest - step_h - grid_h),
+        Constraint::Length(FOOTER_H),
     ])
     .areas(area);
-    draw_header(frame, header, s);
+    frame.render_widget(Paragraph::new(header_lines), header);
     if side {
         let [step, server] = Layout::horizontal([Constraint::Min(0), Constraint::Length(SERVER_PANEL_W)]).areas(mid);
         draw_step(frame, step, s, now, false);
@@ -49,31 +66,69 @@ pub fn draw(frame: &mut Frame, s: &State, now: Instant) {
     draw_footer(frame, footer, s, now);
 }
 
-fn draw_header(frame: &mut Frame, area: Rect, s: &State) {
+/// Rows the step panel would like: borders, headline, gauge, the live figures (one or two rows), the
+/// server line when there is no server panel, and the sparkline when the terminal is tall enough.
+fn step_height(height: u16, inner_width: u16, side: bool) -> u16 {
+    let figures = if inner_width < FIGURES_ONE_LINE { 2 } else { 1 };
+    2 + 1 + 1 + figures + u16::from(!side) + u16::from(height >= 20)
+}
+
+/// The header's facts, wrapped at their ` · ` separators so that a narrow terminal loses none of them
+/// (the KV budget's source used to run off the edge at 80 columns).
+fn header_lines(s: &State, width: u16) -> Vec<Line<'static>> {
     let Some(server) = &s.server else {
-        frame.render_widget(Paragraph::new("speedmatrix · discovering the server…"), area);
-        return;
+        return vec![Line::from("speedmatrix · discovering the server…")];
     };
-    let first = Line::from(vec![
-        Span::styled("speedmatrix", Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan)),
-        Span::raw(format!(
-            " · {} {} · {} · {}",
+    let first = vec![
+        vec![Span::styled("speedmatrix", Style::new().add_modifier(Modifier::BOLD).fg(Color::Cyan))],
+        vec![Span::raw(format!(
+            "{} {}",
             server.engine,
-            server.engine_version.as_deref().unwrap_or("(version unknown)"),
-            server.model,
-            server.url
-        )),
-    ]);
+            server.engine_version.as_deref().unwrap_or("(version unknown)")
+        ))],
+        vec![Span::raw(server.model.clone())],
+        vec![Span::raw(server.url.clone())],
+    ];
     let kv = server.kv_budget_tokens.map_or("unknown".to_string(), |k| Tokens(k).to_string());
     let seqs = server.max_num_seqs.map_or("unknown".to_string(), |n| n.to_string());
-    let second = Line::from(vec![
-        Span::raw("cells "),
-        Span::styled(format!("{} planned", s.planned_cells), Style::new().add_modifier(Modifier::BOLD)),
-        Span::raw(format!(", {} over cap., ", s.over_capacity)),
-        Span::styled(format!("{} done", s.cells_done()), Style::new().fg(Color::Green)),
-        Span::raw(format!(" · max seqs {seqs} · KV {kv} tok ({})", server.kv_budget_source)),
-    ]);
-    frame.render_widget(Paragraph::new(vec![first, second]), area);
+    let second = vec![
+        vec![
+            Span::raw("cells "),
+            Span::styled(format!("{} planned", s.planned_cells), Style::new().add_modifier(Modifier::BOLD)),
+            Span::raw(format!(", {} over cap., ", s.over_capacity)),
+            Span::styled(format!("{} done", s.cells_done()), Style::new().fg(Color::Green)),
+        ],
+        vec![Span::raw(format!("max seqs {seqs}"))],
+        vec![Span::raw(format!("KV {kv} tok ({})", server.kv_budget_source))],
+    ];
+    let mut lines = wrap_segments(first, width);
+    lines.extend(wrap_segments(second, width));
+    lines
+}
+
+/// Joins segments with ` · `, starting a new line where the next one would not fit in `width`.
+fn wrap_segments(segments: Vec<Vec<Span<'static>>>, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width);
+    let mut lines = Vec::new();
+    let mut line: Vec<Span<'static>> = Vec::new();
+    let mut used = 0;
+    for seg in segments {
+        let w: usize = seg.iter().map(Span::width).sum();
+        if !line.is_empty() && used + 3 + w > width {
+            lines.push(Line::from(std::mem::take(&mut line)));
+            used = 0;
+        }
+        if !line.is_empty() {
+            line.push(Span::raw(" · "));
+            used += 3;
+        }
+        line.extend(seg);
+        used += w;
+    }
+    if !line.is_empty() {
+        lines.push(Line::from(line));
+    }
+    lines
 }
 
 /// The step's headline and, where it has one, the gauge ratio and its label.
@@ -107,7 +162,8 @@ fn step_text(s: &State, now: Instant) -> (String, Option<(f64, String)>) {
                 let ratio = l.streams_with_token as f64 / f64::from((*concurrency).max(1));
                 (ratio, format!("streams {}/{}", l.streams_with_token, concurrency))
             });
-            (format!("{warm}Ramp-up {label} × {concurrency} · waiting for {waiting_for} · {}", dur(since)), gauge)
+            // the reason says what is awaited in its own words ("running 6/8", "waiting for streams 7/8")
+            (format!("{warm}Ramp-up {label} × {concurrency} · {waiting_for} · {}", dur(since)), gauge)
         }
         Some(Step::Measuring { label, concurrency, started, window }) => {
             let elapsed = now.saturating_duration_since(*started).min(*window);
@@ -140,24 +196,17 @@ fn draw_step(frame: &mut Frame, area: Rect, s: &State, now: Instant, server_line
             .label(label);
         frame.render_widget(g, rows[1]);
     }
-    let mut next = 2;
-    if let Some(live) = &s.live
-        && next < rows.len()
-    {
-        let rate = s.live_rate().map_or("–".into(), |r| format!("{r:.1}"));
-        let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} ms"));
-        let figures = format!(
-            "{rate} tok/s total · TTFT p50 {} · TBT p50 {} · streams {}/{}",
-            ms(live.ttft_ms_p50),
-            ms(live.tbt_ms_p50),
-            live.streams_with_token,
-            live.concurrency
-        );
-        frame.render_widget(Paragraph::new(figures), rows[next]);
+    // below the gauge, most important first: the figures, the server line, the latencies when they
+    // needed a line of their own
+    let mut texts = s.live.as_ref().map_or_else(|| vec![String::new()], |live| figure_lines(s, live, inner.width));
+    if server_line {
+        texts.insert(1, server_text(s).join(" · "));
     }
-    next += 1;
-    if server_line && next < rows.len() {
-        frame.render_widget(Paragraph::new(server_text(s).join(" · ")), rows[next]);
+    let mut next = 2;
+    for text in texts {
+        if next < rows.len() {
+            frame.render_widget(Paragraph::new(text), rows[next]);
+        }
         next += 1;
     }
     if next < rows.len() && !s.rates.is_empty() {
@@ -165,6 +214,21 @@ fn draw_step(frame: &mut Frame, area: Rect, s: &State, now: Instant, server_line
         let data: Vec<u64> = s.rates.iter().rev().take(width).rev().map(|r| r.round() as u64).collect();
         frame.render_widget(Sparkline::default().data(&data).style(Style::new().fg(Color::Green)), rows[next]);
     }
+}
+
+/// The live figures: one line when it fits, else rate and streams, then the latencies, so that
+/// nothing is cut off at the panel's edge.
+fn figure_lines(s: &State, live: &LiveSample, width: u16) -> Vec<String> {
+    let rate = s.live_rate().map_or("–".into(), |r| format!("{r:.1}"));
+    let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} ms"));
+    let rate = format!("{rate} tok/s total");
+    let latency = format!("TTFT p50 {} · TBT p50 {}", ms(live.ttft_ms_p50), ms(live.tbt_ms_p50));
+    let streams = format!("streams {}/{}", live.streams_with_token, live.concurrency);
+    let one = format!("{rate} · {latency} · {streams}");
+    if one.chars().count() <= usize::from(width) {
+        return vec![one];
+    }
+    vec![format!("{rate} · {streams}"), latency]
 }
 
 /// Running, waiting and KV usage from the server's /metrics, as the last sample saw them.

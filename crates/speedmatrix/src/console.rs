@@ -1,15 +1,26 @@
 //! Progress for logs and pipes: `--progress plain` prints one line per event,
 //! prefixed with the seconds since the run started, so CI logs and `nohup` files
 //! can be read and grepped; `--progress quiet` prints nothing until the summary.
+//!
+//! Besides the runner's own events it says where the run is: the plan, the start
+//! and end of the prefill phase and of the decode matrix, when a cell's window
+//! opens, a ramp-up that keeps waiting, and the hidden decode warm-up by name.
+//! The format is documented in docs/dashboard.md; tests and scripts grep it.
 
 use std::io::Write;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use sm_bench::Reporter;
-use sm_core::record::{DecodeCell, PrefillRow};
+use sm_bench::{LiveSample, Reporter, Step};
+use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
 use crate::table;
+
+/// A ramp-up still waiting after this long gets a line, and another every `RAMP_REPEAT`.
+const RAMP_FIRST: Duration = Duration::from_secs(10);
+const RAMP_REPEAT: Duration = Duration::from_secs(30);
+/// Continuation lines line up with the text after the `[    12.3s] ` stamp.
+const INDENT: &str = "           ";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -20,39 +31,273 @@ pub enum Mode {
 pub struct Console {
     mode: Mode,
     start: Instant,
-    out: Mutex<std::io::Stdout>,
+    inner: Mutex<Inner>,
+}
+
+/// What earlier callbacks said, to turn steps into phase lines; behind the same lock as the output
+/// so that lines come out in order.
+struct Inner {
+    out: std::io::Stdout,
+    /// Decode cells and prefill rows left to measure in this session.
+    cells_left: usize,
+    rows_left: usize,
+    prefill: Phase,
+    decode: Phase,
+    /// Between "decode warm-up at" and its end: the cell then is not measured.
+    warmup: bool,
+    cell: Option<CellProgress>,
+}
+
+/// Outcomes of a phase's rows or cells so far; `None` before it started.
+#[derive(Default)]
+struct Phase {
+    started: bool,
+    ended: bool,
+    outcomes: Vec<CellStatus>,
+}
+
+/// The decode cell in progress.
+struct CellProgress {
+    /// "cell 8K × 4" or "decode warm-up 64K × 1".
+    who: String,
+    started: Instant,
+    /// When the streams started (the first ramp-up step; the server is drained before that).
+    ramp_since: Option<Instant>,
+    /// The ramp-up's latest reason, and when a line last said it was still waiting.
+    ramp: Option<(String, Option<Instant>)>,
 }
 
 impl Console {
     pub fn new(mode: Mode) -> Console {
-        Console { mode, start: Instant::now(), out: Mutex::new(std::io::stdout()) }
+        let inner = Inner {
+            out: std::io::stdout(),
+            cells_left: 0,
+            rows_left: 0,
+            prefill: Phase::default(),
+            decode: Phase::default(),
+            warmup: false,
+            cell: None,
+        };
+        Console { mode, start: Instant::now(), inner: Mutex::new(inner) }
     }
 
-    fn line(&self, text: &str) {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn line(&self, inner: &mut Inner, text: &str) {
         if self.mode == Mode::Quiet {
             return;
         }
         let t = self.start.elapsed().as_secs_f64();
-        let mut out = self.out.lock().unwrap_or_else(|p| p.into_inner());
         for (i, l) in text.lines().enumerate() {
-            let _ = if i == 0 { writeln!(out, "[{t:8.1}s] {l}") } else { writeln!(out, "           {l}") };
+            // a closed terminal or pipe must not stop the run
+            let _ = if i == 0 { writeln!(inner.out, "[{t:8.1}s] {l}") } else { writeln!(inner.out, "{INDENT}{l}") };
         }
-        let _ = out.flush();
+        let _ = inner.out.flush();
+    }
+
+    fn end_prefill(&self, inner: &mut Inner) {
+        if inner.prefill.started && !inner.prefill.ended {
+            inner.prefill.ended = true;
+            let text = format!("prefill phase done: {}", inner.prefill.summary("row"));
+            self.line(inner, &text);
+        }
+    }
+
+    fn end_decode(&self, inner: &mut Inner) {
+        if inner.decode.started && !inner.decode.ended {
+            inner.decode.ended = true;
+            let word = if inner.decode.outcomes.len() >= inner.cells_left { "done" } else { "stopped" };
+            let text = format!(
+                "decode matrix {word}: {} of {} cells measured ({})",
+                inner.decode.outcomes.len(),
+                inner.cells_left,
+                inner.decode.counts()
+            );
+            self.line(inner, &text);
+        }
     }
 }
 
+impl Phase {
+    fn summary(&self, unit: &str) -> String {
+        let n = self.outcomes.len();
+        format!("{n} {unit}{} ({})", if n == 1 { "" } else { "s" }, self.counts())
+    }
+
+    /// "3 valid, 1 error".
+    fn counts(&self) -> String {
+        let mut counts: Vec<(CellStatus, usize)> = Vec::new();
+        for &o in &self.outcomes {
+            match counts.iter_mut().find(|(s, _)| *s == o) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((o, 1)),
+            }
+        }
+        if counts.is_empty() {
+            return "none".into();
+        }
+        counts.iter().map(|(s, n)| format!("{n} {}", sm_bench::runner::status_word(*s))).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The plan line and, under it, each cell that will not run and why.
+fn plan_text(record: &RunRecord) -> (String, usize, usize) {
+    let decode = |status: &'static str| record.plan.iter().filter(move |p| p.kind == "decode" && p.status == status);
+    let done = record.decode.iter().filter(|c| c.status() != CellStatus::OverCapacity).count();
+    let cells_left = decode("planned").count().saturating_sub(done);
+    let rows = record.plan.iter().filter(|p| p.kind == "prefill" && p.status == "planned").count();
+    let rows_left = rows.saturating_sub(record.prefill.len());
+    let mut text = format!(
+        "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {} s windows",
+        decode("planned").count(),
+        decode("over_capacity").count(),
+        rows,
+        record.settings.duration_s
+    );
+    if done > 0 || rows_left < rows {
+        text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
+    }
+    for p in decode("over_capacity") {
+        text.push_str(&format!(
+            "\nover capacity: {} × {}: {}",
+            p.label,
+            p.concurrency,
+            p.reason.as_deref().unwrap_or("")
+        ));
+    }
+    for p in record.plan.iter().filter(|p| p.status == "skipped") {
+        text.push_str(&format!("\nnot run: {} {}: {}", p.kind, p.label, p.reason.as_deref().unwrap_or("")));
+    }
+    (text, cells_left, rows_left)
+}
+
 impl Reporter for Console {
-    fn event(&self, text: &str) {
-        // finished cells and rows get their own, fuller line below
-        let finished = (text.starts_with("cell ") && !text.ends_with("started")) || text.starts_with("prefill ");
-        if !finished {
-            self.line(text);
+    fn start(&self, record: &RunRecord) {
+        let (text, cells_left, rows_left) = plan_text(record);
+        let mut inner = self.inner();
+        (inner.cells_left, inner.rows_left) = (cells_left, rows_left);
+        self.line(&mut inner, &text);
+    }
+
+    fn step(&self, step: &Step) {
+        let mut inner = self.inner();
+        let inner = &mut *inner;
+        match step {
+            Step::Prefill { .. } => {
+                if !inner.prefill.started {
+                    inner.prefill.started = true;
+                    let text = format!("prefill phase started: {} rows to measure", inner.rows_left);
+                    self.line(inner, &text);
+                }
+                return;
+            }
+            Step::Sizing => return,
+            _ => {}
+        }
+        // anything after the prefill rows ends their phase
+        if !matches!(step, Step::Warmup) || inner.prefill.started {
+            self.end_prefill(inner);
+        }
+        match step {
+            Step::Scout { .. } if !inner.warmup && !inner.decode.started => {
+                inner.decode.started = true;
+                let text = format!("decode matrix started: {} cells to measure", inner.cells_left);
+                self.line(inner, &text);
+            }
+            Step::Ramp { waiting_for, .. } => {
+                if let Some(cell) = &mut inner.cell {
+                    cell.ramp_since.get_or_insert_with(Instant::now);
+                    let said = cell.ramp.take().and_then(|(_, said)| said);
+                    cell.ramp = Some((waiting_for.clone(), said));
+                }
+            }
+            Step::Measuring { started, window, .. } => {
+                if let Some(cell) = &mut inner.cell {
+                    cell.ramp = None;
+                    let ramp = started.saturating_duration_since(cell.ramp_since.unwrap_or(cell.started)).as_secs_f64();
+                    let text = format!(
+                        "{} window open after {ramp:.1} s ramp-up ({:.0} s window)",
+                        cell.who,
+                        window.as_secs_f64()
+                    );
+                    self.line(inner, &text);
+                }
+            }
+            _ => {}
         }
     }
-    fn prefill_done(&self, row: &PrefillRow) {
-        self.line(&table::prefill_line(row));
+
+    fn live(&self, sample: &LiveSample) {
+        let mut inner = self.inner();
+        let Some(cell) = &mut inner.cell else { return };
+        let Some((reason, said)) = &mut cell.ramp else { return };
+        let waited = sample.at.saturating_duration_since(cell.ramp_since.unwrap_or(cell.started));
+        let due = match said {
+            None => waited >= RAMP_FIRST,
+            Some(at) => sample.at.saturating_duration_since(*at) >= RAMP_REPEAT,
+        };
+        if due {
+            *said = Some(sample.at);
+            let text = format!("{} ramp-up still waiting after {:.0} s: {reason}", cell.who, waited.as_secs_f64());
+            self.line(&mut inner, &text);
+        }
     }
+
+    fn event(&self, text: &str) {
+        let mut inner = self.inner();
+        let inner = &mut *inner;
+        if text.starts_with("decode warm-up at ") {
+            inner.warmup = true;
+        } else if inner.warmup && (text.starts_with("decode warm-up") || text.starts_with("the decode warm-up")) {
+            inner.warmup = false;
+            let cell = inner.cell.take();
+            if text == "decode warm-up done"
+                && let Some(cell) = cell
+            {
+                self.line(inner, &format!("{} done (not measured)", cell.who));
+                return;
+            }
+        }
+        if let Some(rest) = text.strip_prefix("cell ").and_then(|t| t.strip_suffix(" started")) {
+            let who = if inner.warmup { format!("decode warm-up {rest}") } else { format!("cell {rest}") };
+            let line = if inner.warmup { format!("{who} started (not measured)") } else { text.to_string() };
+            inner.cell = Some(CellProgress { who, started: Instant::now(), ramp_since: None, ramp: None });
+            self.line(inner, &line);
+            return;
+        }
+        // finished cells and rows get their own, fuller line from cell_done and prefill_done
+        let finished_cell = text.starts_with("cell ");
+        let finished_row = text.starts_with("prefill ") && !text.ends_with(" started");
+        if finished_cell || finished_row {
+            return;
+        }
+        if text.starts_with("run ") && !text.starts_with("run started") && !text.starts_with("run resumed") {
+            // the run's last line comes after the phases it ends
+            self.end_prefill(inner);
+            self.end_decode(inner);
+        }
+        self.line(inner, text);
+    }
+
+    fn prefill_done(&self, row: &PrefillRow) {
+        let mut inner = self.inner();
+        inner.prefill.started = true;
+        inner.prefill.outcomes.push(row.status);
+        self.line(&mut inner, &table::prefill_line(row));
+    }
+
     fn cell_done(&self, cell: &DecodeCell) {
-        self.line(&table::cell_line(cell));
+        let mut inner = self.inner();
+        inner.cell = None;
+        inner.decode.outcomes.push(cell.status());
+        self.line(&mut inner, &table::cell_line(cell));
+    }
+
+    fn finish(&self, _record: &RunRecord) {
+        let mut inner = self.inner();
+        self.end_prefill(&mut inner);
+        self.end_decode(&mut inner);
     }
 }

@@ -8,6 +8,7 @@ mod import_cmd;
 mod report_cmd;
 mod run_cmd;
 mod serve_cmd;
+mod signals;
 mod sim_cmd;
 mod table;
 mod upload_cmd;

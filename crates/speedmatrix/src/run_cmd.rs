@@ -1,5 +1,6 @@
 //! `speedmatrix run`: flags → discovery → plan → measurement → files and a summary.
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use sm_core::units::{parse_count_list, parse_duration, parse_token_list, parse_t
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
+use crate::signals::{Signal, Signals};
 use crate::table;
 
 /// The profile the built-in simulated engine uses when no --url is given.
@@ -90,22 +92,24 @@ pub struct RunArgs {
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     dry_run: bool,
-    /// How long readiness must hold before the window opens.
-    #[arg(long, value_parser = duration, default_value = "3s")]
-    ready_stable: Duration,
-    /// Longest wait for readiness before the window opens anyway (with a warning).
-    #[arg(long, value_parser = duration, default_value = "180s")]
-    ready_timeout: Duration,
+    // The timing flags have no clap default so that a resume can tell a flag given from one to
+    // take from run.json; their defaults are the DEFAULT_* constants below.
+    /// How long readiness must hold before the window opens [default: 3s].
+    #[arg(long, value_parser = duration)]
+    ready_stable: Option<Duration>,
+    /// Longest wait for readiness before the window opens anyway (with a warning) [default: 180s].
+    #[arg(long, value_parser = duration)]
+    ready_timeout: Option<Duration>,
     /// A stream that sends nothing for this long between two tokens is an error (before its first
-    /// token a stream may wait up to --ready-timeout).
-    #[arg(long, value_parser = duration, default_value = "15s")]
-    stall_timeout: Duration,
-    /// How long to wait for a server that stopped responding before the run stops as failed.
-    #[arg(long, value_parser = duration, default_value = "5m")]
-    server_wait: Duration,
-    /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it).
-    #[arg(long, value_parser = duration, default_value = "3s")]
-    warmup: Duration,
+    /// token a stream may wait up to --ready-timeout) [default: 15s].
+    #[arg(long, value_parser = duration)]
+    stall_timeout: Option<Duration>,
+    /// How long to wait for a server that stopped responding before the run stops as failed [default: 5m].
+    #[arg(long, value_parser = duration)]
+    server_wait: Option<Duration>,
+    /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it) [default: 3s].
+    #[arg(long, value_parser = duration)]
+    warmup: Option<Duration>,
     /// Simulated-engine profile used when no --url is given.
     #[arg(long, default_value = DEMO_PROFILE)]
     sim_profile: String,
@@ -117,6 +121,15 @@ pub struct RunArgs {
     /// per event), quiet (only the summary).
     #[arg(long, value_parser = ["auto", "dashboard", "plain", "quiet"], default_value = "auto")]
     progress: String,
+    /// Print only the final summary (and warnings): the same as --progress quiet.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+impl RunArgs {
+    fn quiet(&self) -> bool {
+        self.quiet || self.progress == "quiet"
+    }
 }
 
 /// A parsed `8k,16k` list (a newtype so clap treats it as one value).
@@ -141,6 +154,12 @@ fn tokens(s: &str) -> Result<Tokens, String> {
 
 const K: u64 = 1024;
 
+const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
+const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
+const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
+const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
+const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
+
 /// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
 fn default_contexts() -> Vec<Tokens> {
     [8, 16, 32, 64, 128, 256].iter().map(|k| Tokens(k * K)).collect()
@@ -161,9 +180,14 @@ pub async fn main(args: RunArgs) -> ExitCode {
 
 async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let secrets: Vec<String> = args.api_key.iter().cloned().collect();
-    let resumed = match args.resume.clone() {
-        Some(dir) => Some(load_resume(&dir, &mut args)?),
-        None => None,
+    let user_model = args.model.is_some();
+    let (resumed, locked) = match args.resume.clone() {
+        Some(dir) => {
+            let old = load_resume(&dir, &mut args)?;
+            // at once: a second process must not even restart the simulated engine on the old port
+            (Some(old), Some(Journal::create(&dir)?))
+        }
+        None => (None, None),
     };
     // read before anything else so that a wrong path fails in a second, not after discovery
     let tokenizer = args.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
@@ -187,29 +211,32 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
         max_model_len: args.max_model_len.map(|t| t.0),
         launch_command: launch_command.clone(),
     };
-    let facts = discover::discover(&client, &overrides).await?;
-    print_facts(&facts);
+    let facts = match discover::discover(&client, &overrides).await {
+        // resuming against a server without the old model: the refusal lists that with every other difference
+        Err(discover::DiscoverError::UnknownModel { .. }) if resumed.is_some() && !user_model => {
+            discover::discover(&client, &Overrides { model: None, ..overrides }).await?
+        }
+        r => r?,
+    };
+    if !args.quiet() {
+        print_facts(&facts);
+    }
+    print_warnings(&facts);
     let mut config = config(&args, concurrency, launch_command, secrets);
     config.resume = resumed;
     config.tokenizer = tokenizer;
     let out = out_dir(&args, &facts.model);
-    let journal =
-        Journal::create(&out).with_context(|| format!("cannot create the output directory {}", out.display()))?;
+    let journal = match locked {
+        Some(journal) => journal,
+        None => Journal::create(&out)?,
+    };
     let (handle, controls) = sm_bench::controls();
-    let reporter = progress_display(&args.progress, handle.clone());
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            eprintln!(
-                "\ninterrupted: stopping the current cell and writing what was measured (Ctrl-C again to abort at once)"
-            );
-            handle.stop_now();
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
-            }
-        }
-    });
+    let display = if config.dry_run { Display::Quiet } else { Display::choose(&args) };
+    let (reporter, display) = progress_display(display, handle.clone());
+    let signals = Signals::watch(handle, signal_notice(&reporter, display)).context("cannot watch for signals")?;
     let dry_run = config.dry_run;
     let record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
+    // gives the terminal back before the summary is printed on it
     drop(reporter);
     if let Some(h) = sim {
         h.shutdown().await;
@@ -217,34 +244,68 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     if dry_run {
         print_plan(&record);
         println!("results: {}", journal.path().display());
-    } else {
-        println!("\n{}", sm_report::terminal(&record, terminal_width()));
-        let reports = sm_report::write_all(&record, journal.dir())
-            .with_context(|| format!("cannot write the reports into {}", journal.dir().display()))?;
-        println!("results: {}", journal.path().display());
-        for path in reports {
-            println!("         {}", path.display());
-        }
+        return Ok(exit_code(&record, None));
     }
-    Ok(exit_code(&record))
+    // the files first: after SIGHUP there may be no terminal to print the summary on
+    let reports = sm_report::write_all(&record, journal.dir())
+        .with_context(|| format!("cannot write the reports into {}", journal.dir().display()))?;
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "\n{}", sm_report::terminal(&record, terminal_width()));
+    let _ = writeln!(out, "results: {}", journal.path().display());
+    for path in reports {
+        let _ = writeln!(out, "         {}", path.display());
+    }
+    Ok(exit_code(&record, signals.first()))
 }
 
-/// Chooses how progress is shown. `handle` lets an interactive display steer the
-/// run (finish after the cell, skip the cell, stop); dropping the returned
-/// reporter must restore the terminal.
-fn progress_display(mode: &str, handle: sm_bench::ControlHandle) -> Box<dyn sm_bench::Reporter> {
-    use std::io::IsTerminal;
-    let dashboard = mode == "dashboard" || (mode == "auto" && std::io::stdout().is_terminal());
-    match mode {
-        "quiet" => Box::new(Console::new(Mode::Quiet)),
-        _ if dashboard => match sm_tui::Dashboard::start(handle) {
-            Ok(d) => Box::new(d),
+/// How progress is shown while the run works.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Display {
+    Dashboard,
+    Plain,
+    Quiet,
+}
+
+impl Display {
+    fn choose(args: &RunArgs) -> Display {
+        use std::io::IsTerminal;
+        match args.progress.as_str() {
+            _ if args.quiet() => Display::Quiet,
+            "dashboard" => Display::Dashboard,
+            "auto" if std::io::stdout().is_terminal() => Display::Dashboard,
+            _ => Display::Plain,
+        }
+    }
+}
+
+/// Where the first signal's notice goes: the dashboard's event log (printing would smear its screen),
+/// a plain progress line, or stderr when progress is quiet. The reporter is held weakly so that
+/// dropping it at the end of the run still gives the terminal back.
+fn signal_notice(reporter: &Arc<dyn sm_bench::Reporter>, display: Display) -> impl Fn(&str) + Send + 'static {
+    let reporter = Arc::downgrade(reporter);
+    move |text: &str| match reporter.upgrade() {
+        Some(r) if display != Display::Quiet => r.event(text),
+        // the terminal may be gone (SIGHUP): a failed write must not panic
+        _ => {
+            let _ = writeln!(std::io::stderr(), "{text}");
+        }
+    }
+}
+
+/// Starts the progress display, falling back to plain lines when the terminal cannot be taken
+/// over. `handle` lets the dashboard steer the run (finish after the cell, skip the cell, stop);
+/// dropping the returned reporter must restore the terminal.
+fn progress_display(display: Display, handle: sm_bench::ControlHandle) -> (Arc<dyn sm_bench::Reporter>, Display) {
+    match display {
+        Display::Quiet => (Arc::new(Console::new(Mode::Quiet)), display),
+        Display::Plain => (Arc::new(Console::new(Mode::Plain)), display),
+        Display::Dashboard => match sm_tui::Dashboard::start(handle) {
+            Ok(d) => (Arc::new(d), display),
             Err(e) => {
                 eprintln!("warning: {e}; showing plain progress instead");
-                Box::new(Console::new(Mode::Plain))
+                (Arc::new(Console::new(Mode::Plain)), Display::Plain)
             }
         },
-        _ => Box::new(Console::new(Mode::Plain)),
     }
 }
 
@@ -258,10 +319,11 @@ fn terminal_width() -> usize {
         .clamp(40, 400)
 }
 
-/// Exit codes: 0 complete, 2 some cells errored, 130 interrupted (1 is for failures to start).
-fn exit_code(record: &RunRecord) -> ExitCode {
+/// Exit codes: 0 complete, 2 some cells errored, 130 interrupted by Ctrl-C or `q`, 143 by SIGTERM,
+/// 129 by SIGHUP (1 is for failures to start).
+fn exit_code(record: &RunRecord, signal: Option<Signal>) -> ExitCode {
     match record.status {
-        RunStatus::Interrupted => ExitCode::from(130),
+        RunStatus::Interrupted => ExitCode::from(signal.map_or(130, Signal::exit_code)),
         RunStatus::Failed => ExitCode::from(1),
         _ if record.decode.iter().any(|c| matches!(c.status(), CellStatus::Error | CellStatus::Loop))
             || record.prefill.iter().any(|p| p.status != CellStatus::Valid) =>
@@ -287,10 +349,13 @@ async fn start_demo_sim(args: &mut RunArgs, resumed: Option<&RunRecord>) -> Resu
         args.contexts = Some(TokenList(vec![Tokens(8 * K), Tokens(64 * K), Tokens(256 * K)]));
         args.concurrency = Some(CountList(vec![1, 16, 64]));
         args.duration = Some(Duration::from_secs(5));
-        args.ready_stable = Duration::from_secs(1);
-        args.warmup = Duration::ZERO;
+        args.ready_stable = Some(Duration::from_secs(1));
+        args.warmup = Some(Duration::ZERO);
     }
     args.label.get_or_insert_with(|| format!("simulated engine, profile {name}"));
+    if args.quiet() {
+        return Ok(handle);
+    }
     eprintln!(
         "No --url given: measuring the built-in simulated engine (profile {name}) at {}{}.\nPass --url to measure a real server.",
         handle.url(),
@@ -334,12 +399,12 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         rule: args.capacity_rule,
         timing: CellTiming {
             duration: args.duration.unwrap_or(Duration::from_secs(30)),
-            ready_stable: args.ready_stable,
-            ready_timeout: args.ready_timeout,
-            idle_timeout: args.stall_timeout,
+            ready_stable: args.ready_stable.unwrap_or(DEFAULT_READY_STABLE),
+            ready_timeout: args.ready_timeout.unwrap_or(DEFAULT_READY_TIMEOUT),
+            idle_timeout: args.stall_timeout.unwrap_or(DEFAULT_STALL_TIMEOUT),
             ..CellTiming::default()
         },
-        warmup: args.warmup,
+        warmup: args.warmup.unwrap_or(DEFAULT_WARMUP),
         idle_gap: Duration::from_millis(500),
         ignore_eos: true,
         temperature: None,
@@ -350,7 +415,7 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         secrets,
         resume: None,
-        server_wait: args.server_wait,
+        server_wait: args.server_wait.unwrap_or(DEFAULT_SERVER_WAIT),
         tokenizer: None,
     }
 }
@@ -385,6 +450,14 @@ fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
     args.no_prefill_at_max = true;
     args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
     args.capacity_rule = s.capacity_rule;
+    // a record written before the timings were kept has none: the flags' defaults apply
+    let secs = |v: Option<f64>| v.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
+    let t = &s.timing;
+    args.warmup = args.warmup.or(secs(t.warmup_s));
+    args.ready_stable = args.ready_stable.or(secs(t.ready_stable_s));
+    args.ready_timeout = args.ready_timeout.or(secs(t.ready_timeout_s));
+    args.stall_timeout = args.stall_timeout.or(secs(t.stall_timeout_s));
+    args.server_wait = args.server_wait.or(secs(t.server_wait_s));
     if args.label.is_none() {
         args.label.clone_from(&old.label);
     }
@@ -416,6 +489,10 @@ fn print_facts(f: &discover::ServerFacts) {
         if f.metrics_available { "yes" } else { "no" },
         if matches!(f.tokenize, discover::TokenizeApi::None) { "no" } else { "yes" },
     );
+}
+
+/// Printed even with --quiet: a warning may mean the figures need a second look.
+fn print_warnings(f: &discover::ServerFacts) {
     for w in &f.warnings {
         eprintln!("warning: {w}");
     }

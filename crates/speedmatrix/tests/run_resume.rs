@@ -1,12 +1,16 @@
-//! Resuming after `kill -9`: no finished cell is lost, none is measured twice,
-//! and a resume with other settings is refused with the differences listed.
+//! Resuming after `kill -9` in the middle of a cell: no finished cell is lost, none
+//! is measured twice; a second process on a running directory is refused; a resume
+//! with other settings, prompts or server is refused with every difference listed
+//! and the directory untouched.
 //! Also the `--progress plain` format that logs rely on.
 
 mod common;
 
 use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::process::Stdio;
+use std::time::Duration;
 
 use common::{QUICK, SimSpec, run, sim};
 
@@ -19,62 +23,156 @@ fn cells(record: &serde_json::Value) -> Vec<(u64, u64, String)> {
         .collect()
 }
 
-fn decode_cells_in(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        .map_or(0, |v| v["decode"].as_array().map_or(0, Vec::len))
+fn read_record(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `(context, concurrency)` of a plain progress line `[  1.2s] cell 2K × 1 started`.
+fn started_cell(line: &str) -> Option<(u64, u64)> {
+    let cell = line.split_once("] cell ")?.1.strip_suffix(" started")?;
+    let (ctx, c) = cell.split_once(" × ")?;
+    Some((ctx.strip_suffix('K')?.parse::<u64>().ok()? * 1024, c.parse().ok()?))
+}
+
+/// Reads plain progress until the next cell starts; returns that cell and the reader, which the
+/// caller keeps so that the child's stdout stays open.
+async fn next_cell_start<R: BufRead + Send + 'static>(reader: R) -> ((u64, u64), R) {
+    let read = tokio::task::spawn_blocking(move || {
+        let mut reader = reader;
+        let mut line = String::new();
+        while reader.read_line(&mut line).unwrap() > 0 {
+            if let Some(cell) = started_cell(line.trim_end()) {
+                return (cell, reader);
+            }
+            line.clear();
+        }
+        panic!("the run ended before the next cell started");
+    });
+    tokio::time::timeout(Duration::from_secs(120), read).await.expect("no cell started within 120 s").unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_then_resume_measures_each_cell_once() {
+async fn kill_9_mid_cell_then_resume_measures_each_cell_once() {
     let sim = sim(SimSpec::default()).await;
     let url = sim.handle.url();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run");
-    let matrix = ["--contexts", "1k,2k", "--concurrency", "1,2", "--duration", "1s", "--max-tokens", "512"];
+    let resume = ["--resume", out.to_str().unwrap()];
+    let matrix = ["--contexts", "1k,2k", "--concurrency", "1,2", "--duration", "3s", "--max-tokens", "512"];
     let mut child = common::bin()
-        .args(["run", "--url", &url])
+        .args(["run", "--url", &url, "--progress", "plain"])
         .args(matrix)
         .args(QUICK)
         .arg("--out")
         .arg(&out)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while decode_cells_in(&out.join("run.json")) < 2 {
-        assert!(Instant::now() < deadline, "two cells did not finish within 60 s");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    child.kill().unwrap(); // SIGKILL: no chance to write anything more
-    child.wait().unwrap();
-    let before = cells(&serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap());
-    assert!(before.len() < 4, "the run was killed before the end");
+    let reader = BufReader::new(child.stdout.take().unwrap());
 
-    let r = run(&out, &["--resume", out.to_str().unwrap()]).await;
+    // while the first cell runs, a second process on the directory is refused and changes nothing
+    let (_, reader) = next_cell_start(reader).await;
+    let second = run(&out, &resume).await;
+    assert_eq!(second.code, 1, "{}", second.stderr);
+    let busy = format!("another speedmatrix process (PID {}) is running in", child.id());
+    assert!(second.stderr.contains(&busy) && second.stderr.contains("run.lock"), "{}", second.stderr);
+
+    // SIGKILL about a second into the second cell: no chance to write anything more
+    let (killed, reader) = next_cell_start(reader).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    drop(reader);
+    let before = cells(&read_record(&out.join("run.json")));
+    let in_progress = |c: &&(u64, u64, String)| (c.0, c.1) == killed;
+    assert_eq!(before.len(), 1, "one cell finished before the kill: {before:?}");
+    assert!(!before.iter().any(|c| in_progress(&c)), "{killed:?} was still in progress: {before:?}");
+
+    let r = run(&out, &resume).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let after = cells(r.record());
     assert_eq!(r.record()["status"], "complete");
+    let after = cells(r.record());
     let unique: BTreeSet<_> = after.iter().map(|(c, n, _)| (*c, *n)).collect();
     assert_eq!(unique.len(), after.len(), "a cell was measured twice: {after:?}");
+    // the cells of an uninterrupted run: every planned decode cell
+    let planned: BTreeSet<_> = r.record()["plan"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["kind"] == "decode" && p["status"] == "planned")
+        .map(|p| (p["context"].as_u64().unwrap(), p["concurrency"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(unique, planned);
     assert_eq!(unique, BTreeSet::from([(1024, 1), (1024, 2), (2048, 1), (2048, 2)]));
     for cell in &before {
         assert!(after.contains(cell), "finished cell {cell:?} was lost or changed");
     }
+    let again = after.iter().find(in_progress).expect("the killed cell");
+    assert_eq!(again.2, "\"valid\"", "the killed cell is measured again");
     let prefill: Vec<u64> =
         r.record()["prefill"].as_array().unwrap().iter().map(|p| p["context"].as_u64().unwrap()).collect();
     assert_eq!(prefill, vec![1024, 2048], "prefill rows once each");
-    assert!(r.record()["events"].to_string().contains("run resumed"));
-
-    // the same directory with other settings is refused, and nothing is changed
-    let refused = run(&out, &["--resume", out.to_str().unwrap(), "--max-tokens", "999"]).await;
-    assert_eq!(refused.code, 1);
-    assert!(refused.stderr.contains("max tokens: was 512, now 999"), "{}", refused.stderr);
-    assert!(refused.stderr.contains("run without --resume"), "{}", refused.stderr);
-    assert_eq!(refused.record()["status"], "complete");
+    let events = r.record()["events"].to_string();
+    assert!(events.contains("run resumed"));
+    // flags not repeated come from run.json: QUICK's, not the defaults (which would be refused)
+    let settings = &r.record()["settings"];
+    assert_eq!((settings["warmup_s"].as_f64(), settings["ready_stable_s"].as_f64()), (Some(0.0), Some(0.3)));
+    assert!(!events.contains("decode warm-up"), "{events}");
     sim.handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_resumes_list_every_difference_and_change_nothing() {
+    let first = sim(SimSpec::default()).await;
+    let url = first.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
+    args.extend_from_slice(QUICK);
+    let r = run(&out, &args).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // an interrupted run whose recorded prompt no longer matches what the server makes
+    let mut record = r.record().clone();
+    record["status"] = "interrupted".into();
+    record["decode"] = serde_json::json!([]);
+    record["prompts"][0]["hash"] = "0123456789abcdef".into();
+    std::fs::write(out.join("run.json"), serde_json::to_string_pretty(&record).unwrap()).unwrap();
+    let written = std::fs::read(out.join("run.json")).unwrap();
+    let unchanged = || assert!(std::fs::read(out.join("run.json")).unwrap() == written, "run.json was changed");
+
+    let resume = ["--resume", out.to_str().unwrap()];
+    let other_settings = ["--max-tokens", "999", "--ready-stable", "2s"];
+    let refused = run(&out, &[&resume[..], &other_settings[..]].concat()).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    for expected in [
+        "max tokens: was 512, now 999",
+        "ready-stable: was 0.3 s, now 2 s",
+        "the prompt of context 1K is different now",
+        "run without --resume",
+    ] {
+        assert!(refused.stderr.contains(expected), "{expected:?} missing:\n{}", refused.stderr);
+    }
+    unchanged();
+
+    // another server that does not serve the model: the whole list, not a discovery error
+    let second = sim(SimSpec { profile: "seed-ling-3.0-flash-h200nvl-x2", ..SimSpec::default() }).await;
+    let second_url = second.handle.url();
+    let elsewhere = run(&out, &[&resume[..], &["--url", second_url.as_str()]].concat()).await;
+    assert_eq!(elsewhere.code, 1, "{}", elsewhere.stderr);
+    let stderr = &elsewhere.stderr;
+    assert!(!stderr.contains("is not served here"), "{stderr}");
+    for expected in [
+        format!("server URL: was {url}, now {second_url}"),
+        "model: was tiny, now ling".to_string(),
+        "max_model_len: was".to_string(),
+        "run without --resume".to_string(),
+    ] {
+        assert!(stderr.contains(&expected), "{expected:?} missing:\n{stderr}");
+    }
+    unchanged();
+    first.handle.shutdown().await;
+    second.handle.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

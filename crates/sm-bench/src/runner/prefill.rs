@@ -1,14 +1,41 @@
 //! Prefill rows (methodology §5): one cold scout per context.
 
+use std::time::Instant;
+
 use sm_client::openai::Prompt;
 use sm_core::Tokens;
 use sm_core::context::label;
+use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, PrefillRow};
 
-use super::{Runner, round1, round3};
+use super::{Prompts, Runner, round1, round3};
+use crate::progress::Step;
 use crate::scout::{ScoutResult, scout};
 
 impl Runner<'_> {
+    /// The rows not measured yet, in order. Ctrl-C or `q` lets the row in progress finish (its
+    /// request cannot be taken back) and starts no other.
+    pub(super) async fn prefill_rows(&mut self, plan: &Plan, prompts: &Prompts) -> std::io::Result<()> {
+        let total = plan.prefill.len();
+        for (i, p) in plan.prefill.iter().enumerate() {
+            if self.halted() {
+                break;
+            }
+            if self.record.prefill.iter().any(|r| r.context == p.context.0) {
+                continue;
+            }
+            match prompts.get(p.context) {
+                Ok(prompt) => {
+                    let step = Step::Prefill { label: p.label.clone(), index: i + 1, total, started: Instant::now() };
+                    self.reporter.step(&step);
+                    self.prefill_row(p.context, &prompt).await?;
+                }
+                Err(e) => self.prefill_error(p.context, e)?,
+            }
+        }
+        Ok(())
+    }
+
     pub(super) async fn prefill_row(&mut self, ctx: Tokens, prompt: &Prompt) -> std::io::Result<()> {
         let spec = self.spec(1, false);
         let body = spec.body(prompt);
