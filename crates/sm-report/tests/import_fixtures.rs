@@ -22,19 +22,6 @@ fn footnotes(html: &str) -> Vec<String> {
     list.split("<li").skip(1).map(|li| strip_tags(&format!("<li{li}"))).collect()
 }
 
-/// Markdown with its backslash escapes removed: the text a reader sees.
-fn md_text(md: &str) -> String {
-    let mut out = String::with_capacity(md.len());
-    let mut chars = md.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' && chars.peek().is_some_and(|n| n.is_ascii_punctuation()) {
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The cells of the Markdown decode matrix's row `first`.
 fn md_row(md: &str, first: &str) -> Vec<String> {
     let decode = &md[md.find("## Sustained decode").expect("decode section")..];

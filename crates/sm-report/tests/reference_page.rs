@@ -176,19 +176,6 @@ fn launch_command_is_the_published_one_and_leaks_no_secret() {
     }
 }
 
-/// Markdown with its backslash escapes removed: the text a reader sees.
-fn md_text(md: &str) -> String {
-    let mut out = String::with_capacity(md.len());
-    let mut chars = md.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '\\' && chars.peek().is_some_and(|n| n.is_ascii_punctuation()) {
-            continue;
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// The body rows of the first Markdown table under `## {section}`.
 fn md_table(md: &str, section: &str) -> Vec<Vec<String>> {
     let start = md.find(&format!("## {section}\n")).unwrap_or_else(|| panic!("no section {section}"));

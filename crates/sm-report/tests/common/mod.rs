@@ -105,3 +105,16 @@ pub fn csv_records(text: &str) -> Vec<std::collections::BTreeMap<String, String>
     }
     rows[1..].iter().map(|r| header.iter().cloned().zip(r.iter().cloned()).collect()).collect()
 }
+
+/// Markdown with its backslash escapes removed: the text a reader sees.
+pub fn md_text(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    let mut chars = md.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == '\\' && chars.peek().is_some_and(|n| n.is_ascii_punctuation()) {
+            continue;
+        }
+        out.push(c);
+    }
+    out
+}
