@@ -72,6 +72,7 @@ fn llamacpp_short_matrix() {
         }
     };
     let (mut counted, mut completed, mut recorded_retries) = (0, 0, 0);
+    let mut tbt_compared: Vec<u64> = Vec::new();
     for c in r.decode() {
         assert_eq!(c["status"], "valid", "{c}\n{}", r.context());
         check(c["token_source"] == "usage_at_end", format!("llama.cpp sends usage in the last chunk only: {c}"));
@@ -89,7 +90,9 @@ fn llamacpp_short_matrix() {
         if retries > 0 {
             check(c["warnings"].to_string().contains("sent a second time"), format!("a silent retry: {c}"));
         }
-        check_server_tbt(&r, c, &mut check);
+        if check_server_tbt(&r, c, &mut check) {
+            tbt_compared.push(c["concurrency"].as_u64().unwrap());
+        }
         let tokens = c["output_tokens"].as_u64().unwrap();
         let done = c["completed"].as_u64().unwrap();
         assert!(tokens > 0, "{c}");
@@ -106,6 +109,9 @@ fn llamacpp_short_matrix() {
         let warnings = c["warnings"].to_string();
         check(!warnings.contains("sent no usage"), format!("the final usage chunk was not used: {c}"));
     }
+    // C = 1 at both contexts and 1K × 4 have requests far shorter than the window, on any machine
+    let (compared, batched) = (tbt_compared.len(), tbt_compared.iter().any(|&c| c > 1));
+    check(compared >= 3 && batched, format!("TBT compared with the server in too few cells: {tbt_compared:?}"));
     // the server generated every token we counted, and the completed requests' share
     let d = |name: &str| after.sum(name) - before.sum(name);
     let predicted = d("llamacpp:tokens_predicted_total");
@@ -144,24 +150,37 @@ fn llamacpp_short_matrix() {
 }
 
 /// speedmatrix's TBT p50 against the server's own time per output token over the cell's window:
-/// `tokens_predicted_seconds_total / tokens_predicted_total`, both counted when a request ends.
-/// Over the window only: the first wave's requests that end during ramp-up, and those cancelled
-/// at its end, waited through other slots' cold prefills (4K × 16: 220–280 ms per token against
-/// 65–75 ms in the window). Skipped where the server lacks either counter or fewer than two
-/// requests ended inside the window.
-fn check_server_tbt(r: &crate::support::Run, c: &serde_json::Value, check: &mut impl FnMut(bool, String)) {
+/// `tokens_predicted_seconds_total / tokens_predicted_total`, both counted when a request ends,
+/// for the request's whole generation. So the figure is the window's only where a request's
+/// generation fits well inside it (at most half the window): otherwise the requests that end in the
+/// window generated mostly before it, during the ramp-up, through the other slots' cold prefills
+/// (CI, 4K × 16: 128 tokens at about 50 ms make 6.4 s against a 5 s window, and the server said
+/// 125 ms per token against 49 ms in the window). Returns whether the cell was compared: not
+/// where a request lasts over half the window, the server lacks either counter, or fewer than
+/// two requests' tokens ended inside the window.
+fn check_server_tbt(r: &crate::support::Run, c: &serde_json::Value, check: &mut impl FnMut(bool, String)) -> bool {
     let (label, conc) = (c["label"].as_str().unwrap(), c["concurrency"].as_u64().unwrap());
-    let Some((from, to)) = window_span(r, label, conc, c["measured_s"].as_f64().unwrap()) else {
-        return check(false, format!("no window line for {label} × {conc}"));
+    let window_s = c["measured_s"].as_f64().unwrap();
+    let Some((from, to)) = window_span(r, label, conc, window_s) else {
+        check(false, format!("no window line for {label} × {conc}"));
+        return false;
     };
-    let (Some(secs), Some(tokens)) = (counter_delta(r, 0, from, to), counter_delta(r, 1, from, to)) else { return };
+    let tbt = c["tbt_ms_p50"].as_f64().unwrap();
+    let request_s = MAX_TOKENS as f64 * tbt / 1000.0;
+    if request_s > window_s / 2.0 {
+        eprintln!("llama.cpp {label} × {conc}: TBT not compared with the server: a request lasts {request_s:.1} s");
+        return false;
+    }
+    let (Some(secs), Some(tokens)) = (counter_delta(r, 0, from, to), counter_delta(r, 1, from, to)) else {
+        return false;
+    };
     if secs <= 0.0 || tokens < 2.0 * MAX_TOKENS as f64 {
-        return;
+        return false;
     }
     let server_ms = 1000.0 * secs / tokens;
-    let tbt = c["tbt_ms_p50"].as_f64().unwrap();
     eprintln!("llama.cpp {label} × {conc}: TBT p50 {tbt:.2} ms, server {server_ms:.2} ms per token");
     // ±35 %: the machine is shared, and the server's figure is a mean over the requests that ended
     let ratio = tbt / server_ms;
     check((0.65..=1.35).contains(&ratio), format!("TBT p50 {tbt:.2} ms vs the server's {server_ms:.2} ms: {c}"));
+    true
 }
