@@ -1,7 +1,7 @@
 //! Resuming an interrupted run: the old record must describe the same server,
 //! model and settings, or its cells would not belong in one matrix.
 
-use sm_core::record::{RunRecord, RunStatus};
+use sm_core::record::{CellStatus, RunRecord, RunStatus};
 
 /// Every way `old` (the run in the directory) differs from `new` (the run that
 /// would be measured now), one line each.
@@ -78,6 +78,17 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     old
 }
 
+/// For `--retry-failed`: forgets the cells that ended `error`, `loop` or `skipped`, and the prefill
+/// rows that did not end valid, so that the resume measures them again. Over-capacity cells stay:
+/// the plan decides them. Returns how many cells and rows were dropped.
+pub fn forget_failed(record: &mut RunRecord) -> (usize, usize) {
+    let retried = |s: Option<CellStatus>| matches!(s, Some(CellStatus::Error | CellStatus::Loop | CellStatus::Skipped));
+    let (cells, rows) = (record.decode.len(), record.prefill.len());
+    record.decode.retain(|c| !retried(c.status));
+    record.prefill.retain(|r| r.status == CellStatus::Valid);
+    (cells - record.decode.len(), rows - record.prefill.len())
+}
+
 #[cfg(test)]
 mod tests {
     use sm_core::record::TimingSettings;
@@ -145,6 +156,36 @@ mod tests {
         assert!(differences(&old, &new).is_empty());
         let resumed = continue_from(old, new.clone());
         assert_eq!(resumed.settings.timing, new.settings.timing, "the record gets the timings now used");
+    }
+
+    #[test]
+    fn forget_failed_drops_error_loop_and_skipped_cells_and_failed_rows_only() {
+        let mut r = record();
+        let cell = |status: CellStatus, concurrency: u32| sm_core::record::DecodeCell {
+            context: 1024,
+            label: "1K".into(),
+            concurrency,
+            status: Some(status),
+            ..Default::default()
+        };
+        use CellStatus::*;
+        r.decode = [Valid, OverCapacity, Error, Loop, Skipped].into_iter().zip(1..).map(|(s, c)| cell(s, c)).collect();
+        let row = |status: CellStatus, context: u64| sm_core::record::PrefillRow {
+            context,
+            label: "x".into(),
+            prompt_tokens: None,
+            ttft_ms: None,
+            prompt_tok_s: None,
+            cached_tokens: None,
+            status,
+            reason: None,
+        };
+        r.prefill = vec![row(Valid, 1024), row(Error, 2048)];
+        assert_eq!(forget_failed(&mut r), (3, 1));
+        let kept: Vec<_> = r.decode.iter().map(|c| (c.concurrency, c.status)).collect();
+        assert_eq!(kept, [(1, Some(Valid)), (2, Some(OverCapacity))]);
+        assert_eq!(r.prefill.iter().map(|p| p.context).collect::<Vec<_>>(), [1024]);
+        assert_eq!(forget_failed(&mut r), (0, 0), "nothing left to forget");
     }
 
     #[test]

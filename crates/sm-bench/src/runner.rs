@@ -52,6 +52,8 @@ pub struct RunConfig {
     pub secrets: Vec<String>,
     /// The record of an interrupted run to continue (`--resume`).
     pub resume: Option<RunRecord>,
+    /// With `resume`: measure again the cells and prefill rows that failed or were skipped.
+    pub retry_failed: bool,
     /// How long to wait for a server that stopped responding before the run fails.
     pub server_wait: Duration,
     /// The local tokenizer (`--tokenizer`), for servers that cannot count tokens.
@@ -94,14 +96,18 @@ pub async fn run(
 ) -> Result<RunRecord, RunError> {
     let plan = Plan::build(&plan_input(&config, &facts));
     let fresh = skeleton(&client, &facts, &config, &plan);
+    let mut retried = None;
     let (mut record, run_id, mut diffs) = match config.resume.take() {
-        Some(old) => {
+        Some(mut old) => {
             let diffs = resume::differences(&old, &fresh);
             // another model makes other prompts: sizing them would only repeat that line
             if old.server.model != fresh.server.model {
                 return Err(RunError::Mismatch(diffs));
             }
             let id = old.run_id.clone().unwrap_or_else(run_id);
+            if config.retry_failed {
+                retried = Some(resume::forget_failed(&mut old));
+            }
             (resume::continue_from(old, fresh), id, diffs)
         }
         None => (fresh, run_id(), Vec::new()),
@@ -128,6 +134,9 @@ pub async fn run(
         r.event("run started".into());
     } else {
         r.event("run resumed: finished cells are kept".into());
+        if let Some((cells, rows)) = retried {
+            r.event(format!("measuring again {cells} cell(s) and {rows} prefill row(s) that failed or were skipped"));
+        }
     }
     r.journal.write(&r.record)?;
     let status = r.measure(&plan, prompts.map(|(p, _)| p)).await?;

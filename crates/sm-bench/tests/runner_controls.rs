@@ -49,6 +49,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         tool_version: "test".into(),
         secrets: Vec::new(),
         resume: None,
+        retry_failed: false,
         server_wait: Duration::from_secs(30),
         tokenizer: None,
     }

@@ -117,6 +117,10 @@ pub struct RunArgs {
     /// given are taken from DIR/run.json.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "dry_run"])]
     resume: Option<PathBuf>,
+    /// With --resume: measure again the cells that ended error, loop or skipped, and the prefill
+    /// rows that failed (e.g. after a transient server fault). Over-capacity cells stay as planned.
+    #[arg(long)]
+    retry_failed: bool,
     /// Progress display: auto (the dashboard on a terminal, else plain), dashboard, plain (one line
     /// per event), quiet (only the summary).
     #[arg(long, value_parser = ["auto", "dashboard", "plain", "quiet"], default_value = "auto")]
@@ -181,6 +185,11 @@ pub async fn main(args: RunArgs) -> ExitCode {
 async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let secrets: Vec<String> = args.api_key.iter().cloned().collect();
     let user_model = args.model.is_some();
+    // clap's `requires` does not fire for a plain bool flag
+    anyhow::ensure!(
+        !args.retry_failed || args.resume.is_some(),
+        "--retry-failed works with --resume DIR: it measures again the failed cells of the run in DIR"
+    );
     let (resumed, locked) = match args.resume.clone() {
         Some(dir) => {
             let old = load_resume(&dir, &mut args)?;
@@ -415,6 +424,7 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         secrets,
         resume: None,
+        retry_failed: args.retry_failed,
         server_wait: args.server_wait.unwrap_or(DEFAULT_SERVER_WAIT),
         tokenizer: None,
     }

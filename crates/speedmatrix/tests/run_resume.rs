@@ -199,3 +199,58 @@ async fn plain_progress_is_one_stamped_line_per_event() {
         assert!(text.contains(expected), "{expected:?} missing from:\n{text}");
     }
 }
+
+/// Prefill rows `(context, status)` and decode cells `(context, concurrency, status)`.
+type Statuses = (Vec<(u64, String)>, Vec<(u64, u64, String)>);
+
+/// `--retry-failed`: after a transient fault, the cells and prefill rows that failed are measured
+/// again and the good ones are kept as they were; a plain resume keeps the failures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_failed_measures_the_failed_cells_and_rows_again() {
+    // the 2K prefill row and both 2K scouts (all max_tokens 1) get a 503, once each
+    let sim =
+        sim(SimSpec { faults: &["status=503@prompt= m0000002048],max-tokens=1,to=3"], ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k,2k", "--concurrency", "1,2", "--duration", "1s"];
+    args.extend_from_slice(&["--prefill-contexts", "1k,2k"]);
+    args.extend_from_slice(QUICK);
+    let first = run(&out, &args).await;
+    assert_eq!(first.code, 2, "some cells failed: {}", first.stderr);
+    assert_eq!(first.record()["status"], "complete", "a complete run can be resumed to retry its failures");
+    let status = |r: &serde_json::Value| -> Statuses {
+        let rows =
+            r["prefill"].as_array().unwrap().iter().map(|p| (p["context"].as_u64().unwrap(), p["status"].to_string()));
+        (rows.collect::<Vec<_>>(), cells(r))
+    };
+    let failed = status(first.record());
+    let errors = |s: &Statuses| {
+        s.0.iter().filter(|r| r.1 == "\"error\"").count() + s.1.iter().filter(|c| c.2 == "\"error\"").count()
+    };
+    assert_eq!(errors(&failed), 3, "the 2K row and both 2K cells: {failed:?}");
+    let good_1k = first.record()["decode"].as_array().unwrap().iter().filter(|c| c["context"] == 1024).cloned();
+    let good_1k: Vec<_> = good_1k.collect();
+
+    let resume = ["--resume", out.to_str().unwrap()];
+    let plain = run(&out, &resume).await;
+    assert_eq!(plain.code, 2, "a plain resume keeps the failures: {}", plain.stderr);
+    assert_eq!(status(plain.record()), failed);
+
+    let retried = run(&out, &[&resume[..], &["--retry-failed"]].concat()).await;
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
+    let now = status(retried.record());
+    assert_eq!(errors(&now), 0, "{now:?}");
+    assert_eq!((now.0.len(), now.1.len()), (2, 4), "each row and cell once: {now:?}");
+    let events = retried.record()["events"].to_string();
+    assert!(events.contains("measuring again 2 cell(s) and 1 prefill row(s)"), "{events}");
+    let kept: Vec<_> =
+        retried.record()["decode"].as_array().unwrap().iter().filter(|c| c["context"] == 1024).cloned().collect();
+    assert_eq!(kept, good_1k, "the valid cells are kept as they were");
+
+    let alone = run(dir.path().join("other").as_path(), &["--retry-failed"]).await;
+    assert_eq!(alone.code, 1, "--retry-failed without --resume is refused: {}", alone.stderr);
+    assert!(alone.stderr.contains("--retry-failed works with --resume DIR"), "{}", alone.stderr);
+    assert!(!alone.stderr.contains("measuring the built-in"), "refused before anything starts: {}", alone.stderr);
+    sim.handle.shutdown().await;
+}
