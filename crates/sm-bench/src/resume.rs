@@ -82,9 +82,10 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
 /// rows that did not end valid, so that the resume measures them again. Over-capacity cells stay:
 /// the plan decides them. Returns how many cells and rows were dropped.
 pub fn forget_failed(record: &mut RunRecord) -> (usize, usize) {
-    let retried = |s: Option<CellStatus>| matches!(s, Some(CellStatus::Error | CellStatus::Loop | CellStatus::Skipped));
+    let to_retry =
+        |s: Option<CellStatus>| matches!(s, Some(CellStatus::Error | CellStatus::Loop | CellStatus::Skipped));
     let (cells, rows) = (record.decode.len(), record.prefill.len());
-    record.decode.retain(|c| !retried(c.status));
+    record.decode.retain(|c| !to_retry(c.status));
     record.prefill.retain(|r| r.status == CellStatus::Valid);
     (cells - record.decode.len(), rows - record.prefill.len())
 }
