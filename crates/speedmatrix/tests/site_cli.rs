@@ -3,14 +3,17 @@
 //! answers 503 or hangs up before passing requests to the site, a gzipped
 //! file uploaded as it is, and an unreachable database reported with its cause.
 
+mod site_common;
+
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
+
+use site_common::serve;
 
 const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix");
 
@@ -30,35 +33,6 @@ fn cli(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// Kills the server however the test ends.
-struct Child(std::process::Child);
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `speedmatrix serve` on a free loopback port, and its address.
-async fn serve(db: &str) -> (Child, String) {
-    let mut child = Command::new(BIN)
-        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("serve starts");
-    let stdout = child.stdout.take().unwrap();
-    let child = Child(child);
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
-    });
-    let line =
-        tokio::time::timeout(Duration::from_secs(30), line).await.expect("serve prints its address").unwrap().unwrap();
-    let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
-    (child, addr)
 }
 
 /// Reads one whole HTTP request (headers and a Content-Length body).

@@ -5,28 +5,20 @@
 //! Runs on SQLite always and on PostgreSQL when `SPEEDMATRIX_TEST_POSTGRES`
 //! names a database (required under CI=true; scripts/postgres-test.sh sets it).
 
+mod site_common;
+
 use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
+use site_common::{Server, serve};
 use sm_site::{Db, tokens};
 
-const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix");
 const SAMPLE: &str = include_str!("../../../tests/data/run-sample.json");
 const LIL: &str = include_str!("../../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json");
 const BENCH: &str = include_str!("../../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json");
-
-/// Kills the server however the test ends.
-struct Server(std::process::Child);
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 struct Site {
     /// The test's own connection, for tokens and for reading every row.
@@ -39,22 +31,7 @@ struct Site {
 /// Migrates `url` here, then starts `speedmatrix serve` on it on a free port.
 async fn start(url: &str) -> Site {
     let db = Db::connect(url).await.expect("connect and migrate");
-    let mut child = Command::new(BIN)
-        .args(["serve", "--db", url, "--listen", "127.0.0.1:0"])
-        .env_remove("SPEEDMATRIX_DB")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("serve starts");
-    let stdout = child.stdout.take().unwrap();
-    let server = Server(child);
-    let line = tokio::task::spawn_blocking(move || {
-        let mut line = String::new();
-        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
-    });
-    let line =
-        tokio::time::timeout(Duration::from_secs(60), line).await.expect("serve prints its address").unwrap().unwrap();
-    let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
+    let (server, addr) = serve(url).await;
     let http = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(Duration::from_secs(120))

@@ -1,0 +1,34 @@
+//! `speedmatrix serve` as a child process, shared by the site's test binaries.
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Kills the server however the test ends.
+pub struct Server(std::process::Child);
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `speedmatrix serve --db DB` on a free loopback port, and its address (`host:port`).
+pub async fn serve(db: &str) -> (Server, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
+        .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
+        .env_remove("SPEEDMATRIX_DB")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("serve starts");
+    let stdout = child.stdout.take().unwrap();
+    let server = Server(child);
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line).map(|_| line)
+    });
+    let line =
+        tokio::time::timeout(Duration::from_secs(60), line).await.expect("serve prints its address").unwrap().unwrap();
+    let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
+    (server, addr)
+}
