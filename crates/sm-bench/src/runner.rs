@@ -11,8 +11,8 @@ use sm_core::Tokens;
 use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, RunRecord, RunStatus, SCHEMA, ServerInfo, Settings, TimingSettings,
-    Tool, now_rfc3339,
+    Api, CellStatus, DecodeCell, Event, Hardware, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings, Tool,
+    now_rfc3339,
 };
 
 use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
@@ -186,19 +186,9 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
         started: now_rfc3339(),
         finished: None,
         label: config.label.clone(),
-        server: ServerInfo {
-            url: client.base().to_string(),
-            engine: facts.engine.to_string(),
-            engine_version: facts.engine_version.clone(),
-            model: facts.model.clone(),
-            max_model_len: facts.max_model_len,
-            kv_budget_tokens: facts.kv_budget,
-            kv_budget_source: facts.kv_budget_source.clone(),
-            max_num_seqs: facts.max_num_seqs,
-            metrics_available: facts.metrics_available,
-            tokenize_available: !matches!(facts.tokenize, sm_client::discover::TokenizeApi::None),
-            extra: facts.extra.clone(),
-        },
+        // one builder for the server facts, so what methodology says is kept (block size,
+        // where max_num_seqs came from) is kept
+        server: facts.server_info(client.base()),
         settings: Settings {
             contexts: plan.rows.iter().filter_map(|r| r.fit.context()).map(|t| t.0).collect(),
             concurrency: config.concurrency.clone(),
