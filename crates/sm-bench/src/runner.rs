@@ -9,6 +9,7 @@ use sm_client::discover::ServerFacts;
 use sm_client::openai::{Prompt, RequestSpec};
 use sm_core::Tokens;
 use sm_core::capacity::{CapacityRule, Limits};
+use sm_core::context::shown;
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
     Api, CellStatus, DecodeCell, Event, Hardware, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings, Tool,
@@ -394,7 +395,7 @@ impl Runner<'_> {
         };
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
-        self.event(format!("cell {} × {} started", cell.label, cell.concurrency));
+        self.event(format!("cell {} × {} started", shown(&cell.label, cell.context.0), cell.concurrency));
         let target = self.target();
         let cell_spec = CellSpec {
             target: &target,

@@ -2,7 +2,9 @@
 //!
 //! `room = max_model_len − output_tokens − 64`. A context that fits is kept; one
 //! that misses by at most 10 % is trimmed to `room`; anything else is skipped.
-//! This is why 256K becomes 251K at `max_model_len` 262,144 with 4,096 output tokens.
+//! At `max_model_len` 262,144 with 4,096 output tokens a requested 256K is measured at 257,984
+//! tokens; its row keeps the name the user asked for, `256K`, and views show the count beside
+//! it: `256K (257,984)` ([`shown`]).
 
 use crate::Tokens;
 
@@ -58,6 +60,18 @@ pub fn label(ctx: Tokens) -> String {
     if ctx.0 >= 1024 { format!("{}K", ctx.0 / 1024) } else { ctx.0.to_string() }
 }
 
+/// A context's label as every view prints it: the label (the name of what the user asked for,
+/// `256K`) with the exact token count beside it whenever the label does not already say it:
+/// `256K (257,984)` for a 256K row trimmed by the model's limit, `9K (10,000)`; `8K` stays `8K`.
+/// `context` 0 (a skipped row, never measured) has no count.
+pub fn shown(label: &str, context: u64) -> String {
+    let named = match label.strip_suffix('K') {
+        Some(k) => k.parse::<u64>().ok().and_then(|k| k.checked_mul(1024)),
+        None => label.parse::<u64>().ok(),
+    };
+    if context == 0 || named == Some(context) { label.to_string() } else { format!("{label} ({})", Tokens(context)) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,13 +82,13 @@ mod tests {
     fn published_page_251k() {
         let fit = fit_context(Tokens(256 * K), Tokens(4096), Some(Tokens(262_144)));
         assert_eq!(fit.context(), Some(Tokens(257_984)));
-        assert_eq!(label(fit.context().unwrap()), "251K");
+        assert_eq!(shown(&label(Tokens(256 * K)), fit.context().unwrap().0), "256K (257,984)");
         let kept = fit_context(Tokens(128 * K), Tokens(4096), Some(Tokens(262_144)));
         assert_eq!(kept, Fit::Kept(Tokens(131_072)));
-        // a prefill row (1 output token) of 256K becomes 255K
+        // a prefill row (1 output token) of 256K is measured at 262,079 tokens and still named 256K
         let prefill = fit_context(Tokens(256 * K), Tokens(1), Some(Tokens(262_144)));
         assert_eq!(prefill.context(), Some(Tokens(262_079)));
-        assert_eq!(label(Tokens(262_079)), "255K");
+        assert_eq!(shown("256K", 262_079), "256K (262,079)");
     }
 
     #[test]
@@ -96,5 +110,20 @@ mod tests {
         assert_eq!(label(Tokens(8192)), "8K");
         assert_eq!(label(Tokens(1000)), "1000");
         assert_eq!(label(Tokens(257_984)), "251K");
+    }
+
+    #[test]
+    fn shown_labels_add_the_count_where_the_label_does_not_say_it() {
+        assert_eq!(shown("8K", 8 * K), "8K");
+        assert_eq!(shown("1000", 1000), "1000");
+        // kept, but "9K" alone would not say how many tokens
+        assert_eq!(shown(&label(Tokens(10_000)), 10_000), "9K (10,000)");
+        assert_eq!(shown("64K", 65_536 - 2048 - 64), "64K (63,424)");
+        assert_eq!(shown("1000", 950), "1000 (950)");
+        // the reference tool's page: its 251K row was 251 × 1,024 tokens
+        assert_eq!(shown("251K", 257_024), "251K");
+        // a skipped row has no context; an odd imported label keeps its text and gets the count
+        assert_eq!(shown("128K", 0), "128K");
+        assert_eq!(shown("long", 5), "long (5)");
     }
 }

@@ -64,11 +64,14 @@ impl Plan {
             .map(|&requested| Row { requested, fit: fit_context(requested, input.max_tokens, input.max_model_len) })
             .collect();
         let contexts: Vec<Tokens> = rows.iter().filter_map(|r| r.fit.context()).collect();
+        // a row is named by what the user asked for (256K), not by what it was fitted to (251K)
+        let row_label =
+            |ctx: Tokens| label(rows.iter().find(|r| r.fit.context() == Some(ctx)).map_or(ctx, |r| r.requested));
         let cells = order(&contexts, &input.concurrency)
             .into_iter()
             .map(|(ctx, c)| Cell {
                 context: ctx,
-                label: label(ctx),
+                label: row_label(ctx),
                 concurrency: c,
                 over_capacity: over_capacity_reason(input.rule, &input.limits, ctx, input.max_tokens, c),
                 kv_need: kv_need(input.rule, ctx, input.max_tokens, c, input.limits.block_size),
@@ -136,6 +139,32 @@ impl Plan {
     }
 }
 
+/// The label the plan gave a context of this `kind` (`"decode"`, `"prefill"`), so every view of a
+/// record names a row as its plan did; the context's own label when the plan has none (an old or
+/// imported record).
+pub fn planned_label(plan: &[PlannedCell], kind: &str, context: u64) -> String {
+    plan.iter()
+        .find(|p| p.kind == kind && p.context == context && p.context > 0)
+        .map_or_else(|| label(Tokens(context)), |p| p.label.clone())
+}
+
+/// What the user asked for to get `context` (of `kind`, fitted with `output_tokens`), as the plan
+/// of an earlier run recorded it; `context` itself when the plan does not say or when the request
+/// would no longer fit to the same context. Resuming plans again from these, so a row keeps its name.
+pub fn planned_request(
+    plan: &[PlannedCell],
+    kind: &str,
+    context: u64,
+    output_tokens: Tokens,
+    max_model_len: Option<Tokens>,
+) -> Tokens {
+    plan.iter()
+        .filter(|p| p.kind == kind && p.context == context && p.context > 0)
+        .map(|p| Tokens(p.requested_context))
+        .find(|&r| fit_context(r, output_tokens, max_model_len).context() == Some(Tokens(context)))
+        .unwrap_or(Tokens(context))
+}
+
 /// Methodology §1.7: the first column (every context at the first concurrency),
 /// then the rest of the first row, then the remaining rows in order.
 pub fn order(contexts: &[Tokens], concurrency: &[u32]) -> Vec<(Tokens, u32)> {
@@ -156,7 +185,7 @@ pub fn order(contexts: &[Tokens], concurrency: &[u32]) -> Vec<(Tokens, u32)> {
 fn prefill_points(input: &PlanInput, decode: &[Tokens]) -> (Vec<PrefillPoint>, Vec<(Tokens, String)>) {
     let mut points: Vec<PrefillPoint> = input
         .rows_requested_for(decode)
-        .map(|(requested, ctx)| PrefillPoint { requested, context: ctx, label: label(ctx), scout_only: false })
+        .map(|(requested, ctx)| PrefillPoint { requested, context: ctx, label: label(requested), scout_only: false })
         .collect();
     let mut skipped = Vec::new();
     let mut extras: Vec<Tokens> = input.prefill_contexts.clone();
@@ -171,7 +200,7 @@ fn prefill_points(input: &PlanInput, decode: &[Tokens]) -> (Vec<PrefillPoint>, V
             fit => {
                 let ctx = fit.context().unwrap_or(requested);
                 if !points.iter().any(|p| p.context == ctx) {
-                    points.push(PrefillPoint { requested, context: ctx, label: label(ctx), scout_only: true });
+                    points.push(PrefillPoint { requested, context: ctx, label: label(requested), scout_only: true });
                 }
             }
         }
@@ -196,7 +225,10 @@ impl PlanInput {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use super::*;
+    use crate::context::shown;
 
     const K: u64 = 1024;
 
@@ -216,15 +248,39 @@ mod tests {
     #[test]
     fn published_matrix() {
         let plan = Plan::build(&seed_input());
-        let labels: Vec<String> = plan.rows.iter().map(|r| label(r.fit.context().unwrap())).collect();
-        assert_eq!(labels, ["8K", "16K", "32K", "64K", "128K", "251K"]);
+        // a trimmed row keeps the name the user asked for; views show its exact count beside it
+        let labels: BTreeSet<(&str, u64)> = plan.cells.iter().map(|c| (c.label.as_str(), c.context.0)).collect();
+        let want =
+            [("8K", 8 * K), ("16K", 16 * K), ("32K", 32 * K), ("64K", 64 * K), ("128K", 128 * K), ("256K", 257_984)];
+        assert_eq!(labels, BTreeSet::from(want));
         let over: Vec<(String, u32)> =
             plan.cells.iter().filter(|c| c.over_capacity.is_some()).map(|c| (c.label.clone(), c.concurrency)).collect();
-        assert_eq!(over, [("128K".to_string(), 128), ("251K".into(), 64), ("251K".into(), 128)]);
+        assert_eq!(over, [("128K".to_string(), 128), ("256K".into(), 64), ("256K".into(), 128)]);
         assert_eq!(plan.cells.len(), 48);
-        let prefill: Vec<&str> = plan.prefill.iter().map(|p| p.label.as_str()).collect();
-        assert_eq!(prefill, ["8K", "16K", "32K", "64K", "128K", "251K", "255K"]);
+        // prefill at max asks for max_model_len (256K) and is measured at 262,079 tokens
+        let prefill: Vec<String> = plan.prefill.iter().map(|p| shown(&p.label, p.context.0)).collect();
+        assert_eq!(prefill, ["8K", "16K", "32K", "64K", "128K", "256K (257,984)", "256K (262,079)"]);
+        let record = plan.to_record();
+        assert!(record.iter().filter(|p| p.context == 257_984).all(|p| p.label == "256K"));
         assert!(plan.prefill.last().unwrap().scout_only);
+    }
+
+    #[test]
+    fn a_plan_made_again_from_its_record_keeps_its_names() {
+        let input = seed_input();
+        let first = Plan::build(&input).to_record();
+        let requested: Vec<Tokens> = [8192, 16384, 32768, 65536, 131072, 257_984]
+            .iter()
+            .map(|&c| planned_request(&first, "decode", c, input.max_tokens, input.max_model_len))
+            .collect();
+        assert_eq!(requested, input.contexts);
+        let at_max = planned_request(&first, "prefill", 262_079, Tokens(1), input.max_model_len);
+        assert_eq!(at_max, Tokens(262_144));
+        // a decode row's prefill point was asked for with max_tokens, not 1: it is not re-requested
+        assert_eq!(planned_request(&first, "prefill", 257_984, Tokens(1), input.max_model_len), Tokens(257_984));
+        assert_eq!(planned_label(&first, "decode", 257_984), "256K");
+        assert_eq!(planned_label(&first, "prefill", 262_079), "256K");
+        assert_eq!(planned_label(&[], "decode", 257_984), "251K");
     }
 
     #[test]

@@ -162,13 +162,14 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     for p in decode("over_capacity") {
         text.push_str(&format!(
             "\nover capacity: {} × {}: {}",
-            p.label,
+            sm_core::context::shown(&p.label, p.context),
             p.concurrency,
             p.reason.as_deref().unwrap_or("")
         ));
     }
     for p in record.plan.iter().filter(|p| p.status == "skipped") {
-        text.push_str(&format!("\nnot run: {} {}: {}", p.kind, p.label, p.reason.as_deref().unwrap_or("")));
+        let label = sm_core::context::shown(&p.label, p.context);
+        text.push_str(&format!("\nnot run: {} {label}: {}", p.kind, p.reason.as_deref().unwrap_or("")));
     }
     (text, cells_left, rows_left)
 }

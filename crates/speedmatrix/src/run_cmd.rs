@@ -452,11 +452,16 @@ fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
         );
     }
     args.model.get_or_insert_with(|| old.server.model.clone());
-    args.contexts.get_or_insert_with(|| TokenList(s.contexts.iter().map(|&c| Tokens(c)).collect()));
+    // plan again from what the user asked for (256K, not the 257,984 it was fitted to), so rows keep their names
+    let mml = old.server.max_model_len.map(Tokens);
+    let asked = |kind, list: &[u64], out| {
+        TokenList(list.iter().map(|&c| sm_core::plan::planned_request(&old.plan, kind, c, out, mml)).collect())
+    };
+    args.contexts.get_or_insert_with(|| asked("decode", &s.contexts, Tokens(s.max_tokens)));
     args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
     args.duration.get_or_insert(Duration::from_secs_f64(s.duration_s));
     args.max_tokens.get_or_insert(Tokens(s.max_tokens));
-    args.prefill_contexts.get_or_insert_with(|| TokenList(s.prefill_contexts.iter().map(|&c| Tokens(c)).collect()));
+    args.prefill_contexts.get_or_insert_with(|| asked("prefill", &s.prefill_contexts, Tokens(1)));
     args.no_prefill_at_max = true;
     args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
     args.capacity_rule = s.capacity_rule;

@@ -1,6 +1,7 @@
 //! Plain-text views of a record for the console: the decode matrix, the plan,
 //! one line per cell.
 
+use sm_core::context::shown;
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 
 /// The line printed when a prefill row finishes.
@@ -8,19 +9,24 @@ pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
     match (row.status, row.prompt_tok_s, row.ttft_ms) {
         (CellStatus::Valid, Some(tps), Some(ttft)) => format!(
             "prefill {:>5}  {tps:>9.0} prompt tok/s  TTFT {ttft:>8.0} ms  prompt tokens {}  cached {}",
-            row.label,
+            shown(&row.label, row.context),
             row.prompt_tokens.map_or("?".into(), |n| n.to_string()),
             row.cached_tokens.map_or("?".into(), |n| n.to_string()),
         ),
         (status, _, _) => {
-            format!("prefill {:>5}  {}: {}", row.label, word(status), row.reason.as_deref().unwrap_or(""))
+            format!(
+                "prefill {:>5}  {}: {}",
+                shown(&row.label, row.context),
+                word(status),
+                row.reason.as_deref().unwrap_or("")
+            )
         }
     }
 }
 
 /// The line printed when a cell finishes.
 pub fn cell_line(cell: &DecodeCell) -> String {
-    let head = format!("decode {:>5} × {:<4}", cell.label, cell.concurrency);
+    let head = format!("decode {:>5} × {:<4}", shown(&cell.label, cell.context), cell.concurrency);
     match cell.status() {
         CellStatus::Valid => {
             let mut s = format!(
@@ -49,19 +55,20 @@ fn word(s: CellStatus) -> &'static str {
 pub fn plan(record: &RunRecord) -> String {
     let mut lines = Vec::new();
     let s = &record.settings;
-    let labels: Vec<String> = s.contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
+    let named = |kind, c: &u64| shown(&sm_core::plan::planned_label(&record.plan, kind, *c), *c);
+    let labels: Vec<String> = s.contexts.iter().map(|c| named("decode", c)).collect();
     lines.push(format!("Decode contexts: {}", labels.join(", ")));
-    let prefill: Vec<String> =
-        s.prefill_contexts.iter().map(|&c| sm_core::context::label(sm_core::Tokens(c))).collect();
+    let prefill: Vec<String> = s.prefill_contexts.iter().map(|c| named("prefill", c)).collect();
     lines.push(format!("Prefill contexts: {}", prefill.join(", ")));
     lines.push(format!("Concurrency: {}", s.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")));
     for p in record.plan.iter().filter(|p| p.status == "skipped") {
-        lines.push(format!("Skipped {} {}: {}", p.kind, p.label, p.reason.as_deref().unwrap_or("")));
+        lines.push(format!("Skipped {} {}: {}", p.kind, shown(&p.label, p.context), p.reason.as_deref().unwrap_or("")));
     }
     let runnable = record.plan.iter().filter(|p| p.kind == "decode" && p.status == "planned").count();
     let over: Vec<&sm_core::record::PlannedCell> = record.plan.iter().filter(|p| p.status == "over_capacity").collect();
     for p in &over {
-        lines.push(format!("Over capacity {} × {}: {}", p.label, p.concurrency, p.reason.as_deref().unwrap_or("")));
+        let reason = p.reason.as_deref().unwrap_or("");
+        lines.push(format!("Over capacity {} × {}: {reason}", shown(&p.label, p.context), p.concurrency));
     }
     // Per cell: the window plus roughly 10 s of scout, ramp-up, readiness and drain.
     let est = runnable as f64 * (s.duration_s + 10.0);

@@ -30,18 +30,27 @@ async fn seed_profile_plan_equals_the_published_page() {
         over,
         vec![
             ("128K".into(), 128, "needs 17,301,504 KV tokens, the server has 12,582,912".into()),
-            ("251K".into(), 64, "needs 16,773,120 KV tokens, the server has 12,582,912".into()),
-            ("251K".into(), 128, "needs 33,546,240 KV tokens, the server has 12,582,912".into()),
+            // the row asked for as 256K, measured at 257,984 tokens
+            ("256K".into(), 64, "needs 16,773,120 KV tokens, the server has 12,582,912".into()),
+            ("256K".into(), 128, "needs 33,546,240 KV tokens, the server has 12,582,912".into()),
         ]
     );
     assert_eq!(r.cells().len(), 3, "a dry run measures nothing");
     let planned =
         rec["plan"].as_array().unwrap().iter().filter(|p| p["kind"] == "decode" && p["status"] == "planned").count();
     assert_eq!(planned, 45);
-    assert!(r.stdout.contains("Over capacity 251K × 64"), "{}", r.stdout);
-    assert!(r.stdout.contains("Decode contexts: 8K, 16K, 32K, 64K, 128K, 251K"), "{}", r.stdout);
+    assert!(r.stdout.contains("Over capacity 256K (257,984) × 64"), "{}", r.stdout);
+    assert!(r.stdout.contains("Decode contexts: 8K, 16K, 32K, 64K, 128K, 256K (257,984)"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("Prefill contexts: 8K, 16K, 32K, 64K, 128K, 256K (257,984), 256K (262,079)"),
+        "{}",
+        r.stdout
+    );
     assert_eq!(rec["server"]["kv_budget_tokens"], 12_582_912);
     assert_eq!(rec["server"]["engine"], "vllm");
+    // methodology §2.2: the facts discovery found besides the typed fields are kept in server.extra
+    assert_eq!(rec["server"]["extra"]["block_size"], 256, "{}", rec["server"]);
+    assert_eq!(rec["server"]["extra"]["max_num_seqs_source"], "vLLM default", "{}", rec["server"]);
     sim.handle.shutdown().await;
 }
 

@@ -4,7 +4,7 @@ use std::time::Instant;
 
 use sm_client::openai::Prompt;
 use sm_core::Tokens;
-use sm_core::context::label;
+use sm_core::context::{label, shown};
 use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, PrefillRow};
 
@@ -26,7 +26,8 @@ impl Runner<'_> {
             }
             match prompts.get(p.context) {
                 Ok(prompt) => {
-                    let step = Step::Prefill { label: p.label.clone(), index: i + 1, total, started: Instant::now() };
+                    let label = shown(&p.label, p.context.0);
+                    let step = Step::Prefill { label, index: i + 1, total, started: Instant::now() };
                     self.reporter.step(&step);
                     self.prefill_row(p.context, &prompt).await?;
                 }
@@ -39,28 +40,36 @@ impl Runner<'_> {
     pub(super) async fn prefill_row(&mut self, ctx: Tokens, prompt: &Prompt) -> std::io::Result<()> {
         let spec = self.spec(1, false);
         let body = spec.body(prompt);
-        self.event(format!("prefill {} started", label(ctx)));
+        self.event(format!("prefill {} started", shown(&self.prefill_label(ctx), ctx.0)));
         let counted = self.record.prompts.iter().find(|p| p.context == ctx.0).and_then(|p| p.tokens);
-        let (row, note) = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
+        let (mut row, note) = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
             Ok(s) => scouted_row(ctx, &s, counted),
             Err(e) => (error_row(ctx, e), None),
         };
+        row.label = self.prefill_label(ctx);
         self.reporter.prefill_done(&row);
+        let named = shown(&row.label, row.context);
         self.event(match (&row.status, row.prompt_tok_s) {
             (CellStatus::Valid, Some(tps)) => format!(
-                "prefill {} done: {tps:.0} prompt tok/s, TTFT {:.0} ms{}",
-                row.label,
+                "prefill {named} done: {tps:.0} prompt tok/s, TTFT {:.0} ms{}",
                 row.ttft_ms.unwrap_or(0.0),
                 note.map(|n| format!(" ({n})")).unwrap_or_default()
             ),
-            _ => format!("prefill {} failed: {}", row.label, row.reason.clone().unwrap_or_default()),
+            _ => format!("prefill {named} failed: {}", row.reason.clone().unwrap_or_default()),
         });
         self.record.prefill.push(row);
         self.journal.write(&self.record)
     }
 
+    /// The plan's label of a prefill context: what the user asked for (methodology §3.1).
+    fn prefill_label(&self, ctx: Tokens) -> String {
+        let planned = self.record.plan.iter().find(|p| p.kind == "prefill" && p.context == ctx.0);
+        planned.map_or_else(|| label(ctx), |p| p.label.clone())
+    }
+
     pub(super) fn prefill_error(&mut self, ctx: Tokens, reason: String) -> std::io::Result<()> {
-        let row = error_row(ctx, reason);
+        let mut row = error_row(ctx, reason);
+        row.label = self.prefill_label(ctx);
         self.reporter.prefill_done(&row);
         self.record.prefill.push(row);
         self.journal.write(&self.record)

@@ -1,4 +1,4 @@
-//! The warm-up before the measurements (methodology §1 step 4). It measures nothing, so its
+//! The warm-up before the measurements (methodology §1 steps 4 and 6). It measures nothing, so its
 //! failure fails nothing: the run goes on, an event says why, and the first decode cell carries a
 //! warning, because it may then include the server's one-time start-up costs.
 
@@ -38,7 +38,8 @@ impl Runner<'_> {
                 return;
             }
         };
-        self.event(format!("decode warm-up at {} for {:.0} s", cell.label, self.config.warmup.as_secs_f64()));
+        let at = sm_core::context::shown(&cell.label, cell.context.0);
+        self.event(format!("decode warm-up at {at} for {:.0} s", self.config.warmup.as_secs_f64()));
         let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
         let outcome = self.decode_cell(cell, &prompt, timing).await;
         let reason = outcome.reason.unwrap_or_default();
