@@ -121,22 +121,25 @@ fn prefill(s: &mut String, page: &Page) {
          <th>Prompt tok/s</th><th>TTFT</th></tr></thead>\n<tbody>\n",
     );
     for p in &page.prefill {
+        // a row that is not valid says why in the page's numbered footnotes
         let (tok, ttft) = if p.valid() {
-            (opt(p.tok_s, format::kilo), opt(p.ttft_ms, format::ms))
+            (esc(&opt(p.tok_s, format::kilo)), esc(&opt(p.ttft_ms, format::ms)))
         } else {
-            (view::status_text(p.status).to_string(), p.reason.clone().unwrap_or_default())
+            (format!("{}{}", esc(view::status_text(p.status)), note_ref(p.footnote)), format::NONE.to_string())
         };
         let _ = writeln!(
             s,
-            "<tr><td class=\"ctx\">{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr><td class=\"ctx\">{}</td><td>{}</td><td class=\"num\">{tok}</td><td class=\"num\">{ttft}</td></tr>",
             esc(&p.label),
             esc(&opt(p.prompt_tokens, format::count)),
-            esc(&tok),
-            esc(&ttft)
         );
     }
-    s.push_str("</tbody></table></div>\n<div class=\"charts\">\n");
+    s.push_str("</tbody></table></div>\n");
+    footnote_list(s, &page.notes_for(page.prefill.iter().map(|p| p.footnote)));
+    s.push_str("<div class=\"charts\">\n");
     let labels: Vec<String> = page.prefill.iter().map(|p| p.label.clone()).collect();
+    // contexts sit on a log axis: 64K→128K is the same step as 128K→256K, 251K→256K a small one
+    let contexts: Vec<f64> = page.prefill.iter().map(|p| p.context as f64).collect();
     let charts = [
         Chart {
             title: "Prompt tok/s by context",
@@ -164,9 +167,26 @@ fn prefill(s: &mut String, page: &Page) {
         },
     ];
     for c in &charts {
-        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart(c));
+        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart_log_x(c, &contexts));
     }
     s.push_str("</div>\n");
+}
+
+/// The superscript link to footnote `n`.
+fn note_ref(n: Option<usize>) -> String {
+    n.map(|n| format!("<sup><a href=\"#fn-{n}\">{n}</a></sup>")).unwrap_or_default()
+}
+
+/// Numbered footnotes, each with the page-wide number the view gave it.
+fn footnote_list(s: &mut String, notes: &[(usize, &str)]) {
+    if notes.is_empty() {
+        return;
+    }
+    s.push_str("<ol class=\"footnotes\">");
+    for (n, text) in notes {
+        let _ = write!(s, "<li id=\"fn-{n}\" value=\"{n}\">{}</li>", esc(text));
+    }
+    s.push_str("</ol>\n");
 }
 
 /// Position of a figure on the heat-map's scale, 0 … 1. Logarithmic, because
@@ -205,20 +225,21 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
         CellKind::OverCapacity => {
             let _ = write!(
                 s,
-                "<td class=\"cell oc\" title=\"{}\"><span class=\"st\">Over capacity</span></td>",
-                esc(cell.reason.as_deref().unwrap_or(view::OVER_CAPACITY_NOTE))
+                "<td class=\"cell oc\" title=\"{}\"><span class=\"st\">Over capacity{}</span></td>",
+                esc(cell.reason.as_deref().unwrap_or(view::OVER_CAPACITY_NOTE)),
+                note_ref(cell.footnote),
             );
         }
         CellKind::NotMeasured => {
             s.push_str("<td class=\"cell nm\" title=\"not measured\"><span class=\"st\">—</span></td>")
         }
         kind => {
-            let n = cell.footnote.unwrap_or(0);
             let _ = write!(
                 s,
-                "<td class=\"cell err\" title=\"{}\"><span class=\"st\">{}<sup><a href=\"#fn-{n}\">{n}</a></sup></span></td>",
+                "<td class=\"cell err\" title=\"{}\"><span class=\"st\">{}{}</span></td>",
                 esc(cell.reason.as_deref().unwrap_or(view::kind_text(kind))),
                 esc(view::kind_text(kind)),
+                note_ref(cell.footnote),
             );
         }
     }
@@ -262,21 +283,11 @@ fn decode(s: &mut String, page: &Page) {
     }
     matrix_table(s, m);
     s.push_str("<ul class=\"notes\">");
-    if m.any(CellKind::OverCapacity) {
-        let _ = write!(s, "<li>{}</li>", esc(view::OVER_CAPACITY_NOTE));
-    }
-    let _ = write!(s, "<li>{}</li>", esc(view::TTFT_NOTE));
-    if m.any(CellKind::NotMeasured) {
-        let _ = write!(s, "<li>{}</li>", esc(view::NOT_MEASURED_NOTE));
+    for note in &page.decode_notes {
+        let _ = write!(s, "<li>{}</li>", esc(note));
     }
     s.push_str("</ul>\n");
-    if !m.footnotes.is_empty() {
-        s.push_str("<ol class=\"footnotes\">");
-        for (i, f) in m.footnotes.iter().enumerate() {
-            let _ = write!(s, "<li id=\"fn-{}\">{}</li>", i + 1, esc(f));
-        }
-        s.push_str("</ol>\n");
-    }
+    footnote_list(s, &page.notes_for(m.cells.iter().flatten().map(|c| c.footnote)));
     let x_labels: Vec<String> = m.cols.iter().map(u32::to_string).collect();
     let series = |get: fn(&Cell) -> Option<f64>| -> Vec<Series> {
         m.rows
@@ -333,9 +344,6 @@ fn all_measurements(s: &mut String, page: &Page) {
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody></table></div>\n");
-    if page.matrix.any(CellKind::OverCapacity) {
-        let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(view::OVER_CAPACITY_NOTE));
-    }
 }
 
 fn methodology(s: &mut String, page: &Page) {
@@ -343,12 +351,15 @@ fn methodology(s: &mut String, page: &Page) {
     for (k, v) in &page.methodology {
         let _ = write!(s, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
     }
-    s.push_str("</dl>\n<ul class=\"notes\">");
-    let _ = write!(s, "<li>{}</li><li>{}</li>", esc(view::TTFT_NOTE), esc(view::MEASUREMENTS_NOTE));
-    for n in &page.import_notes {
-        let _ = write!(s, "<li>{}</li>", esc(n));
+    s.push_str("</dl>\n");
+    // the notes on the decode matrix and the measurements table stand under them, once
+    if !page.import_notes.is_empty() {
+        s.push_str("<ul class=\"notes\">");
+        for n in &page.import_notes {
+            let _ = write!(s, "<li>{}</li>", esc(n));
+        }
+        s.push_str("</ul>\n");
     }
-    s.push_str("</ul>\n");
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 
 mod csv;
 pub mod escape;
+mod facts;
 pub mod format;
 mod html;
 pub use html::CSS;

@@ -27,7 +27,7 @@ pub fn markdown(record: &RunRecord) -> String {
     for (k, v) in &page.methodology {
         let _ = writeln!(s, "- **{}**: {}", md(k), md(v));
     }
-    let _ = writeln!(s, "\n{}\n\n{}", md(view::TTFT_NOTE), md(view::MEASUREMENTS_NOTE));
+    // the notes on the decode matrix and the measurements table stand under them, once
     for n in &page.import_notes {
         let _ = writeln!(s, "\n{}", md(n));
     }
@@ -76,28 +76,31 @@ fn prefill(s: &mut String, page: &Page) {
         let _ = writeln!(s, "No prefill rows were measured.\n");
         return;
     }
-    // a row that is not valid says why in a numbered note under the table
-    let mut notes: Vec<String> = Vec::new();
+    // a row that is not valid says why in the page's numbered footnotes, under the table
     let rows: Vec<Vec<String>> = page
         .prefill
         .iter()
         .map(|p| {
-            let tok_s = if p.valid() {
-                opt(p.tok_s, format::kilo)
-            } else {
-                notes.push(format!("{}: {}", p.label, p.reason.as_deref().unwrap_or(view::status_text(p.status))));
-                format!("{} [{}]", view::status_text(p.status), notes.len())
-            };
+            let tok_s =
+                if p.valid() { opt(p.tok_s, format::kilo) } else { marked(view::status_text(p.status), p.footnote) };
             vec![p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
         })
         .collect();
     table(s, &["Context", "Prompt tokens", "Prompt tok/s", "TTFT"], &rows);
-    footnotes(s, &notes);
+    footnotes(s, &page.notes_for(page.prefill.iter().map(|p| p.footnote)));
 }
 
-fn footnotes(s: &mut String, notes: &[String]) {
-    for (i, f) in notes.iter().enumerate() {
-        let _ = writeln!(s, "{}. {}", i + 1, md(f));
+/// A status with the number of the footnote that explains it.
+fn marked(text: &str, footnote: Option<usize>) -> String {
+    match footnote {
+        Some(n) => format!("{text} [{n}]"),
+        None => text.to_string(),
+    }
+}
+
+fn footnotes(s: &mut String, notes: &[(usize, &str)]) {
+    for (n, f) in notes {
+        let _ = writeln!(s, "{n}. {}", md(f));
     }
     if !notes.is_empty() {
         s.push('\n');
@@ -129,23 +132,16 @@ fn decode(s: &mut String, page: &Page) {
                         opt(c.ttft_ms, |v| format!("{} TTFT", format::ms(v)))
                     ),
                     CellKind::NotMeasured => format::NONE.to_string(),
-                    kind => match c.footnote {
-                        Some(n) => format!("{} [{n}]", view::kind_text(kind)),
-                        None => view::kind_text(kind).to_string(),
-                    },
+                    kind => marked(view::kind_text(kind), c.footnote),
                 }))
                 .collect()
         })
         .collect();
     table(s, &header, &rows);
-    if m.any(CellKind::OverCapacity) {
-        let _ = writeln!(s, "{}\n", md(view::OVER_CAPACITY_NOTE));
+    for note in &page.decode_notes {
+        let _ = writeln!(s, "{}\n", md(note));
     }
-    let _ = writeln!(s, "{}\n", md(view::TTFT_NOTE));
-    if m.any(CellKind::NotMeasured) {
-        let _ = writeln!(s, "{}\n", md(view::NOT_MEASURED_NOTE));
-    }
-    footnotes(s, &m.footnotes);
+    footnotes(s, &page.notes_for(m.cells.iter().flatten().map(|c| c.footnote)));
 }
 
 fn all(s: &mut String, page: &Page) {

@@ -1,7 +1,8 @@
 //! Inline SVG line charts, drawn here so the page needs no script and no
-//! network: categorical x (contexts or concurrency levels, evenly spaced, as
-//! the matrix is), linear y from 0. Colours come from the page's stylesheet
-//! (classes `s0`…`s7`), so the charts follow the light and dark schemes.
+//! network: categorical x (concurrency levels, evenly spaced, as the matrix
+//! is) or a log x axis (contexts in tokens, [`line_chart_log_x`]), linear y
+//! from 0. Colours come from the page's stylesheet (classes `s0`…`s7`), so the
+//! charts follow the light and dark schemes.
 
 use std::fmt::Write;
 
@@ -72,7 +73,57 @@ pub fn charts_row(charts: &[Chart]) -> String {
     s
 }
 
+/// Where the points and the x ticks of a chart go.
+enum XAxis<'a> {
+    /// One evenly spaced slot per label.
+    Categories,
+    /// The points at these x values (tokens) on a log scale, ticks at powers of two.
+    Log(&'a [f64]),
+}
+
+/// A chart with evenly spaced x categories (concurrency levels).
 pub fn line_chart(chart: &Chart) -> String {
+    draw(chart, &XAxis::Categories)
+}
+
+/// A chart whose points sit at `xs` (one per label, e.g. contexts in tokens) on a log axis, so
+/// 64K→128K is as wide as 128K→256K and 251K→256K is the short step it is. The axis is labelled
+/// at powers of two; each point's label is in its tooltip. Falls back to even spacing when an x
+/// is missing, not positive or not finite.
+pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> String {
+    let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x > 0.0);
+    let axis = if usable { XAxis::Log(xs) } else { XAxis::Categories };
+    draw(chart, &axis)
+}
+
+/// `(position 0…1 of each point, ticks as (position, label))` on a log axis over `xs`, with a
+/// margin so the end points do not sit on the frame.
+fn log_positions(xs: &[f64]) -> (Vec<f64>, Vec<(f64, String)>) {
+    const MARGIN: f64 = 0.06;
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(0.0, f64::max);
+    let span = (hi / lo).ln();
+    let at = |x: f64| if span > 0.0 { MARGIN + (1.0 - 2.0 * MARGIN) * (x / lo).ln() / span } else { 0.5 };
+    let mut ticks: Vec<f64> = Vec::new();
+    let mut t = 2f64.powf(lo.log2().ceil());
+    while t <= hi * (1.0 + 1e-9) && ticks.len() < 64 {
+        ticks.push(t);
+        t *= 2.0;
+    }
+    // at most about eight labels: every second (fourth, …) power of two on a wide range
+    let stride = ticks.len().div_ceil(8).max(1);
+    let ticks: Vec<(f64, String)> = if ticks.is_empty() {
+        // no power of two inside the range (e.g. 257,984…262,079): label its ends exactly
+        let ends = if span > 0.0 { vec![lo, hi] } else { vec![lo] };
+        ends.into_iter().map(|t| (at(t), sm_core::Tokens(t.round() as u64).to_string())).collect()
+    } else {
+        let label = |t: f64| sm_core::context::label(sm_core::Tokens(t.round() as u64));
+        ticks.into_iter().step_by(stride).map(|t| (at(t), label(t))).collect()
+    };
+    (xs.iter().map(|&x| at(x)).collect(), ticks)
+}
+
+fn draw(chart: &Chart, axis: &XAxis) -> String {
     let n = chart.x_labels.len().max(1);
     // A file can hold any number: values past 1e15 are clamped so the axis stays finite
     // (1.7e308 once made the tick loop below endless).
@@ -91,7 +142,14 @@ pub fn line_chart(chart: &Chart) -> String {
     let legend_rows = chart.series.len().div_ceil(per_row);
     let axis_bottom = TOP + PLOT_H;
     let height = axis_bottom + 44.0 + legend_rows as f64 * 18.0;
-    let x_at = |i: usize| LEFT + plot_w * (i as f64 + 0.5) / n as f64;
+    let (positions, x_ticks): (Vec<f64>, Vec<(f64, String)>) = match axis {
+        XAxis::Categories => {
+            let at = |i: usize| (i as f64 + 0.5) / n as f64;
+            ((0..n).map(at).collect(), chart.x_labels.iter().enumerate().map(|(i, l)| (at(i), l.clone())).collect())
+        }
+        XAxis::Log(xs) => log_positions(xs),
+    };
+    let x_at = |i: usize| LEFT + plot_w * positions.get(i).copied().unwrap_or(0.5);
     let y_at = |v: f64| axis_bottom - PLOT_H * (v / top_value);
 
     let mut s = String::new();
@@ -102,34 +160,19 @@ pub fn line_chart(chart: &Chart) -> String {
         title = html(chart.title),
     );
     let _ = write!(s, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, html(chart.title));
-    // gridlines and y ticks
-    let mut v = 0.0;
-    let mut ticks = 0;
-    while v <= top_value + step / 2.0 && ticks < 64 {
-        ticks += 1;
-        let y = y_at(v);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{tx}" y="{ty:.1}" text-anchor="end">{label}</text>"#,
-            x2 = W - RIGHT,
-            tx = LEFT - 6.0,
-            ty = y + 4.0,
-            label = html(&tick_label(v)),
-        );
-        v += step;
-    }
+    y_grid(&mut s, top_value, step, &y_at);
     let _ = write!(
         s,
         r#"<text class="axis" transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
         html(chart.y_title),
         cy = TOP + PLOT_H / 2.0,
     );
-    for (i, l) in chart.x_labels.iter().enumerate() {
+    for (pos, l) in &x_ticks {
         let _ = write!(
             s,
             r#"<text class="tick" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
             html(l),
-            x = x_at(i),
+            x = LEFT + plot_w * pos,
             y = axis_bottom + 16.0,
         );
     }
@@ -142,37 +185,7 @@ pub fn line_chart(chart: &Chart) -> String {
     );
     for (si, series) in chart.series.iter().enumerate() {
         let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
-        // a gap (no figure) breaks the line rather than dropping to zero
-        let mut d = String::new();
-        let mut pen_down = false;
-        for (i, v) in series.values.iter().enumerate() {
-            match v {
-                Some(v) => {
-                    let _ = write!(d, "{}{:.1} {:.1} ", if pen_down { "L" } else { "M" }, x_at(i), y_at(*v));
-                    pen_down = true;
-                }
-                None => pen_down = false,
-            }
-        }
-        if !d.is_empty() {
-            let _ = write!(s, r#"<path class="line {class}" d="{}"/>"#, d.trim_end());
-        }
-        for (i, v) in series.values.iter().enumerate() {
-            if let Some(v) = v {
-                let _ = write!(
-                    s,
-                    r#"<circle class="pt {class}" cx="{:.1}" cy="{:.1}" r="3"><title>{}</title></circle>"#,
-                    x_at(i),
-                    y_at(*v),
-                    html(&format!(
-                        "{} · {}: {}",
-                        series.name,
-                        chart.x_labels.get(i).map_or("", String::as_str),
-                        (chart.value_fmt)(*v)
-                    )),
-                );
-            }
-        }
+        series_marks(&mut s, chart, series, &class, &x_at, &y_at);
         let row = si / per_row;
         let col = si % per_row;
         let lx = LEFT + col as f64 * LEGEND_ITEM;
@@ -188,6 +201,64 @@ pub fn line_chart(chart: &Chart) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+/// Gridlines and y ticks from 0 to `top_value`.
+fn y_grid(s: &mut String, top_value: f64, step: f64, y_at: &dyn Fn(f64) -> f64) {
+    let mut v = 0.0;
+    let mut ticks = 0;
+    while v <= top_value + step / 2.0 && ticks < 64 {
+        ticks += 1;
+        let y = y_at(v);
+        let _ = write!(
+            s,
+            r#"<line class="grid" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{tx}" y="{ty:.1}" text-anchor="end">{label}</text>"#,
+            x2 = W - RIGHT,
+            tx = LEFT - 6.0,
+            ty = y + 4.0,
+            label = html(&tick_label(v)),
+        );
+        v += step;
+    }
+}
+
+/// One series' line and points; a point's tooltip names its x label.
+fn series_marks(
+    s: &mut String,
+    chart: &Chart,
+    series: &Series,
+    class: &str,
+    x_at: &dyn Fn(usize) -> f64,
+    y_at: &dyn Fn(f64) -> f64,
+) {
+    // a gap (no figure) breaks the line rather than dropping to zero
+    let mut d = String::new();
+    let mut pen_down = false;
+    for (i, v) in series.values.iter().enumerate() {
+        match v {
+            Some(v) => {
+                let _ = write!(d, "{}{:.1} {:.1} ", if pen_down { "L" } else { "M" }, x_at(i), y_at(*v));
+                pen_down = true;
+            }
+            None => pen_down = false,
+        }
+    }
+    if !d.is_empty() {
+        let _ = write!(s, r#"<path class="line {class}" d="{}"/>"#, d.trim_end());
+    }
+    for (i, v) in series.values.iter().enumerate() {
+        if let Some(v) = v {
+            let label = chart.x_labels.get(i).map_or("", String::as_str);
+            let tip = format!("{} · {label}: {}", series.name, (chart.value_fmt)(*v));
+            let _ = write!(
+                s,
+                r#"<circle class="pt {class}" cx="{:.1}" cy="{:.1}" r="3"><title>{}</title></circle>"#,
+                x_at(i),
+                y_at(*v),
+                html(&tip),
+            );
+        }
+    }
 }
 
 fn chart_id(title: &str) -> String {
@@ -219,6 +290,45 @@ mod tests {
         });
         assert_eq!(svg.matches('M').count(), 2, "{svg}");
         assert!(!svg.contains("<b>") && svg.contains("&lt;b&gt;"));
+    }
+
+    /// The x of every point (`<circle cx=…>`) in the order drawn.
+    fn point_xs(svg: &str) -> Vec<f64> {
+        svg.split("cx=\"").skip(1).map(|r| r[..r.find('"').unwrap()].parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn contexts_sit_on_a_log_axis() {
+        let xs = [65_536.0, 131_072.0, 257_984.0, 262_079.0];
+        let svg = line_chart_log_x(
+            &Chart {
+                title: "t",
+                x_title: "context",
+                y_title: "y",
+                x_labels: vec!["64K".into(), "128K".into(), "256K (257,984)".into(), "256K (262,079)".into()],
+                series: vec![Series { name: "a".into(), values: vec![Some(1.0); 4], color: None }],
+                value_fmt: crate::format::fixed1,
+            },
+            &xs,
+        );
+        let px = point_xs(&svg);
+        let (doubling, last_step) = (px[1] - px[0], px[3] - px[2]);
+        // evenly spaced, every step would be the same; on a log axis 64K→128K is a doubling
+        // and 257,984→262,079 a 1.6 % step
+        assert!(last_step < doubling / 10.0, "{px:?}");
+        assert!(((px[2] - px[1]) / doubling - (257_984f64 / 131_072.0).log2()).abs() < 0.01, "{px:?}");
+        // the axis is labelled at powers of two, the point labels are in the tooltips
+        assert!(svg.contains(">64K</text>") && svg.contains(">128K</text>"), "{svg}");
+        assert!(svg.contains("a · 256K (262,079): 1.0"), "{svg}");
+    }
+
+    #[test]
+    fn a_log_axis_without_a_power_of_two_labels_its_ends() {
+        let (pos, ticks) = log_positions(&[257_984.0, 262_079.0]);
+        assert!(pos[0] < pos[1]);
+        assert_eq!(ticks.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(), ["257,984", "262,079"]);
+        let (pos, ticks) = log_positions(&[8192.0]);
+        assert_eq!((pos, ticks.len()), (vec![0.5], 1));
     }
 
     #[test]

@@ -16,8 +16,7 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
     if !page.prefill.is_empty() {
-        // a row that is not valid says why in a numbered note under the table
-        let mut notes: Vec<String> = Vec::new();
+        // a row that is not valid says why in the page's numbered footnotes, under the table
         let rows: Vec<[String; 4]> = page
             .prefill
             .iter()
@@ -25,8 +24,7 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
                 let tok_s = if p.valid() {
                     opt(p.tok_s, format::kilo)
                 } else {
-                    notes.push(format!("{}: {}", p.label, p.reason.as_deref().unwrap_or(view::status_text(p.status))));
-                    format!("{} [{}]", view::status_text(p.status).to_lowercase(), notes.len())
+                    marked(&view::status_text(p.status).to_lowercase(), p.footnote)
                 };
                 [p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
             })
@@ -47,8 +45,8 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
             let cells: Vec<&str> = r.iter().map(String::as_str).collect();
             let _ = writeln!(s, "{}", clip(&line(&cells), width));
         }
-        for (i, n) in notes.iter().enumerate() {
-            let _ = writeln!(s, "{}", wrap(&format!("[{}] {n}", i + 1), width));
+        for (n, text) in page.notes_for(page.prefill.iter().map(|p| p.footnote)) {
+            let _ = writeln!(s, "{}", wrap(&format!("[{n}] {text}"), width));
         }
     }
     let m = &page.matrix;
@@ -64,15 +62,9 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
             row.iter()
                 .map(|c| match c.kind {
                     CellKind::Valid => (opt(c.total, format::fixed1), opt(c.ttft_ms, format::ms)),
-                    CellKind::OverCapacity => ("over cap".into(), String::new()),
+                    CellKind::OverCapacity => (marked("over cap", c.footnote), String::new()),
                     CellKind::NotMeasured => (format::NONE.into(), String::new()),
-                    kind => (
-                        match c.footnote {
-                            Some(n) => format!("{} [{n}]", view::kind_text(kind).to_lowercase()),
-                            None => view::kind_text(kind).to_lowercase(),
-                        },
-                        String::new(),
-                    ),
+                    kind => (marked(&view::kind_text(kind).to_lowercase(), c.footnote), String::new()),
                 })
                 .collect()
         })
@@ -110,16 +102,25 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
             }
         }
     }
-    if m.any(CellKind::OverCapacity) {
-        let _ = writeln!(s, "\n{}", wrap(view::OVER_CAPACITY_NOTE, width));
+    // the console has no room for the TTFT note: the heading says where TTFT is
+    let notes = page.decode_notes.iter().filter(|n| **n != view::TTFT_NOTE).map(|n| n.to_string());
+    let refs = page.notes_for(m.cells.iter().flatten().map(|c| c.footnote));
+    let lines: Vec<String> = notes.chain(refs.iter().map(|(n, f)| format!("[{n}] {f}"))).collect();
+    if !lines.is_empty() {
+        s.push('\n');
     }
-    if m.any(CellKind::NotMeasured) {
-        let _ = writeln!(s, "{}", wrap(view::NOT_MEASURED_NOTE, width));
-    }
-    for (i, f) in m.footnotes.iter().enumerate() {
-        let _ = writeln!(s, "{}", wrap(&format!("[{}] {f}", i + 1), width));
+    for line in lines {
+        let _ = writeln!(s, "{}", wrap(&line, width));
     }
     s
+}
+
+/// A status with the number of the footnote that explains it.
+fn marked(text: &str, footnote: Option<usize>) -> String {
+    match footnote {
+        Some(n) => format!("{text} [{n}]"),
+        None => text.to_string(),
+    }
 }
 
 fn clip(line: &str, width: usize) -> String {

@@ -3,10 +3,12 @@
 
 use std::collections::BTreeSet;
 
-use sm_core::context::label;
+use sm_core::context::shown;
+use sm_core::plan::planned_label;
 use sm_core::record::{CellStatus, DecodeCell, RunRecord, RunStatus};
-use sm_core::{Tokens, redact};
+use sm_core::redact;
 
+use crate::facts::{engine, engine_name, hardware, import_notes, run};
 use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
@@ -51,6 +53,11 @@ pub struct Page {
     pub launch_command: Option<String>,
     pub prefill: Vec<PrefillLine>,
     pub matrix: Matrix,
+    /// The sentences under the matrix that explain it, each said once on the page.
+    pub decode_notes: Vec<&'static str>,
+    /// Why a prefill row or a matrix cell is not a figure, numbered from 1 over the whole page
+    /// (prefill rows first, then the matrix row by row), so that no number is used twice.
+    pub footnotes: Vec<String>,
     pub measurements: Vec<[String; 12]>,
     pub methodology: Vec<(&'static str, &'static str)>,
     /// Extra notes on an imported record (whose definitions are the other tool's).
@@ -58,12 +65,27 @@ pub struct Page {
 }
 
 pub struct PrefillLine {
+    /// The label with the exact token count beside it where the label does not say it.
     pub label: String,
+    /// The context in tokens: where the row sits on the charts' context axis.
+    pub context: u64,
     pub prompt_tokens: Option<u64>,
     pub tok_s: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub status: CellStatus,
     pub reason: Option<String>,
+    /// 1-based number of the page footnote that says why a row that is not valid has no figure.
+    pub footnote: Option<usize>,
+}
+
+impl Page {
+    /// The footnotes that `refs` (a section's rows or cells) point at, `(number, text)` in order.
+    pub fn notes_for(&self, refs: impl Iterator<Item = Option<usize>>) -> Vec<(usize, &str)> {
+        let mut numbers: Vec<usize> = refs.flatten().collect();
+        numbers.sort_unstable();
+        numbers.dedup();
+        numbers.into_iter().filter_map(|n| Some((n, self.footnotes.get(n - 1)?.as_str()))).collect()
+    }
 }
 
 impl PrefillLine {
@@ -89,19 +111,17 @@ pub struct Cell {
     pub per_request: Option<f64>,
     pub ttft_ms: Option<f64>,
     pub reason: Option<String>,
-    /// 1-based number of the matrix footnote that explains this cell.
+    /// 1-based number of the page footnote that explains this cell.
     pub footnote: Option<usize>,
     pub warnings: Vec<String>,
 }
 
 pub struct Matrix {
-    /// `(context, label)`, ascending.
+    /// `(context, label)`, ascending; the label shows the exact count where it does not say it.
     pub rows: Vec<(u64, String)>,
     pub cols: Vec<u32>,
     /// `cells[row][col]`.
     pub cells: Vec<Vec<Cell>>,
-    /// Reasons of error, loop and skipped cells, numbered from 1.
-    pub footnotes: Vec<String>,
 }
 
 impl Matrix {
@@ -138,24 +158,9 @@ pub fn kind_text(kind: CellKind) -> &'static str {
 }
 
 pub fn build(record: &RunRecord) -> Page {
-    let matrix = matrix(record);
-    let mut by_context: Vec<_> = record.prefill.iter().collect();
-    by_context.sort_by_key(|p| p.context);
-    let prefill: Vec<PrefillLine> = by_context
-        .into_iter()
-        .map(|p| {
-            let valid = p.status == CellStatus::Valid;
-            PrefillLine {
-                label: p.label.clone(),
-                prompt_tokens: p.prompt_tokens,
-                tok_s: p.prompt_tok_s.filter(|_| valid),
-                ttft_ms: p.ttft_ms.filter(|_| valid),
-                status: p.status,
-                reason: p.reason.clone(),
-            }
-        })
-        .collect();
-
+    let mut footnotes = Vec::new();
+    let prefill = prefill(record, &mut footnotes);
+    let matrix = matrix(record, &mut footnotes);
     Page {
         title: title(record),
         subtitle: subtitle(record, &matrix, &prefill),
@@ -166,11 +171,55 @@ pub fn build(record: &RunRecord) -> Page {
         run: run(record),
         launch_command: record.launch_command.as_deref().map(redact::redact_command),
         measurements: measurements(&prefill, &matrix, record),
+        decode_notes: decode_notes(&matrix),
+        footnotes,
         prefill,
         matrix,
         methodology: METHODOLOGY.to_vec(),
         import_notes: import_notes(record),
     }
+}
+
+/// Adds `text` to the page's footnotes and returns its number.
+fn footnote(footnotes: &mut Vec<String>, text: String) -> usize {
+    footnotes.push(text);
+    footnotes.len()
+}
+
+fn prefill(record: &RunRecord, footnotes: &mut Vec<String>) -> Vec<PrefillLine> {
+    let mut by_context: Vec<_> = record.prefill.iter().collect();
+    by_context.sort_by_key(|p| p.context);
+    by_context
+        .into_iter()
+        .map(|p| {
+            let valid = p.status == CellStatus::Valid;
+            let label = shown(&p.label, p.context);
+            let why = p.reason.as_deref().unwrap_or(status_text(p.status));
+            PrefillLine {
+                footnote: (!valid).then(|| footnote(footnotes, format!("Prefill {label}: {why}"))),
+                label,
+                context: p.context,
+                prompt_tokens: p.prompt_tokens,
+                tok_s: p.prompt_tok_s.filter(|_| valid),
+                ttft_ms: p.ttft_ms.filter(|_| valid),
+                status: p.status,
+                reason: p.reason.clone(),
+            }
+        })
+        .collect()
+}
+
+/// The notes under the matrix: each sentence once, and only where a cell needs it.
+fn decode_notes(matrix: &Matrix) -> Vec<&'static str> {
+    let mut notes = Vec::new();
+    if matrix.any(CellKind::OverCapacity) {
+        notes.push(OVER_CAPACITY_NOTE);
+    }
+    notes.push(TTFT_NOTE);
+    if matrix.any(CellKind::NotMeasured) {
+        notes.push(NOT_MEASURED_NOTE);
+    }
+    notes
 }
 
 /// The model as people name it: the last part of the weights' path, else the
@@ -188,15 +237,15 @@ pub fn model_name(record: &RunRecord) -> String {
     name.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(name).to_string()
 }
 
-fn gpu_short(name: &str) -> &str {
+pub(crate) fn gpu_short(name: &str) -> &str {
     name.strip_prefix("NVIDIA ").unwrap_or(name).trim()
 }
 
-fn gib(mib: u64) -> u64 {
+pub(crate) fn gib(mib: u64) -> u64 {
     (mib as f64 / 1024.0).round() as u64
 }
 
-fn gpu_count(record: &RunRecord) -> u32 {
+pub(crate) fn gpu_count(record: &RunRecord) -> u32 {
     record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)
 }
 
@@ -268,170 +317,6 @@ fn status_note(record: &RunRecord) -> Option<String> {
     }
 }
 
-fn unknown() -> String {
-    "unknown".into()
-}
-
-fn hardware(record: &RunRecord) -> Vec<(String, String)> {
-    let hw = &record.hardware;
-    let kind = meta::text(record, meta::HARDWARE_TYPE).map(|t| {
-        let mut c = t.chars();
-        let cap = c.next().map(|f| f.to_uppercase().chain(c).collect::<String>()).unwrap_or_default();
-        if cap.to_lowercase().contains("gpu") { cap } else { format!("{cap} GPU") }
-    });
-    let mut names: Vec<&str> = Vec::new();
-    for g in &hw.gpus {
-        if !names.contains(&gpu_short(&g.name)) {
-            names.push(gpu_short(&g.name));
-        }
-    }
-    let count = gpu_count(record);
-    let vram = {
-        let mems: Vec<u64> = hw.gpus.iter().filter_map(|g| g.memory_mib).collect();
-        if mems.is_empty() || mems.len() != hw.gpus.len() {
-            None
-        } else if mems.iter().all(|m| *m == mems[0]) {
-            Some(format!("{} GB ({} × {} GB)", format::count(gib(mems.iter().sum())), mems.len(), gib(mems[0])))
-        } else {
-            Some(format!("{} GB", format::count(gib(mems.iter().sum()))))
-        }
-    };
-    let mut lines = vec![
-        ("Type".into(), kind.unwrap_or_else(unknown)),
-        ("GPU".into(), if names.is_empty() { unknown() } else { names.join(", ") }),
-        ("GPU count".into(), if count == 0 && hw.gpus.is_empty() { unknown() } else { count.to_string() }),
-        ("VRAM".into(), vram.unwrap_or_else(unknown)),
-        ("OS".into(), if hw.os.trim().is_empty() { unknown() } else { hw.os.clone() }),
-    ];
-    if let Some(cpu) = &hw.cpu {
-        lines.push(("CPU".into(), cpu.clone()));
-    }
-    if let Some(kernel) = &hw.kernel {
-        lines.push(("Kernel".into(), kernel.clone()));
-    }
-    lines
-}
-
-/// The engine's name, or `unknown` where an imported file did not say (the
-/// record then holds the placeholder `generic`).
-fn engine_name(record: &RunRecord) -> String {
-    if meta::unknown(record, meta::ENGINE) { unknown() } else { record.server.engine.clone() }
-}
-
-fn engine(record: &RunRecord) -> Vec<(String, String)> {
-    let mut lines = vec![
-        ("Engine".into(), engine_name(record)),
-        ("Version".into(), record.server.engine_version.clone().unwrap_or_else(unknown)),
-    ];
-    for (title, key) in [
-        ("Quantization", meta::QUANTIZATION),
-        ("Backend", meta::BACKEND),
-        ("Repository", meta::REPOSITORY),
-        ("Build", meta::BUILD),
-        ("Commit", meta::COMMIT),
-    ] {
-        if let Some(v) = meta::text(record, key) {
-            lines.push((title.into(), v.to_string()));
-        }
-    }
-    lines
-}
-
-fn prefill_mode(record: &RunRecord) -> String {
-    match meta::text(record, meta::PREFILL_MODE) {
-        // an imported file that does not say was not measured by speedmatrix's scouts
-        None if meta::imported_from(record).is_some() => unknown(),
-        None => "Cold request per context, before decode".into(),
-        Some("integrated_decode_scout") => "Measured during decode warm-up".into(),
-        Some("standalone_cold") => "Standalone cold requests".into(),
-        Some("skipped") => "Not measured".into(),
-        Some(other) => other.to_string(),
-    }
-}
-
-/// speedmatrix measures every cell over a fixed window; the reference tool can
-/// also measure a fixed number of requests (`--request-count`).
-fn decode_mode(record: &RunRecord) -> String {
-    match meta::text(record, meta::DECODE_MODE) {
-        Some("duration") => "Fixed duration".into(),
-        Some("request-count") => "Fixed request count".into(),
-        Some(other) => other.to_string(),
-        None if meta::imported_from(record).is_some() => unknown(),
-        None => "Fixed duration".into(),
-    }
-}
-
-fn run(record: &RunRecord) -> Vec<(String, String)> {
-    let s = &record.settings;
-    let mut lines = vec![("Served model".to_string(), record.server.model.clone())];
-    if let Some(rev) = meta::text(record, meta::REVISION) {
-        lines.push(("Revision".into(), rev.to_string()));
-    }
-    let mut tool = tool_name(record);
-    if let Some(c) = &record.tool.commit {
-        tool.push_str(&format!(" ({c})"));
-    }
-    lines.push(("Benchmark tool".into(), tool));
-    let by_count = meta::text(record, meta::DECODE_MODE) == Some("request-count");
-    lines.push(("Decode test".into(), decode_mode(record)));
-    lines.push(("Prefill mode".into(), prefill_mode(record)));
-    if by_count {
-        let n = record.server.extra.get(meta::REQUEST_COUNT).and_then(serde_json::Value::as_u64);
-        lines.push(("Requests per measurement".into(), n.map(format::count).unwrap_or_else(unknown)));
-    } else if meta::unknown(record, meta::DURATION) {
-        lines.push(("Time per measurement".into(), unknown()));
-    } else {
-        lines.push(("Time per measurement".into(), format::secs_setting(s.duration_s)));
-    }
-    let max_output = if meta::unknown(record, meta::MAX_TOKENS) {
-        unknown()
-    } else {
-        format!("{} tokens", format::count(s.max_tokens))
-    };
-    lines.push(("Max output".into(), max_output));
-    if let Some(mml) = record.server.max_model_len {
-        lines.push(("Context limit".into(), format!("{} tokens", format::count(mml))));
-    }
-    if let Some(kv) = record.server.kv_budget_tokens {
-        lines.push(("KV cache".into(), format!("{} tokens", format::count(kv))));
-    }
-    if record.status != RunStatus::Complete {
-        lines.push(("Run status".into(), format!("{:?}", record.status).to_lowercase()));
-    }
-    if let Some((fmt, version, file)) = meta::imported_from(record) {
-        let mut v = fmt;
-        if let Some(ver) = version {
-            v.push_str(&format!(" {ver}"));
-        }
-        if let Some(f) = file {
-            v.push_str(&format!(" ({f})"));
-        }
-        lines.push(("Imported from".into(), v));
-    }
-    lines
-}
-
-/// `llm-inference-bench v0.4.29`; the version may be unknown in an imported file.
-fn tool_name(record: &RunRecord) -> String {
-    if meta::unknown(record, meta::TOOL_VERSION) {
-        format!("{}, version unknown", record.tool.name)
-    } else {
-        format!("{} v{}", record.tool.name, record.tool.version.trim_start_matches('v'))
-    }
-}
-
-fn import_notes(record: &RunRecord) -> Vec<String> {
-    let Some((fmt, _, _)) = meta::imported_from(record) else {
-        return Vec::new();
-    };
-    vec![format!(
-        "Imported from a {fmt} file measured by {}: its figures follow that tool's definitions, which differ \
-         from speedmatrix's in places (docs/methodology.md §10). Per request tok/s is its output_tps_per_user_p50, \
-         Time between tokens its inter_token_latency_p50.",
-        tool_name(record)
-    )]
-}
-
 fn cell_kind(cell: &DecodeCell) -> CellKind {
     match cell.status() {
         CellStatus::Valid => CellKind::Valid,
@@ -442,7 +327,7 @@ fn cell_kind(cell: &DecodeCell) -> CellKind {
     }
 }
 
-fn matrix(record: &RunRecord) -> Matrix {
+fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
     let mut ctxs: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
     let mut cols: BTreeSet<u32> = record.decode.iter().map(|c| c.concurrency).collect();
     for p in record.plan.iter().filter(|p| p.kind == "decode" && p.context > 0 && p.concurrency > 0) {
@@ -453,11 +338,10 @@ fn matrix(record: &RunRecord) -> Matrix {
         .into_iter()
         .map(|ctx| {
             let l = record.decode.iter().find(|c| c.context == ctx).map(|c| c.label.clone());
-            (ctx, l.unwrap_or_else(|| label(Tokens(ctx))))
+            (ctx, shown(&l.unwrap_or_else(|| planned_label(&record.plan, "decode", ctx)), ctx))
         })
         .collect();
     let cols: Vec<u32> = cols.into_iter().collect();
-    let mut footnotes: Vec<String> = Vec::new();
     let cells = rows
         .iter()
         .map(|(ctx, row_label)| {
@@ -473,11 +357,16 @@ fn matrix(record: &RunRecord) -> Matrix {
                             Some(p) if p.status == "skipped" => (CellKind::Skipped, p.reason.clone()),
                             _ => (CellKind::NotMeasured, None),
                         };
-                        let footnote = (kind == CellKind::Skipped).then(|| {
-                            let why = reason.as_deref().unwrap_or("skipped by the plan");
-                            footnotes.push(format!("{row_label} × {c}: {why}"));
-                            footnotes.len()
-                        });
+                        let footnote = match (kind, reason.as_deref()) {
+                            (CellKind::Skipped, why) => {
+                                let why = why.unwrap_or("skipped by the plan");
+                                Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
+                            }
+                            (CellKind::OverCapacity, Some(why)) => {
+                                Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
+                            }
+                            _ => None,
+                        };
                         return Cell {
                             kind,
                             total: None,
@@ -490,16 +379,15 @@ fn matrix(record: &RunRecord) -> Matrix {
                     };
                     let kind = cell_kind(cell);
                     let valid = kind == CellKind::Valid;
-                    let footnote = match kind {
-                        CellKind::Error | CellKind::Loop | CellKind::Skipped => {
-                            let text = format!(
-                                "{} × {}: {}",
-                                cell.label,
-                                c,
-                                cell.reason.as_deref().unwrap_or(kind_text(kind))
-                            );
-                            footnotes.push(text);
-                            Some(footnotes.len())
+                    let why = cell.reason.as_deref();
+                    let footnote = match (kind, why) {
+                        (CellKind::Error | CellKind::Loop | CellKind::Skipped, _) => {
+                            let why = why.unwrap_or(kind_text(kind));
+                            Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
+                        }
+                        // the page says why a cell was not run: tokens needed against the KV budget
+                        (CellKind::OverCapacity, Some(why)) => {
+                            Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
                         }
                         _ => None,
                     };
@@ -516,7 +404,7 @@ fn matrix(record: &RunRecord) -> Matrix {
                 .collect()
         })
         .collect();
-    Matrix { rows, cols, cells, footnotes }
+    Matrix { rows, cols, cells }
 }
 
 fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Vec<[String; 12]> {

@@ -15,11 +15,16 @@ fn status(r: &RunRecord, ctx: u64, c: u32) -> (CellStatus, String) {
     (cell.status(), cell.reason.clone().unwrap_or_default())
 }
 
-/// The `<li>` texts of the page's matrix footnotes.
+/// The `<li>` texts of the page's footnotes (under the prefill table and under the matrix), in
+/// page order: one numbering for the whole page.
 fn footnotes(html: &str) -> Vec<String> {
-    let Some(start) = html.find("<ol class=\"footnotes\">") else { return Vec::new() };
-    let list = &html[start..start + html[start..].find("</ol>").unwrap()];
-    list.split("<li").skip(1).map(|li| strip_tags(&format!("<li{li}"))).collect()
+    html.split("<ol class=\"footnotes\">")
+        .skip(1)
+        .flat_map(|list| {
+            let list = &list[..list.find("</ol>").unwrap()];
+            list.split("<li").skip(1).map(|li| strip_tags(&format!("<li{li}"))).collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The cells of the Markdown decode matrix's row `first`.
@@ -57,30 +62,33 @@ fn sentinels_failures_and_recovered_cells_keep_their_status_and_reason() {
     let html = sm_report::html_page(&r, &[]);
     assert_eq!(
         footnotes(&html),
+        // one numbering for the page: the prefill row's first, then the matrix row by row
         [
+            "Prefill 4K: the server counted 2 prefills for one request",
             "1K × 2: skipped by the user",
             "1K × 4: loop: a stream repeated its text",
             "2K × 1: ERROR in the summary table; no details in the file",
             "2K × 2: a stream repeated 64 characters 40 times",
             "4K × 1: HTTP 500 Internal Server Error from the engine",
             "4K × 2: 2 streams ended without [DONE]",
+            "4K × 4: over capacity, needs 20,384 KV tokens, the server has 20,000",
         ]
     );
     assert!(html.contains("title=\"HTTP 500 Internal Server Error from the engine\""), "the reason on hover");
     assert_eq!(html.matches("<td class=\"cell oc\"").count(), 1);
 
     let md = md_text(&sm_report::markdown(&r));
-    assert_eq!(md_row(&md, "1K"), ["1K", "100.0 (50 ms TTFT)", "Skipped [1]", "Loop [2]"]);
-    assert_eq!(md_row(&md, "4K")[1..], ["Error [5]", "Error [6]", "Over capacity"]);
-    assert!(md.contains("5. 4K × 1: HTTP 500 Internal Server Error from the engine"), "{md}");
+    assert_eq!(md_row(&md, "1K"), ["1K", "100.0 (50 ms TTFT)", "Skipped [2]", "Loop [3]"]);
+    assert_eq!(md_row(&md, "4K")[1..], ["Error [6]", "Error [7]", "Over capacity [8]"]);
+    assert!(md.contains("6. 4K × 1: HTTP 500 Internal Server Error from the engine"), "{md}");
     // the prefill error's reason, under the prefill table
     assert!(md.contains("| 4K | 4,100 | Error [1] | — |"), "{md}");
-    assert!(md.contains("1. 4K: the server counted 2 prefills for one request"), "{md}");
+    assert!(md.contains("1. Prefill 4K: the server counted 2 prefills for one request"), "{md}");
 
     let term = sm_report::terminal(&r, 100);
-    assert!(term.contains("error [1]") && term.contains("[1] 4K: the server counted 2 prefills"), "{term}");
-    assert!(term.contains("[5] 4K × 1: HTTP 500"), "{term}");
-    assert!(term.contains("over cap"), "{term}");
+    assert!(term.contains("error [1]") && term.contains("[1] Prefill 4K: the server counted 2 prefills"), "{term}");
+    assert!(term.contains("[6] 4K × 1: HTTP 500"), "{term}");
+    assert!(term.contains("over cap [8]"), "{term}");
 
     let csv = csv_records(&sm_report::csv(&r));
     let loop_row = csv.iter().find(|row| row["context_tokens"] == "2048" && row["concurrency"] == "2").unwrap();
@@ -207,7 +215,17 @@ fn a_plan_cell_skipped_for_another_reason_keeps_its_reason() {
 
     let html = sm_report::html_page(&r, &[]);
     assert!(!html.contains("planned but not measured"), "a complete run's plan skip is not 'the run stopped first'");
-    assert_eq!(footnotes(&html), [format!("251K × 32: {reason}")]);
+    let over =
+        |c: u32, need: &str| format!("251K × {c}: over capacity, needs {need} KV tokens, the server has 12,582,912");
+    assert_eq!(
+        footnotes(&html),
+        [
+            "128K × 128: over capacity, needs 17,301,504 KV tokens, the server has 12,582,912".to_string(),
+            format!("251K × 32: {reason}"),
+            over(64, "16,711,680"),
+            over(128, "33,423,360"),
+        ]
+    );
     assert!(html.contains(&format!("title=\"{reason}\"")));
     let all: Vec<Vec<String>> =
         body_rows(table(&html, "all")).iter().map(|r| r.iter().map(|c| strip_tags(c)).collect()).collect();
@@ -215,10 +233,10 @@ fn a_plan_cell_skipped_for_another_reason_keeps_its_reason() {
     assert!(all.iter().any(|r| r[1] == "251K" && r[2] == "32" && r[3] == "Skipped"));
 
     let md = md_text(&sm_report::markdown(&r));
-    assert_eq!(md_row(&md, "251K")[6], "Skipped [1]");
-    assert!(md.contains(&format!("1. 251K × 32: {reason}")));
+    assert_eq!(md_row(&md, "251K")[6], "Skipped [2]");
+    assert!(md.contains(&format!("2. 251K × 32: {reason}")));
     let term = sm_report::terminal(&r, 200);
-    assert!(term.contains("skipped [1]") && term.contains(reason), "{term}");
+    assert!(term.contains("skipped [2]") && term.contains(reason), "{term}");
     let csv = csv_records(&sm_report::csv(&r));
     let row = csv.iter().find(|row| row["context_tokens"] == "257024" && row["concurrency"] == "32").unwrap();
     assert_eq!((row["status"].as_str(), row["reason"].as_str()), ("skipped", reason));
