@@ -1,5 +1,5 @@
 //! The built-in seed profile against the published page it was derived from
-//! (tests/data/reference, a copy of shared/reference): every valid decode cell's time between tokens
+//! (tests/data/reference: the published page and its result file): every valid decode cell's time between tokens
 //! is the profile's step at that batch and context, every prefill rate is the profile's, and the KV
 //! size fits exactly the cells the page measured.
 
