@@ -42,7 +42,8 @@ async fn usage_only_at_the_end_with_several_tokens_per_chunk_counts_every_token(
     let cases = [
         Case { k: 4, max_tokens: "8000", concurrency: 1, what: "requests outlast the window: a probe measures K" },
         Case { k: 2, max_tokens: "8000", concurrency: 1, what: "requests outlast the window, K = 2" },
-        Case { k: 4, max_tokens: "1000", concurrency: 1, what: "the first request spans the window's start" },
+        // 750 chunks take 1.5 s: the first request spans W0 and ends inside, the second is cut at W1
+        Case { k: 4, max_tokens: "3000", concurrency: 1, what: "requests span the window's start and end" },
         Case { k: 3, max_tokens: "301", concurrency: 2, what: "K = 3 with a remainder, requests end inside" },
     ];
     let mut failures = Vec::new();
