@@ -14,7 +14,11 @@ use tokio::sync::watch;
 use crate::health::{Health, Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
+use crate::scout::probe_chunk_ratio;
 use crate::server::{DrainError, drain, scrape};
+use crate::tokens::ChunkRatio;
+pub use crate::verdict::CACHE_HIT_WARN_PCT;
+use crate::verdict::judge;
 use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
 
 /// Timing knobs of a cell.
@@ -211,11 +215,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
-            let mut f = figures(&logs, window, &samples);
-            if usage_at_end && f.token_source == Some(TokenSource::Chunks) {
-                f.token_source = Some(TokenSource::UsageAtEnd);
-            }
-            let mut outcome = judge(f, concurrency, target.metrics);
+            let f = count(&logs, window, &samples, usage_at_end, || {
+                probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token)
+            })
+            .await;
+            let mut outcome = judge(f, concurrency, target.metrics, timing.idle_timeout);
             if let Some(h) = health {
                 outcome.warnings.extend(h.warnings());
             }
@@ -242,9 +246,31 @@ fn retry_warning(logs: &[RequestLog]) -> Option<String> {
     })
 }
 
-/// Below this share of the prompt served from the prefix cache, a decode cell's TTFT includes
-/// real prefill and is not the cache-warm figure §7.3 describes.
-pub const CACHE_HIT_WARN_PCT: f64 = 50.0;
+/// The cell's figures. Chunks after their request's last usage carry the tokens per chunk of the
+/// cell's requests that ended with a usage total; when none ended but the server reports usage
+/// (`usage_at_end`, from the scout), one probe request on the now idle server measures it.
+async fn count<F, Fut>(
+    logs: &[RequestLog],
+    window: Window,
+    samples: &[RunningSample],
+    usage_at_end: bool,
+    probe: F,
+) -> Figures
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = Option<ChunkRatio>>,
+{
+    let ratio = ChunkRatio::of_logs(logs);
+    let mut f = figures(logs, window, samples, ratio);
+    if usage_at_end && f.token_source == Some(TokenSource::Chunks) {
+        f.token_source = Some(TokenSource::UsageAtEnd);
+    }
+    if ratio.is_none() && f.estimated_tokens > 0 && f.token_source == Some(TokenSource::UsageAtEnd) {
+        let probed = probe().await;
+        f = Figures { token_source: f.token_source, ..figures(logs, window, samples, probed) };
+    }
+    f
+}
 
 /// Whether the server still answers its model list.
 pub async fn answers(target: &Target) -> bool {
@@ -402,30 +428,6 @@ fn readiness(
     }
 }
 
-/// Turns figures into a verdict: a cell without tokens is an error, never 0 tok/s.
-fn judge(f: Figures, concurrency: u32, metrics: bool) -> CellOutcome {
-    if f.output_tokens == 0 {
-        return CellOutcome::failed(CellStatus::Error, "no tokens arrived inside the window");
-    }
-    let mut warnings = Vec::new();
-    if f.token_source == Some(TokenSource::UsageAtEnd) {
-        warnings.push("the server reports usage only at the end of a request: tokens were counted from chunks and corrected by that total when each request ended".into());
-    }
-    if f.token_source == Some(TokenSource::Chunks) {
-        warnings.push("the server sent no usage: tokens were counted from chunks, which undercounts chunks carrying several tokens".into());
-    }
-    if let Some(pct) = f.prompt_cache_hit_pct.filter(|p| *p < CACHE_HIT_WARN_PCT) {
-        warnings.push(format!(
-            "the server served only {pct:.0} % of the decode requests' prompt tokens from its prefix cache: TTFT includes prefill and is not cache-warm"
-        ));
-    }
-    if concurrency > 1 && f.avg_active < 0.95 * concurrency as f64 {
-        let who = if metrics { "the server ran" } else { "streams were generating" };
-        warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
-    }
-    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings, health: None }
-}
-
 async fn worker(
     target: Target,
     path: &'static str,
@@ -480,22 +482,6 @@ async fn worker(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn figures_with_hit(pct: Option<f64>) -> Figures {
-        Figures { output_tokens: 10, avg_active: 1.0, prompt_cache_hit_pct: pct, ..Figures::default() }
-    }
-
-    #[test]
-    fn a_cold_prompt_cache_is_a_warning_on_a_valid_cell() {
-        let warned = |pct| {
-            let o = judge(figures_with_hit(pct), 1, true);
-            assert_eq!(o.status, CellStatus::Valid);
-            o.warnings.iter().any(|w| w.contains("prefix cache"))
-        };
-        assert!(warned(Some(12.5)));
-        assert!(!warned(Some(87.5)), "vLLM's 896 of 1,024 tokens is warm");
-        assert!(!warned(None), "a server that reports no cached tokens says nothing either way");
-    }
 
     #[test]
     fn every_retry_is_said() {

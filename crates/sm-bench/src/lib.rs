@@ -4,7 +4,8 @@
 //! * [`scout`] — the prefill request (`max_tokens: 1`).
 //! * [`request`] — one streamed request, logged chunk by chunk.
 //! * [`cell`] — the sustained-decode cell: workers, readiness, window, cancel, drain.
-//! * [`window`] — the window accounting: every figure of a cell, from timestamps.
+//! * [`window`] — the window accounting: every figure of a cell, from timestamps; [`tokens`] —
+//!   which tokens each chunk carried; [`verdict`] — valid, or why not.
 //! * [`loopguard`] — the exact-repetition guard.
 //! * [`server`] — scheduler scrapes and the drain barrier.
 //! * [`health`] — whether the client itself was the bottleneck.
@@ -24,6 +25,8 @@ pub mod scout;
 pub mod server;
 pub mod sizing;
 pub mod tokenizer;
+pub mod tokens;
+pub mod verdict;
 pub mod window;
 
 pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, controls};

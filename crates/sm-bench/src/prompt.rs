@@ -76,8 +76,16 @@ pub fn tag(run_id: &str, purpose: char, ctx: u64) -> String {
     format!("[sm {run_id} {purpose}{ctx:010}]")
 }
 
+/// The tag of a prefill row measured in a later session of a run (`--resume`): the context's
+/// measured prompt may have been sent already, and its prefix cached, so the row gets a prompt of
+/// its own, new in every session (`salt`), that shares no prefix with anything sent before.
+pub fn remeasure_tag(run_id: &str, salt: &str, ctx: u64) -> String {
+    format!("[sm {run_id} {REMEASURE}{salt}{ctx:010}]")
+}
+
 /// Tag purposes.
 pub const MEASURED: char = 'm';
+pub const REMEASURE: char = 'p';
 pub const WARMUP: char = 'w';
 pub const CALIBRATION: char = 'c';
 
@@ -101,5 +109,8 @@ mod tests {
         let p = build(&a, 100);
         assert!(p.messages[0].1.starts_with(&a));
         assert_eq!(p.messages.len(), 3);
+        let again = remeasure_tag("abcdefgh", "qwertyui", 8192);
+        assert_eq!(again, "[sm abcdefgh pqwertyui0000008192]");
+        assert_ne!(again[..14], a[..14], "a re-measure shares no more than `[sm RUNID ` with the measured prompt");
     }
 }

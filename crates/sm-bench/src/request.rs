@@ -203,25 +203,7 @@ impl ReadState {
             log.first_token = Some(at);
             observer.first_token(at - log.sent);
         }
-        // Usage on the chunk is the truth; a text chunk without usage counts one
-        // token; usage that arrives only at the end (llama.cpp) reconciles the count.
-        let prev = log.points.last().map_or(0, |p| p.tokens);
-        let mut now_tokens = prev;
-        if chunk.has_text && chunk.completion_tokens.is_none() {
-            log.usage = false;
-            now_tokens += 1;
-        }
-        if let Some(n) = chunk.completion_tokens {
-            if !log.usage && !chunk.has_text {
-                log.usage_at_end = true;
-            }
-            now_tokens = now_tokens.max(n);
-        }
-        if now_tokens > prev && log.first_token.is_some() {
-            let since_last = log.points.last().map(|p| at - p.at);
-            log.points.push(Point { at, tokens: now_tokens });
-            observer.tokens(now_tokens - prev, since_last);
-        }
+        record_tokens(log, at, chunk.has_text, chunk.completion_tokens, observer);
         if chunk.finish_reason.is_some() {
             self.finished = true;
             log.ended.get_or_insert(at);
@@ -232,6 +214,51 @@ impl ReadState {
             return Some(Outcome::Loop(f));
         }
         None
+    }
+}
+
+/// Logs what one chunk says about tokens (methodology §7.1). A chunk with text is a token-bearing
+/// chunk; its usage, when it has one, is the request's count after it. A chunk without text that
+/// raises the usage count is one too when the request's chunks carry usage (a token that decoded
+/// to no text). Otherwise that usage is a total that arrived after chunks without usage (usage at
+/// the end, llama.cpp): it is the count as of the last chunk, whose tokens arrived with the chunks,
+/// not now (`crate::tokens` spreads it over them).
+fn record_tokens(log: &mut RequestLog, at: Instant, has_text: bool, usage: Option<u64>, observer: &dyn Observer) {
+    if log.first_token.is_none() {
+        return;
+    }
+    let last = log.points.last().copied();
+    let (chunks, known) = last.map_or((0, Some(0)), |p| (p.chunks, p.usage));
+    if has_text {
+        if let (Some(u), Some(k)) = (usage, known)
+            && u <= k
+        {
+            return; // text, but no new token by the server's count (e.g. a role or finish chunk)
+        }
+        log.usage &= usage.is_some();
+        // a total on a text chunk after chunks without usage covers them too
+        log.usage_at_end |= usage.is_some() && known.is_none();
+        let since_last = last.map(|p| at - p.at);
+        log.points.push(Point { at, chunks: chunks + 1, usage });
+        // live view only: the usage increase where known, else one token per chunk
+        observer.tokens(usage.zip(known).map_or(1, |(u, k)| u.saturating_sub(k).max(1)), since_last);
+        return;
+    }
+    let Some(n) = usage else { return };
+    match (last, known) {
+        (Some(p), None) => {
+            // a total for the chunks so far: at the last chunk, not at this instant
+            if let Some(point) = log.points.last_mut() {
+                point.usage = Some(n);
+            }
+            log.usage_at_end = true;
+            observer.tokens(n.saturating_sub(p.chunks), None);
+        }
+        (_, Some(k)) if n > k => {
+            log.points.push(Point { at, chunks, usage: Some(n) });
+            observer.tokens(n - k, last.map(|p| at - p.at));
+        }
+        _ => {}
     }
 }
 
@@ -317,8 +344,8 @@ mod tests {
             "[DONE]",
         ]);
         assert_eq!(end, Some(Outcome::Completed));
-        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
-        assert_eq!(tokens, [2, 3]);
+        let usage: Vec<_> = run.log.points.iter().map(|p| p.usage).collect();
+        assert_eq!(usage, [Some(2), Some(3)]);
         assert!(run.log.usage);
         assert_eq!(run.log.prompt_tokens, Some(9));
         assert_eq!(run.id.as_deref(), Some("r1"));
@@ -327,27 +354,29 @@ mod tests {
     }
 
     #[test]
-    fn usage_only_at_the_end_reconciles_the_chunk_count() {
-        // llama.cpp: text chunks without usage, coalesced, then the true total at the end
+    fn usage_only_at_the_end_covers_the_chunks_before_it() {
+        let shape = |run: &RequestRun| -> Vec<(u64, Option<u64>)> {
+            run.log.points.iter().map(|p| (p.chunks, p.usage)).collect()
+        };
+        // text chunks without usage, coalesced, then the total on the last text chunk
         let (run, _) = feed(&[
             r#"{"choices":[{"delta":{"content":"a"}}]}"#,
             r#"{"choices":[{"delta":{"content":"bc"}}]}"#,
             r#"{"choices":[{"delta":{"content":"d"},"finish_reason":"length"}],"usage":{"completion_tokens":5}}"#,
             "[DONE]",
         ]);
-        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
-        assert_eq!(tokens, [1, 2, 5]);
+        assert_eq!(shape(&run), [(1, None), (2, None), (3, Some(5))]);
         assert!(!run.log.usage, "the count came partly from chunks");
-        assert!(!run.log.usage_at_end, "this usage rode on a text chunk");
-        // llama.cpp's shape: a usage-only chunk after the last text chunk
+        assert!(run.log.usage_at_end, "the total covers the chunks without usage");
+        // llama.cpp's shape: a usage-only chunk after the last text chunk belongs to that chunk,
+        // not to its own arrival: no point is added at the instant the total arrives
         let (run, _) = feed(&[
             r#"{"choices":[{"delta":{"content":"a"}}]}"#,
             r#"{"choices":[{"delta":{"content":"bc"},"finish_reason":"length"}]}"#,
             r#"{"choices":[],"usage":{"completion_tokens":4}}"#,
             "[DONE]",
         ]);
-        let tokens: Vec<u64> = run.log.points.iter().map(|p| p.tokens).collect();
-        assert_eq!(tokens, [1, 2, 4]);
+        assert_eq!(shape(&run), [(1, None), (2, Some(4))]);
         assert!(run.log.usage_at_end);
     }
 

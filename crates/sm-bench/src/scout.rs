@@ -10,6 +10,7 @@ use sm_client::openai::parse_chunk;
 use sm_client::sse::SseEvent;
 
 use crate::request::{describe, stream_retrying};
+use crate::tokens::{ChunkRatio, RatioSource};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ScoutResult {
@@ -18,6 +19,10 @@ pub struct ScoutResult {
     pub cached_tokens: Option<u64>,
     /// The server reported `usage.completion_tokens` (at least at the end).
     pub reports_usage: bool,
+    /// Chunks that carried text.
+    pub chunks: u64,
+    /// The last `usage.completion_tokens` the server reported.
+    pub completion_tokens: Option<u64>,
 }
 
 impl ScoutResult {
@@ -40,6 +45,7 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
     let mut prompt_tokens = None;
     let mut cached_tokens = None;
     let mut reports_usage = false;
+    let (mut chunks, mut completion_tokens) = (0, None);
     loop {
         let ev = match stream.next().await {
             Ok(Some(ev)) => ev,
@@ -59,9 +65,26 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
             first = Some(ev.at);
         }
         reports_usage |= chunk.completion_tokens.is_some();
+        chunks += u64::from(chunk.has_text);
+        completion_tokens = chunk.completion_tokens.or(completion_tokens);
         prompt_tokens = chunk.prompt_tokens.or(prompt_tokens);
         cached_tokens = chunk.cached_tokens.or(cached_tokens);
     }
     let first = first.ok_or_else(|| "the scout's stream ended without a token".to_string())?;
-    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens, reports_usage })
+    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens, reports_usage, chunks, completion_tokens })
+}
+
+/// Output tokens of the probe that measures tokens per chunk when no request of a cell ended
+/// (methodology §7.3): enough chunks that a short last chunk moves the ratio by little.
+pub const PROBE_TOKENS: u64 = 512;
+
+/// Tokens per chunk of one request with the cell's body, at most [`PROBE_TOKENS`] long, sent on
+/// its own. `None` when it ended without a usage total or without chunks.
+pub async fn probe_chunk_ratio(client: &Client, path: &str, body: &Value, timeout: Duration) -> Option<ChunkRatio> {
+    let mut body = body.clone();
+    let asked = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(PROBE_TOKENS);
+    body["max_tokens"] = PROBE_TOKENS.min(asked).into();
+    let s =
+        scout(client, path, &body, timeout).await.map_err(|e| tracing::warn!("the chunk probe failed: {e}")).ok()?;
+    ChunkRatio::measure(s.completion_tokens.map(|t| (t, s.chunks)), RatioSource::Probe)
 }

@@ -7,12 +7,17 @@ use std::time::{Duration, Instant};
 use sm_core::record::TokenSource;
 use sm_core::stats::{Quantiles, median};
 
-/// A token-bearing chunk: when it arrived and the request's cumulative output
-/// tokens after it.
+use crate::tokens::{ChunkRatio, attribute};
+
+/// A token-bearing chunk: when it arrived, how many token-bearing chunks the request had
+/// received with it, and the request's cumulative `usage.completion_tokens` as of this chunk where
+/// the server said it (on this chunk, or in a usage total that came after it without new chunks).
+/// Which tokens each chunk carried is worked out from these by [`crate::tokens::attribute`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Point {
     pub at: Instant,
-    pub tokens: u64,
+    pub chunks: u64,
+    pub usage: Option<u64>,
 }
 
 /// Everything one request of a cell saw.
@@ -23,9 +28,9 @@ pub struct RequestLog {
     pub points: Vec<Point>,
     /// `finish_reason` or `[DONE]` arrived (the request completed normally).
     pub ended: Option<Instant>,
-    /// Every token-bearing chunk carried usage, so `tokens` are real token counts.
+    /// Every token-bearing chunk carried usage, so the points' usage are real token counts.
     pub usage: bool,
-    /// Chunks were counted, then a usage total at the end corrected the count.
+    /// Chunks without usage were followed by a usage total that covers them (the request ended).
     pub usage_at_end: bool,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
@@ -91,9 +96,18 @@ pub struct Figures {
     pub prompt_cache_hit_pct: Option<f64>,
     /// Requests sent a second time after their first send failed before any response byte.
     pub retried: u64,
+    /// Of `output_tokens`, those carried by chunks after the last usage their request reported:
+    /// counted as chunks × `chunk_ratio` (or 1 per chunk without a ratio), not told by the server.
+    pub estimated_tokens: u64,
+    /// The tokens per chunk that counted `estimated_tokens`.
+    pub chunk_ratio: Option<ChunkRatio>,
+    /// The longest censored gap: W1 − the last token before W1 of a stream still open at W1.
+    pub longest_open_gap_ms: Option<f64>,
 }
 
-pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -> Figures {
+/// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
+/// request's last usage (see [`crate::tokens`]); `None` counts them one token each.
+pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], ratio: Option<ChunkRatio>) -> Figures {
     let token_source = if logs.iter().any(|r| !r.points.is_empty()) {
         Some(if logs.iter().all(|r| r.usage) {
             TokenSource::Usage
@@ -105,37 +119,47 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -
     } else {
         None
     };
-    let mut output_tokens = 0;
+    let per_chunk = ratio.map(|r| r.tokens_per_chunk);
+    let (mut output, mut estimated) = (0.0f64, 0.0f64);
     let mut tbt = Vec::new();
     let mut gaps = Vec::new();
     let mut requests = 0;
     for log in logs {
-        let mut prev_tokens = 0;
-        let mut first_in: Option<Point> = None;
-        let mut last_in: Option<Point> = None;
-        for p in &log.points {
+        let counts = attribute(&log.points, per_chunk);
+        let mut prev_tokens = 0.0;
+        let mut first_in: Option<(Instant, f64)> = None;
+        let mut last_in: Option<(Instant, f64)> = None;
+        for (p, &(tokens, guessed)) in log.points.iter().zip(&counts) {
             if window.contains(p.at) {
-                output_tokens += p.tokens.saturating_sub(prev_tokens);
-                if let Some(last) = last_in {
-                    gaps.push(ms(p.at - last.at));
+                let carried = tokens - prev_tokens;
+                output += carried;
+                if guessed {
+                    estimated += carried;
                 }
-                first_in.get_or_insert(*p);
-                last_in = Some(*p);
+                if let Some((at, _)) = last_in {
+                    gaps.push(ms(p.at - at));
+                }
+                first_in.get_or_insert((p.at, tokens));
+                last_in = Some((p.at, tokens));
             }
-            prev_tokens = p.tokens;
+            prev_tokens = tokens;
         }
-        if let (Some(a), Some(b)) = (first_in, last_in) {
+        if let (Some((a_at, a_tokens)), Some((b_at, b_tokens))) = (first_in, last_in) {
             requests += 1;
-            if b.tokens > a.tokens {
-                tbt.push(ms(b.at - a.at) / (b.tokens - a.tokens) as f64);
+            if b_tokens > a_tokens {
+                tbt.push(ms(b_at - a_at) / (b_tokens - a_tokens));
             }
         }
     }
+    let open_gaps = open_gaps_ms(logs, window);
+    let longest_open_gap_ms = open_gaps.iter().copied().reduce(f64::max);
+    gaps.extend(open_gaps);
     let ttft: Vec<f64> =
         logs.iter().filter_map(|r| r.first_token.filter(|&t| t < window.end).map(|t| ms(t - r.sent))).collect();
     let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
     let completed = logs.iter().filter(|r| r.ended.is_some_and(|t| window.contains(t))).count() as u64;
     let measured_s = window.len().as_secs_f64();
+    let output_tokens = output.round() as u64;
     Figures {
         output_tokens,
         measured_s,
@@ -150,7 +174,21 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample]) -
         token_source,
         prompt_cache_hit_pct: prompt_cache_hit_pct(logs),
         retried: logs.iter().filter(|r| r.retried).count() as u64,
+        estimated_tokens: estimated.round() as u64,
+        chunk_ratio: ratio.filter(|_| estimated > 0.0),
+        longest_open_gap_ms,
     }
+}
+
+/// The gaps the window's end cuts off: for every stream that had received a token before W1 and
+/// had not ended by then, W1 − its last token before W1. A stream that went silent shortly before
+/// W1 shows here, not among the gaps between two chunks.
+fn open_gaps_ms(logs: &[RequestLog], window: Window) -> Vec<f64> {
+    logs.iter()
+        .filter(|r| r.ended.is_none_or(|t| t >= window.end))
+        .filter_map(|r| r.points.iter().rev().find(|p| p.at < window.end))
+        .map(|p| ms(window.end - p.at))
+        .collect()
 }
 
 /// `100 × Σ cached_tokens / Σ prompt_tokens` over every request of the cell that reported both
@@ -214,7 +252,8 @@ mod tests {
         let mut log = RequestLog::new(at(base, sent));
         log.first_token = Some(at(base, first));
         for i in 0..n {
-            log.points.push(Point { at: at(base, first + i * step * per_chunk), tokens: (i + 1) * per_chunk });
+            let usage = Some((i + 1) * per_chunk);
+            log.points.push(Point { at: at(base, first + i * step * per_chunk), chunks: i + 1, usage });
         }
         log
     }
@@ -225,7 +264,7 @@ mod tests {
         // tokens at 100, 110, …, 1090 ms; window [500, 1000) holds 50 of them
         let logs = vec![steady(b, 0, 100, 10, 100, 1)];
         let w = Window { start: at(b, 500), end: at(b, 1000) };
-        let f = figures(&logs, w, &[]);
+        let f = figures(&logs, w, &[], None);
         assert_eq!(f.output_tokens, 50);
         assert!((f.total_tok_s - 100.0).abs() < 1e-9);
         assert!((f.tbt_ms.unwrap().p50 - 10.0).abs() < 1e-9);
@@ -242,7 +281,7 @@ mod tests {
         // 4 tokens per chunk every 40 ms = one token per 10 ms
         let logs = vec![steady(b, 0, 0, 10, 100, 4)];
         let w = Window { start: at(b, 0), end: at(b, 1000) };
-        let f = figures(&logs, w, &[]);
+        let f = figures(&logs, w, &[], None);
         assert_eq!(f.output_tokens, 100);
         assert!((f.tbt_ms.unwrap().p50 - 10.0).abs() < 1e-9);
         assert!((f.chunk_gap_ms.unwrap().p50 - 40.0).abs() < 1e-9);
@@ -255,7 +294,7 @@ mod tests {
         done.ended = Some(at(b, 150));
         let late = steady(b, 0, 2000, 10, 10, 1);
         let w = Window { start: at(b, 0), end: at(b, 1000) };
-        let f = figures(&[done, late], w, &[]);
+        let f = figures(&[done, late], w, &[], None);
         assert_eq!(f.ttft_ms.unwrap().p50, 50.0);
         assert_eq!(f.completed, 1);
         assert_eq!(f.requests, 1);
@@ -266,7 +305,7 @@ mod tests {
         let b = Instant::now();
         let w = Window { start: at(b, 0), end: at(b, 1000) };
         let samples = [RunningSample { at: at(b, 0), running: 4.0 }, RunningSample { at: at(b, 250), running: 8.0 }];
-        let f = figures(&[], w, &samples);
+        let f = figures(&[], w, &samples, None);
         assert!((f.avg_active - 7.0).abs() < 1e-9);
         assert_eq!(f.token_source, None);
         assert_eq!(f.output_tokens, 0);
@@ -281,7 +320,7 @@ mod tests {
             l
         };
         let w = Window { start: b, end: at(b, 1000) };
-        assert_eq!(figures(&[log(Some(1000), None)], w, &[]).prompt_cache_hit_pct, None);
+        assert_eq!(figures(&[log(Some(1000), None)], w, &[], None).prompt_cache_hit_pct, None);
         // one cold request among three warm ones: (0 + 3 × 896) / 4000
         let logs = [
             log(Some(1000), Some(0)),
@@ -290,7 +329,7 @@ mod tests {
             log(Some(1000), Some(896)),
             log(None, None),
         ];
-        let pct = figures(&logs, w, &[]).prompt_cache_hit_pct.unwrap();
+        let pct = figures(&logs, w, &[], None).prompt_cache_hit_pct.unwrap();
         assert!((pct - 67.2).abs() < 1e-9, "{pct}");
     }
 
@@ -299,7 +338,7 @@ mod tests {
         let b = Instant::now();
         let mut again = steady(b, 0, 0, 10, 10, 1);
         again.retried = true;
-        let f = figures(&[steady(b, 0, 0, 10, 10, 1), again], Window { start: b, end: at(b, 1000) }, &[]);
+        let f = figures(&[steady(b, 0, 0, 10, 10, 1), again], Window { start: b, end: at(b, 1000) }, &[], None);
         assert_eq!(f.retried, 1);
     }
 
@@ -308,7 +347,74 @@ mod tests {
         let b = Instant::now();
         let mut log = steady(b, 0, 0, 10, 10, 1);
         log.usage = false;
-        let f = figures(&[log], Window { start: b, end: at(b, 1000) }, &[]);
+        let f = figures(&[log], Window { start: b, end: at(b, 1000) }, &[], None);
         assert_eq!(f.token_source, Some(TokenSource::Chunks));
+    }
+
+    /// Chunks of `k` tokens every `step × k` ms without usage; when `ends`, the usage total comes
+    /// after the last chunk (llama.cpp's shape), and `total` may leave a remainder in that chunk.
+    fn at_end(base: Instant, first: u64, step: u64, chunks: u64, k: u64, ends: Option<u64>) -> RequestLog {
+        let mut log = RequestLog::new(base);
+        log.first_token = Some(at(base, first));
+        log.usage = false;
+        for i in 0..chunks {
+            log.points.push(Point { at: at(base, first + i * step * k), chunks: i + 1, usage: None });
+        }
+        if let Some(total) = ends {
+            let last = log.points.last_mut().unwrap();
+            last.usage = Some(total);
+            log.usage_at_end = true;
+            log.ended = Some(last.at);
+        }
+        log
+    }
+
+    #[test]
+    fn a_usage_total_is_spread_over_its_chunks_in_and_out_of_the_window() {
+        let b = Instant::now();
+        // 50 chunks of 4 tokens, one token per 10 ms, from 0 to 1960 ms; the total comes at the end
+        let logs = [at_end(b, 0, 10, 50, 4, Some(200))];
+        let w = Window { start: at(b, 1000), end: at(b, 3000) };
+        let f = figures(&logs, w, &[], ChunkRatio::of_logs(&logs));
+        assert_eq!(f.output_tokens, 100, "the 25 chunks inside the window carried 4 tokens each");
+        assert!((f.per_request_tok_s.unwrap() - 100.0).abs() < 1e-9, "never faster than the server");
+        assert_eq!((f.estimated_tokens, f.token_source), (0, Some(TokenSource::UsageAtEnd)));
+    }
+
+    #[test]
+    fn a_request_cut_by_the_window_counts_the_measured_tokens_per_chunk() {
+        let b = Instant::now();
+        // K = 3 with a remainder: 512 tokens in 171 chunks; the cut request has no total
+        let ended = at_end(b, 0, 10, 171, 3, Some(512));
+        let cut = at_end(b, 0, 10, 1000, 3, None);
+        let logs = [ended, cut];
+        let w = Window { start: at(b, 6000), end: at(b, 12000) };
+        let ratio = ChunkRatio::of_logs(&logs).unwrap();
+        let f = figures(&logs, w, &[], Some(ratio));
+        let truth = 600.0; // 200 chunks of 3 tokens; the ended request ended before the window
+        assert!((f.output_tokens as f64 / truth - 1.0).abs() < 0.01, "{} tokens", f.output_tokens);
+        assert_eq!(f.estimated_tokens, f.output_tokens);
+        assert_eq!(f.chunk_ratio, Some(ratio));
+        let per_chunk_ms = f.tbt_ms.unwrap().p50 * ratio.tokens_per_chunk;
+        assert!((per_chunk_ms - 30.0).abs() < 1e-6, "TBT is the chunk gap over the tokens per chunk");
+        // without a ratio each chunk is one token: 3× too few, and said to be estimated
+        let f = figures(&logs, w, &[], None);
+        assert_eq!((f.output_tokens, f.estimated_tokens), (200, 200));
+    }
+
+    #[test]
+    fn the_window_end_cuts_a_gap_that_counts() {
+        let b = Instant::now();
+        // tokens every 10 ms until 700 ms, then silence; another stream ended at 500 ms
+        let mut stalled = steady(b, 0, 0, 10, 71, 1);
+        stalled.points.retain(|p| p.at <= at(b, 700));
+        let mut done = steady(b, 0, 0, 10, 51, 1);
+        done.ended = Some(at(b, 500));
+        let w = Window { start: b, end: at(b, 1000) };
+        let f = figures(&[stalled.clone(), done], w, &[], None);
+        assert_eq!(f.longest_open_gap_ms, Some(300.0), "the ended stream has no open gap");
+        // 70 gaps of 10 ms and the censored 300 ms: p99 at rank 69.3 lies between them
+        let f = figures(&[stalled], w, &[], None);
+        assert!((f.chunk_gap_ms.unwrap().p99 - 97.0).abs() < 1e-6, "the censored gap is among the chunk gaps");
     }
 }

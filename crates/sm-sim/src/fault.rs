@@ -17,6 +17,9 @@ pub enum Fault {
     StallAfter(u32),
     /// Never send a usage field.
     NoUsage,
+    /// Send usage only in the final usage chunk, ignoring `continuous_usage_stats` (llama.cpp,
+    /// SGLang without continuous usage stats).
+    UsageAtEnd,
     /// K tokens per emission, like speculative decoding.
     MultiToken(u32),
     /// The generated text repeats exactly.
@@ -25,8 +28,7 @@ pub enum Fault {
     SlowFirstToken(u32),
 }
 
-pub const FAULT_SPECS: &str =
-    "disconnect-after=N, status=CODE, malformed-sse, stall-after=N, no-usage, multi-token=K, loop, slow-first-token=MS";
+pub const FAULT_SPECS: &str = "disconnect-after=N, status=CODE, malformed-sse, stall-after=N, no-usage, usage-at-end, multi-token=K, loop, slow-first-token=MS";
 
 pub const SCOPE_KEYS: &str = "prompt=TEXT, max-tokens=N, from=N, to=N";
 
@@ -65,6 +67,7 @@ impl FromStr for Fault {
             "malformed-sse" => flag(Fault::MalformedSse),
             "stall-after" => Ok(Fault::StallAfter(number(0, u32::MAX as u64)? as u32)),
             "no-usage" => flag(Fault::NoUsage),
+            "usage-at-end" => flag(Fault::UsageAtEnd),
             "multi-token" => Ok(Fault::MultiToken(number(1, 64)? as u32)),
             "loop" => flag(Fault::Loop),
             "slow-first-token" => Ok(Fault::SlowFirstToken(number(0, 3_600_000)? as u32)),
@@ -81,6 +84,7 @@ impl fmt::Display for Fault {
             Fault::MalformedSse => f.write_str("malformed-sse"),
             Fault::StallAfter(n) => write!(f, "stall-after={n}"),
             Fault::NoUsage => f.write_str("no-usage"),
+            Fault::UsageAtEnd => f.write_str("usage-at-end"),
             Fault::MultiToken(k) => write!(f, "multi-token={k}"),
             Fault::Loop => f.write_str("loop"),
             Fault::SlowFirstToken(ms) => write!(f, "slow-first-token={ms}"),
@@ -96,6 +100,7 @@ pub(crate) struct FaultSet {
     pub malformed_sse: bool,
     pub stall_after: Option<u32>,
     pub no_usage: bool,
+    pub usage_at_end: bool,
     pub multi_token: u32,
     pub looping: bool,
     pub slow_first_token_ms: u32,
@@ -111,6 +116,7 @@ impl FaultSet {
                 Fault::MalformedSse => s.malformed_sse = true,
                 Fault::StallAfter(n) => s.stall_after = Some(n),
                 Fault::NoUsage => s.no_usage = true,
+                Fault::UsageAtEnd => s.usage_at_end = true,
                 Fault::MultiToken(k) => s.multi_token = k,
                 Fault::Loop => s.looping = true,
                 Fault::SlowFirstToken(ms) => s.slow_first_token_ms = ms,
@@ -282,6 +288,7 @@ mod tests {
             "malformed-sse",
             "stall-after=3",
             "no-usage",
+            "usage-at-end",
             "multi-token=4",
             "loop",
             "slow-first-token=250",

@@ -167,6 +167,21 @@ async fn no_usage_never_sends_usage() {
     sim.shutdown().await;
 }
 
+/// llama.cpp's shape: continuous usage is asked for but not given; the total comes at the end.
+#[tokio::test]
+async fn usage_at_end_sends_usage_only_in_the_final_chunk() {
+    let sim = sim_with(|o| o.faults = vec![Fault::UsageAtEnd.into()]).await;
+    let s = post_stream(&sim.url(), "/v1/chat/completions", body(7), &[("x-sim-fault", "multi-token=3")]).await;
+    assert_eq!(s.token_events().len(), 3, "3 + 3 + 1 tokens");
+    let chunks = s.chunks();
+    let with_usage: Vec<&Value> = chunks.iter().filter(|c| c.get("usage").is_some()).collect();
+    assert_eq!(with_usage.len(), 1, "{chunks:?}");
+    assert_eq!(with_usage[0]["choices"], json!([]));
+    assert_eq!(with_usage[0]["usage"]["completion_tokens"], 7);
+    assert!(s.done());
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn multi_token_sends_k_tokens_per_chunk() {
     let sim = tiny().await;

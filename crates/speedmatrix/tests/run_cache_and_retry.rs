@@ -31,6 +31,35 @@ async fn decode_cells_record_the_prompt_cache_hit_share() {
     }
 }
 
+/// A prefill row measured again (`--resume --retry-failed`) after its context's decode cells had
+/// filled the prefix cache with the measured prompt: the row is cold all the same, and proven
+/// cold by the server's `cached_tokens`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_row_measured_again_is_cold() {
+    // the 1K prefill row (the first max_tokens-1 request of the 1K prompt) fails; the cell's scout
+    // and streams then put that prompt in the cache
+    let sim =
+        sim(SimSpec { faults: &["status=503@prompt= m0000001024],max-tokens=1,to=1"], ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
+    args.extend_from_slice(QUICK);
+    let first = run(&out, &args).await;
+    let row = |r: &common::RunResult| r.record()["prefill"][0].clone();
+    assert_eq!(row(&first)["status"], "error", "{}", first.stderr);
+    assert_eq!(first.cell(1024, 1)["status"], "valid");
+    let again = run(&out, &["--resume", out.to_str().unwrap(), "--retry-failed"]).await;
+    sim.handle.shutdown().await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let row = row(&again);
+    assert_eq!(row["status"], "valid", "{row}");
+    assert_eq!(row["prompt_tokens"], 1024, "the new prompt is exact too: {row}");
+    let block = sm_sim::Profile::builtin("tiny").unwrap().block_size;
+    let cached = row["cached_tokens"].as_u64().unwrap();
+    assert!(cached < block, "{cached} prompt tokens came from the cache: the row was warm: {row}");
+}
+
 /// What the proxy does to `POST /v1/…` requests after the first `skip` of them.
 #[derive(Clone, Copy)]
 enum Cut {

@@ -18,6 +18,8 @@ use crate::sizing::Sizer;
 pub(super) struct Prompts {
     pub sizer: Sizer,
     by_context: Vec<(Tokens, Result<Arc<Prompt>, String>)>,
+    /// Contexts whose prompt an earlier session of this run recorded, and so may have sent.
+    recorded_before: Vec<Tokens>,
 }
 
 impl Prompts {
@@ -26,6 +28,12 @@ impl Prompts {
             Some((_, p)) => p.clone(),
             None => Err(format!("no prompt was made for context {}", label(ctx))),
         }
+    }
+
+    /// Whether the server may have seen this context's prompt before (an earlier session of a
+    /// resumed run recorded it): then its prefix cache may hold it.
+    pub(super) fn maybe_sent(&self, ctx: Tokens) -> bool {
+        self.recorded_before.contains(&ctx)
     }
 }
 
@@ -42,6 +50,7 @@ impl Runner<'_> {
         let sizer = Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest, local).await?;
         let mut by_context = Vec::new();
         let mut diffs = Vec::new();
+        let mut recorded_before = Vec::new();
         for ctx in contexts {
             let sized = match sizer.size(&prompt::tag(&self.run_id, MEASURED, ctx.0), ctx.0).await {
                 Ok(sized) => sized,
@@ -57,12 +66,12 @@ impl Runner<'_> {
                     "the prompt of context {} is different now (the server's tokenizer or chat template changed)",
                     label(ctx)
                 )),
-                Some(_) => {}
+                Some(_) => recorded_before.push(ctx),
                 None => self.record.prompts.push(info),
             }
             by_context.push((ctx, Ok(Arc::new(sized.prompt))));
         }
-        Ok((Prompts { sizer, by_context }, diffs))
+        Ok((Prompts { sizer, by_context, recorded_before }, diffs))
     }
 }
 

@@ -190,7 +190,8 @@ impl SseState {
     }
 
     fn chunk_usage(&self) -> Option<Usage> {
-        (self.continuous && !self.run.faults.no_usage).then(|| self.usage(false))
+        let f = self.run.faults;
+        (self.continuous && !f.no_usage && !f.usage_at_end).then(|| self.usage(false))
     }
 
     fn finish(&mut self) {

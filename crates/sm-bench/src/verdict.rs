@@ -1,0 +1,175 @@
+//! A measured cell's verdict (methodology §7.3, §8): valid with its warnings, or an error that
+//! says why its figures cannot be trusted.
+
+use std::time::Duration;
+
+use sm_core::record::{CellStatus, TokenSource};
+
+use crate::cell::CellOutcome;
+use crate::tokens::RatioSource;
+use crate::window::Figures;
+
+/// Below this share of the prompt served from the prefix cache, a decode cell's TTFT includes
+/// real prefill and is not the cache-warm figure §7.3 describes.
+pub const CACHE_HIT_WARN_PCT: f64 = 50.0;
+
+/// Turns figures into a verdict: a cell without tokens is an error, never 0 tok/s; nor is a cell
+/// valid whose token count may be off by more than [`MAX_COUNT_ERROR`], or one that a stream's
+/// censored gap shows stalled past `stall` (`--stall-timeout`).
+pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration) -> CellOutcome {
+    if f.output_tokens == 0 {
+        return CellOutcome::failed(CellStatus::Error, "no tokens arrived inside the window");
+    }
+    let mut warnings = Vec::new();
+    match token_count_note(&f) {
+        Ok(note) => warnings.extend(note),
+        Err(reason) => return CellOutcome::failed(CellStatus::Error, reason),
+    }
+    match open_gap_note(&f, stall) {
+        Ok(note) => warnings.extend(note),
+        Err(reason) => return CellOutcome::failed(CellStatus::Error, reason),
+    }
+    if let Some(pct) = f.prompt_cache_hit_pct.filter(|p| *p < CACHE_HIT_WARN_PCT) {
+        warnings.push(format!(
+            "the server served only {pct:.0} % of the decode requests' prompt tokens from its prefix cache: TTFT includes prefill and is not cache-warm"
+        ));
+    }
+    if concurrency > 1 && f.avg_active < 0.95 * concurrency as f64 {
+        let who = if metrics { "the server ran" } else { "streams were generating" };
+        warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
+    }
+    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings, health: None }
+}
+
+/// A token count known to be off by more than this share is not a valid cell's.
+pub const MAX_COUNT_ERROR: f64 = 0.01;
+
+/// A censored gap longer than this share of `--stall-timeout` gets a warning (methodology §6.11).
+pub const OPEN_GAP_WARN_SHARE: f64 = 0.1;
+
+/// What the cell says about how its tokens were counted: `Err` when the count cannot be trusted
+/// within [`MAX_COUNT_ERROR`].
+fn token_count_note(f: &Figures) -> Result<Option<String>, String> {
+    match f.token_source {
+        Some(TokenSource::UsageAtEnd) => {}
+        Some(TokenSource::Chunks) => {
+            return Ok(Some("the server sent no usage: tokens were counted from chunks, which undercounts chunks carrying several tokens".into()));
+        }
+        _ => return Ok(None),
+    }
+    let spread = "the server reports usage only at the end of a request: each request's total was spread over the chunks that carried it";
+    if f.estimated_tokens == 0 {
+        return Ok(Some(spread.into()));
+    }
+    let Some(r) = f.chunk_ratio else {
+        return Err(format!(
+            "the token count is unknown: the server reports usage only at the end of a request, and {} of the window's tokens came in requests cut off before their end, while no request of the cell ended and the probe request gave no usage total to tell how many tokens a chunk carries (a smaller --max-tokens or a longer --duration lets requests end inside the cell)",
+            f.estimated_tokens
+        ));
+    };
+    let share = f.estimated_tokens as f64 / f.output_tokens as f64;
+    let bound = share * r.uncertainty;
+    let from = match r.source {
+        RatioSource::EndedRequests => format!("measured over {} request(s) of the cell that ended", r.requests),
+        RatioSource::Probe => "measured by a probe request after the cell, as none of its requests ended".into(),
+    };
+    let what = format!(
+        "{} of the window's {} tokens came in requests cut off before their usage total and were counted at {:.3} tokens per chunk ({from})",
+        f.estimated_tokens, f.output_tokens, r.tokens_per_chunk
+    );
+    if bound > MAX_COUNT_ERROR {
+        return Err(format!(
+            "the token count may be off by up to {:.1} %: {what}; a chunk's worth of tokens in {:.1} % of the sample's chunks is too coarse (a larger --max-tokens makes finished requests longer)",
+            bound * 100.0,
+            r.uncertainty * 100.0
+        ));
+    }
+    Ok(Some(format!("{spread}; {what}")))
+}
+
+/// What a censored gap says (methodology §6.11): `Err` past `stall`, a warning past
+/// [`OPEN_GAP_WARN_SHARE`] of it.
+fn open_gap_note(f: &Figures, stall: Duration) -> Result<Option<String>, String> {
+    let Some(gap_ms) = f.longest_open_gap_ms else { return Ok(None) };
+    let (gap_s, stall_s) = (gap_ms / 1000.0, stall.as_secs_f64());
+    if gap_s >= stall_s {
+        return Err(format!(
+            "the stream stalled: no data for the last {gap_s:.1} s of the window (--stall-timeout {stall_s:.0} s)"
+        ));
+    }
+    Ok((gap_s > stall_s * OPEN_GAP_WARN_SHARE).then(|| {
+        format!(
+            "a stream sent nothing in the last {gap_s:.1} s of the window (over {:.0} % of --stall-timeout {stall_s:.0} s): the end of the window cut off a possible stall, and the cell may count fewer tokens than the server made",
+            OPEN_GAP_WARN_SHARE * 100.0
+        )
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tokens::ChunkRatio;
+
+    fn figures_with_hit(pct: Option<f64>) -> Figures {
+        Figures { output_tokens: 10, avg_active: 1.0, prompt_cache_hit_pct: pct, ..Figures::default() }
+    }
+
+    #[test]
+    fn a_cold_prompt_cache_is_a_warning_on_a_valid_cell() {
+        let warned = |pct| {
+            let o = judge(figures_with_hit(pct), 1, true, Duration::from_secs(15));
+            assert_eq!(o.status, CellStatus::Valid);
+            o.warnings.iter().any(|w| w.contains("prefix cache"))
+        };
+        assert!(warned(Some(12.5)));
+        assert!(!warned(Some(87.5)), "vLLM's 896 of 1,024 tokens is warm");
+        assert!(!warned(None), "a server that reports no cached tokens says nothing either way");
+    }
+
+    fn usage_at_end(estimated: u64, ratio: Option<ChunkRatio>) -> Figures {
+        Figures {
+            output_tokens: 1000,
+            avg_active: 1.0,
+            token_source: Some(TokenSource::UsageAtEnd),
+            estimated_tokens: estimated,
+            chunk_ratio: ratio,
+            ..Figures::default()
+        }
+    }
+
+    fn ratio(uncertainty: f64, source: RatioSource) -> Option<ChunkRatio> {
+        Some(ChunkRatio { tokens_per_chunk: 4.0, uncertainty, requests: 2, source })
+    }
+
+    #[test]
+    fn a_token_count_that_may_be_off_by_more_than_one_percent_is_not_valid() {
+        let stall = Duration::from_secs(15);
+        let verdict = |f| judge(f, 1, true, stall);
+        // every count from the server's totals
+        assert_eq!(verdict(usage_at_end(0, None)).status, CellStatus::Valid);
+        // all tokens estimated, ratio unknown: the count is unknown
+        let o = verdict(usage_at_end(1000, None));
+        assert_eq!(o.status, CellStatus::Error);
+        assert!(o.reason.unwrap().contains("token count is unknown"));
+        // estimated at a ratio good to 0.5 %: valid, and said
+        let o = verdict(usage_at_end(1000, ratio(0.005, RatioSource::Probe)));
+        assert_eq!(o.status, CellStatus::Valid);
+        assert!(o.warnings.iter().any(|w| w.contains("4.000 tokens per chunk") && w.contains("probe")), "{o:?}");
+        // a 4 % bound on all tokens is not; on a fifth of them it is 0.8 %
+        assert_eq!(verdict(usage_at_end(1000, ratio(0.04, RatioSource::EndedRequests))).status, CellStatus::Error);
+        assert_eq!(verdict(usage_at_end(200, ratio(0.04, RatioSource::EndedRequests))).status, CellStatus::Valid);
+    }
+
+    #[test]
+    fn a_censored_gap_warns_past_a_tenth_of_the_stall_timeout_and_fails_past_it() {
+        let stall = Duration::from_secs(15);
+        let gap = |ms| judge(Figures { longest_open_gap_ms: Some(ms), ..figures_with_hit(None) }, 1, true, stall);
+        assert!(gap(1400.0).warnings.is_empty());
+        let o = gap(2600.0);
+        assert_eq!(o.status, CellStatus::Valid);
+        assert!(o.warnings.iter().any(|w| w.contains("last 2.6 s of the window")), "{o:?}");
+        let o = gap(15_000.0);
+        assert_eq!(o.status, CellStatus::Error);
+        assert!(o.reason.unwrap().contains("stalled"));
+    }
+}
