@@ -74,7 +74,7 @@ pub struct Profile {
     pub decode: BatchContextTable,
     /// `[overhead] cached_prefill_ms`: time to first token of a fully cached prompt.
     pub cached_prefill_ms: f64,
-    /// Optional `[ttft] cached_ms`: replaces `cached_prefill_ms` by a batch × context grid.
+    /// Optional `[ttft] cached_ms`: replaces `cached_prefill_ms` by a running batch × context grid.
     pub ttft: Option<BatchContextTable>,
     /// Mean output length when a request does not set `ignore_eos`.
     pub natural_output_tokens: u64,
@@ -179,7 +179,8 @@ impl Profile {
         grid::linear(&self.prefill.contexts, &self.prefill.tokens_per_s, context)
     }
 
-    /// Time to first token of a fully cached prompt of `context` tokens arriving at running `batch`.
+    /// Time to first token, from arrival, of a fully cached prompt of `context` tokens that runs in a
+    /// batch of `batch` requests (itself included).
     pub fn cached_ttft_ms(&self, batch: f64, context: f64) -> f64 {
         match &self.ttft {
             Some(t) => t.at(batch, context),

@@ -192,3 +192,119 @@ async fn step_time_is_log_linear_in_batch() {
         assert!((got - 60.0).abs() < 4.0, "batch 4: {got:.2} ms per step, log-linear says 60, linear 36");
     }
 }
+
+/// A profile whose cached-prompt TTFT grows steeply with the running batch, as the seed profile's
+/// does: `ttft_1` ms at batch 1, `ttft_b` at `batch`, on a flat decode step of `step_ms`.
+fn ttft_profile(step_ms: f64, batch: u32, ttft_1: f64, ttft_b: f64) -> Profile {
+    profile_from(&format!(
+        r#"
+name = "ttft"
+model = "ttft"
+max_model_len = 16384
+kv_cache_tokens = 262144
+block_size = 16
+max_num_seqs = 64
+max_num_batched_tokens = 4096
+[prefill]
+contexts = [1024]
+tokens_per_s = [1000000]
+[decode]
+batch = [1]
+contexts = [1024]
+step_ms = [[{step_ms}]]
+[overhead]
+cached_prefill_ms = 1
+[ttft]
+batch = [1, {batch}]
+contexts = [1024]
+cached_ms = [[{ttft_1}], [{ttft_b}]]
+"#
+    ))
+}
+
+/// Each record's TTFT in ms on the engine's own clock: arrival to the first release.
+fn ttfts_ms(recs: &[Value]) -> Vec<f64> {
+    recs.iter().map(|r| (time(r, "first_token") - time(r, "arrival")) * 1000.0).collect()
+}
+
+fn quantile(mut v: Vec<f64>, q: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * q).round() as usize]
+}
+
+#[tokio::test]
+async fn a_burst_of_cached_prompts_waits_as_the_batch_it_runs_in() {
+    // A decode cell's first wave: 16 requests with one cached prompt, sent at once. Each runs in a
+    // batch of 16, so each waits the profile's TTFT at batch 16 (800 ms). Looked up by its place in
+    // the admission order instead (1, 2, … 16), the first waited 100 ms and the median request the
+    // TTFT of batch ~8, and the later ones also waited for the first one's timer before admission.
+    let (sim, path, _dir) = traced(ttft_profile(10.0, 16, 100.0, 800.0)).await;
+    let url = sim.url();
+    let prompt = token_ids(1000, 0);
+    // cold: fills the prefix cache (62 of 63 blocks; the rest is within one block: a cached prompt)
+    post_stream(&url, "/v1/completions", completion(prompt.clone(), 1), &[]).await;
+    stream_all(&url, (0..16).map(|_| completion(prompt.clone(), 20)).collect()).await;
+    let recs = finish(sim, &path).await;
+    assert_eq!(recs.len(), 17);
+    let ttft = ttfts_ms(&recs[1..]);
+    // Schedule times are exact and lateness only adds; a first token due inside a 10 ms decode step
+    // leaves at the nearest step end, at most 5 ms early. The median allows for a loaded machine.
+    let (p25, p50) = (quantile(ttft.clone(), 0.25), quantile(ttft.clone(), 0.5));
+    assert!(p25 >= 794.0 && p50 < 830.0, "TTFTs (ms) {ttft:.1?}: the profile says 800 at batch 16");
+}
+
+#[tokio::test]
+async fn a_restart_into_a_running_batch_waits_as_that_batch_from_its_arrival() {
+    // Four streams of different lengths on one cached prompt, each sent again as soon as it ends (a
+    // decode cell's workers): after the first wave every request joins three running ones, and its
+    // TTFT is the profile's at batch 4, 200 ms = five 40 ms steps, counted from its arrival; its first
+    // token leaves at the step end nearest that instant. Counted from the step boundary that admitted
+    // it instead, it came a whole step late (240 ms), and half a step on average on a real grid.
+    let (sim, path, _dir) = traced(ttft_profile(40.0, 4, 50.0, 200.0)).await;
+    let url = sim.url();
+    let prompt = token_ids(1000, 0);
+    post_stream(&url, "/v1/completions", completion(prompt.clone(), 1), &[]).await;
+    // the workers run until all are stopped at once, so that every request they complete ran with
+    // all four (a worker that stopped early would leave a smaller batch to the others)
+    let workers: Vec<_> = (0..4u32)
+        .map(|i| {
+            let (url, prompt) = (url.clone(), prompt.clone());
+            tokio::spawn(async move {
+                loop {
+                    post_stream(&url, "/v1/completions", completion(prompt.clone(), 4 + 3 * i), &[]).await;
+                }
+            })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    for w in &workers {
+        w.abort();
+    }
+    let recs = finish(sim, &path).await;
+    // ids follow arrival: the warm-up and the first wave of four come first
+    let restarts: Vec<Value> = recs[5..].iter().filter(|r| r["finish"] == "length").cloned().collect();
+    assert!(restarts.len() >= 12, "{} restarts completed", restarts.len());
+    let restarts = ttfts_ms(&restarts);
+    let p50 = quantile(restarts.clone(), 0.5);
+    assert!(restarts.iter().all(|&t| t >= 179.0), "restart TTFTs (ms) {restarts:.1?}: none may leave before 200 − 20");
+    assert!((179.0..220.0).contains(&p50), "restart TTFTs (ms) {restarts:.1?}: median {p50:.1}, the profile says 200");
+}
+
+#[tokio::test]
+async fn a_cached_prompt_held_back_by_max_num_seqs_adds_its_wait() {
+    // Two sequences at most: of four cached requests sent at once, two wait for the first two to end
+    // (a 100 ms TTFT, then 4 decode steps of 10 ms), then for their own TTFT (100 ms): 240 ms in all.
+    // Counted from arrival alone, their TTFT would have passed before they were even admitted.
+    let mut p = ttft_profile(10.0, 2, 100.0, 100.0);
+    p.max_num_seqs = 2;
+    let (sim, path, _dir) = traced(p).await;
+    let url = sim.url();
+    let prompt = token_ids(1000, 0);
+    post_stream(&url, "/v1/completions", completion(prompt.clone(), 1), &[]).await;
+    stream_all(&url, (0..4).map(|_| completion(prompt.clone(), 5)).collect()).await;
+    let recs = finish(sim, &path).await;
+    let mut ttft = ttfts_ms(&recs[1..]);
+    ttft.sort_by(f64::total_cmp);
+    assert!(ttft[..2].iter().all(|&t| (99.0..130.0).contains(&t)), "TTFTs (ms) {ttft:.1?}");
+    assert!(ttft[2..].iter().all(|&t| t >= 230.0), "held back, then 100 ms: TTFTs (ms) {ttft:.1?}");
+}

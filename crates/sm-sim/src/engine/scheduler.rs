@@ -25,7 +25,16 @@ enum Phase {
         remaining: u32,
         planned: u32,
     },
-    /// Prefill is done (or fully cached); the first token is due at `until`.
+    /// A fully cached prompt: no prefill work. Its first token is due at `due`, that is
+    /// `cached_ttft_ms(batch, prompt)` after `since`, where `batch` is the largest running batch seen
+    /// since admission: a burst admitted together, or a restart into a full batch, all see the batch
+    /// they run in, not their place in the admission order.
+    Cached {
+        since: f64,
+        batch: u64,
+        due: f64,
+    },
+    /// The first token is held until `until` (the slow-first-token fault).
     Timer {
         until: f64,
     },
@@ -40,6 +49,8 @@ struct Seq {
     held: Vec<u64>,
     private_blocks: u64,
     admitted: Option<f64>,
+    /// The first step start at which this request waited but could not be admitted.
+    held_since: Option<f64>,
     first_token: Option<f64>,
     cached_tokens: u32,
     emissions: Vec<(f64, u32)>,
@@ -68,6 +79,8 @@ pub(super) struct Scheduler {
     throughput_mark: (f64, u64),
     shutdown: bool,
     spin_s: f64,
+    /// Decode and prefill time of the step in flight; 0 when it only waits for first-token timers.
+    work_s: f64,
 }
 
 impl Scheduler {
@@ -94,6 +107,7 @@ impl Scheduler {
             throughput_mark: (0.0, 0),
             shutdown: false,
             spin_s: SPIN_S,
+            work_s: 0.0,
         }
     }
 
@@ -124,20 +138,22 @@ impl Scheduler {
             self.books.flush();
             let deadline = t + self.plan(t);
             self.publish_stats(t);
-            self.wait_until(deadline);
+            // a step that only waits for first tokens computes nothing: an arrival joins it at once,
+            // as it would join an idle engine, and so counts in the batch of those already waiting
+            let end = self.wait_until(deadline, self.work_s == 0.0);
             if self.shutdown {
                 break;
             }
             let now = self.clock.now();
-            let emitted = self.apply(deadline, now);
+            let emitted = self.apply(end, now);
             self.books.flush();
             if emitted > 0 {
-                self.emission.wake.record(now - deadline, emitted);
-                self.emission.scheduler.record(self.clock.now() - deadline, emitted);
+                self.emission.wake.record(now - end, emitted);
+                self.emission.scheduler.record(self.clock.now() - end, emitted);
             }
             self.running.retain(|s| s.finished.is_none());
             self.publish_stats(now);
-            t = if now - deadline > RESYNC_S { now } else { deadline };
+            t = if now - end > RESYNC_S { now } else { end };
         }
         let now = self.clock.now();
         for mut s in std::mem::take(&mut self.running) {
@@ -158,6 +174,7 @@ impl Scheduler {
                 held: Vec::new(),
                 private_blocks: 0,
                 admitted: None,
+                held_since: None,
                 first_token: None,
                 cached_tokens: 0,
                 emissions: Vec::new(),
@@ -212,13 +229,23 @@ impl Scheduler {
             }
             let uncached = (s.len() - hit_tokens) as u32;
             s.phase = if first_admission && hits > 0 && u64::from(uncached) <= bs {
-                let batch = (self.running.len() + 1) as f64;
-                let ms = self.p.cached_ttft_ms(batch, prompt as f64);
-                Phase::Timer { until: t + ms / 1000.0 + s.req.first_token_delay_s }
+                // The profile's cached TTFT is the whole time to first token, the wait for this step
+                // boundary included, so it counts from arrival; time held back (KV, max_num_seqs)
+                // comes on top. `plan` sets the batch and the due time.
+                let held = s.held_since.map_or(0.0, |h| t - h);
+                Phase::Cached { since: s.req.arrival + held, batch: 0, due: f64::INFINITY }
             } else {
                 Phase::Prefill { remaining: uncached, planned: 0 }
             };
             self.running.push(s);
+        }
+        // whoever is still waiting was held back from now on; arrivals are at the back, so the ones
+        // not yet marked are a suffix of the queue
+        for s in self.waiting.iter_mut().rev() {
+            if s.held_since.is_some() {
+                break;
+            }
+            s.held_since = Some(t);
         }
     }
 
@@ -234,9 +261,22 @@ impl Scheduler {
         let mut budget = self.p.max_num_batched_tokens.saturating_sub(decode_n);
         let mut prefill_s = 0.0;
         let mut next_timer = f64::INFINITY;
+        let running = self.running.len() as u64;
+        // (prompt length, cached TTFT at `running`): a burst's requests share both
+        let mut memo = (f64::NAN, 0.0);
         for s in &mut self.running {
             let len = s.len() as f64;
             match &mut s.phase {
+                Phase::Cached { since, batch, due } => {
+                    if running > *batch {
+                        *batch = running;
+                        if memo.0 != len {
+                            memo = (len, self.p.cached_ttft_ms(running as f64, len));
+                        }
+                        *due = *since + memo.1 / 1000.0;
+                    }
+                    next_timer = next_timer.min(*due);
+                }
                 Phase::Prefill { remaining, planned } => {
                     let chunk = u64::from(*remaining).min(budget);
                     budget -= chunk;
@@ -253,6 +293,7 @@ impl Scheduler {
         if decode_n > 0 {
             dur += self.p.step_ms(decode_n as f64, (ctx_sum / decode_n) as f64) / 1000.0;
         }
+        self.work_s = dur;
         if dur == 0.0 {
             // only first-token timers are pending: sleep exactly until the earliest one
             dur = if next_timer.is_finite() { (next_timer - t).max(0.0) } else { 0.001 };
@@ -260,16 +301,25 @@ impl Scheduler {
         dur
     }
 
-    /// Sleeps until `deadline`, handling commands meanwhile so that aborts free KV at once.
-    fn wait_until(&mut self, deadline: f64) {
+    /// Sleeps until `deadline`, handling commands meanwhile so that aborts free KV at once. With
+    /// `interruptible`, a new request ends the wait early. Returns when the step ended: `deadline`, or
+    /// the moment it was interrupted.
+    fn wait_until(&mut self, deadline: f64, interruptible: bool) -> f64 {
         loop {
-            let left = deadline - self.clock.now();
+            let now = self.clock.now();
+            let left = deadline - now;
             if left <= 0.0 || self.shutdown {
-                return;
+                return deadline;
             }
             if left > self.spin_s {
                 match self.rx.recv_timeout(Duration::from_secs_f64(left - self.spin_s)) {
-                    Ok(cmd) => self.command(cmd),
+                    Ok(cmd) => {
+                        let submit = matches!(cmd, Command::Submit(_));
+                        self.command(cmd);
+                        if submit && interruptible {
+                            return self.clock.now().min(deadline);
+                        }
+                    }
                     Err(RecvTimeoutError::Timeout) => {}
                     Err(RecvTimeoutError::Disconnected) => self.shutdown = true,
                 }
@@ -283,6 +333,9 @@ impl Scheduler {
     /// Ends the step scheduled for `deadline`: advances prefill, releases tokens. Returns the number of
     /// tokens emitted.
     fn apply(&mut self, deadline: f64, now: f64) -> u64 {
+        // a cached prompt's first token leaves at the step end nearest its due time, so that it is
+        // within half a step of the profile's TTFT and not late by up to a whole step
+        let round = self.work_s / 2.0;
         let mut emitted = 0u64;
         let mut i = 0;
         while i < self.running.len() {
@@ -292,6 +345,7 @@ impl Scheduler {
                     *planned = 0;
                     *remaining == 0
                 }
+                Phase::Cached { due, .. } => *due <= deadline + round + 1e-9,
                 Phase::Timer { until } => *until <= deadline + 1e-9,
                 Phase::Decode => true,
                 Phase::Waiting => false,
@@ -302,12 +356,16 @@ impl Scheduler {
             }
             if matches!(self.running[i].phase, Phase::Prefill { .. }) {
                 self.publish_prompt_blocks(i);
-                let s = &mut self.running[i];
-                if s.first_token.is_none() && s.req.first_token_delay_s > 0.0 {
-                    s.phase = Phase::Timer { until: deadline + s.req.first_token_delay_s };
-                    i += 1;
-                    continue;
-                }
+            }
+            let s = &mut self.running[i];
+            // the slow-first-token fault holds the first token back once it is ready
+            if matches!(s.phase, Phase::Prefill { .. } | Phase::Cached { .. })
+                && s.first_token.is_none()
+                && s.req.first_token_delay_s > 0.0
+            {
+                s.phase = Phase::Timer { until: deadline + s.req.first_token_delay_s };
+                i += 1;
+                continue;
             }
             let s = &self.running[i];
             let k = s.req.tokens_per_step.min(s.req.max_tokens - s.generated);
