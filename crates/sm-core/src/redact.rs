@@ -1,4 +1,4 @@
-//! Secrets never reach a result, a log, a page or a database (methodology §5).
+//! Secrets never reach a result, a log, a page or a database (README, "Secrets").
 //!
 //! Redaction by *shape* replaces a secret's value where it stands and nothing else: the value of
 //! a secret flag (`--api-key`, `--hf-token`, `--admin-api-key`, … see [`names`]), of a secret
@@ -47,12 +47,13 @@ pub fn redact_command_found(command: &str) -> Redaction {
                 edits.push((w.span.start + eq + 1..w.span.end, quote_like(&raw[eq + 1..])));
                 secrets.push(value.to_string());
             }
-        } else if w.text.starts_with('-') && is_secret_flag(&w.text) {
-            if let Some(next) = words.get(i + 1).filter(|n| !looks_like_flag(&n.text) && is_value(&n.text)) {
-                edits.push((next.span.clone(), quote_like(&command[next.span.clone()])));
-                secrets.push(next.text.clone());
-                i += 1;
-            }
+        } else if w.text.starts_with('-')
+            && is_secret_flag(&w.text)
+            && let Some(next) = words.get(i + 1).filter(|n| !looks_like_flag(&n.text) && is_value(&n.text))
+        {
+            edits.push((next.span.clone(), quote_like(&command[next.span.clone()])));
+            secrets.push(next.text.clone());
+            i += 1;
         }
         i += 1;
     }

@@ -90,7 +90,7 @@ async fn serve_one(
     let mut socket = reader.into_inner();
     if echo(&path, &body) {
         let n = echoed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let text = if n % 2 == 0 {
+        let text = if n.is_multiple_of(2) {
             serde_json::json!({"error": {"message": format!("invalid request; you sent authorization: {auth}"),
                 "headers": {"authorization": auth}}})
             .to_string()
