@@ -66,8 +66,12 @@ impl Journal {
         self.dir.join("run.json")
     }
 
+    /// Writes the record with every secret this process was given scrubbed out
+    /// ([`sm_core::secrets`]): whatever a server sent back, `run.json` never holds a secret.
     pub fn write(&self, record: &RunRecord) -> io::Result<()> {
-        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        let mut value = serde_json::to_value(record).map_err(io::Error::other)?;
+        sm_core::secrets::scrub_json(&mut value);
+        let json = serde_json::to_vec_pretty(&value).map_err(io::Error::other)?;
         write_atomic(&self.path(), &json)
     }
 }

@@ -59,6 +59,43 @@ pub trait Reporter: Send + Sync {
 pub struct NoReport;
 impl Reporter for NoReport {}
 
+/// A reporter seen through the secrets scrubber ([`sm_core::secrets`]): the runner talks to its
+/// listener only through this, so no event, cell reason or record a server filled reaches the
+/// console or the dashboard with a secret in it. A value that cannot be scrubbed is not shown.
+pub(crate) struct Scrubbed<'a>(pub &'a dyn Reporter);
+
+impl Reporter for Scrubbed<'_> {
+    fn start(&self, record: &RunRecord) {
+        if let Ok(r) = sm_core::secrets::scrubbed(record) {
+            self.0.start(&r);
+        }
+    }
+    fn step(&self, step: &Step) {
+        self.0.step(step);
+    }
+    fn live(&self, sample: &LiveSample) {
+        self.0.live(sample);
+    }
+    fn event(&self, text: &str) {
+        self.0.event(&sm_core::secrets::scrub(text));
+    }
+    fn prefill_done(&self, row: &PrefillRow) {
+        if let Ok(r) = sm_core::secrets::scrubbed(row) {
+            self.0.prefill_done(&r);
+        }
+    }
+    fn cell_done(&self, cell: &DecodeCell) {
+        if let Ok(c) = sm_core::secrets::scrubbed(cell) {
+            self.0.cell_done(&c);
+        }
+    }
+    fn finish(&self, record: &RunRecord) {
+        if let Ok(r) = sm_core::secrets::scrubbed(record) {
+            self.0.finish(&r);
+        }
+    }
+}
+
 /// The receiving side, held by the runner.
 #[derive(Debug, Clone)]
 pub struct Controls {

@@ -18,7 +18,7 @@ use sm_core::record::{
 
 use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
 use crate::journal::Journal;
-use crate::progress::{Controls, Reporter, Step};
+use crate::progress::{Controls, Reporter, Scrubbed, Step};
 use crate::resume;
 use crate::scout::scout;
 use crate::tokenizer::LocalTokenizer;
@@ -49,7 +49,8 @@ pub struct RunConfig {
     pub hardware: Hardware,
     pub dry_run: bool,
     pub tool_version: String,
-    /// Values that must never be written or shown (the API key).
+    /// Values that must never be written or shown (the API key): added to the process-wide set
+    /// every output is scrubbed with ([`sm_core::secrets`]).
     pub secrets: Vec<String>,
     /// The record of an interrupted run to continue (`--resume`).
     pub resume: Option<RunRecord>,
@@ -70,6 +71,8 @@ pub enum RunError {
         .0.join("\n  - ")
     )]
     Mismatch(Vec<String>),
+    #[error(transparent)]
+    Secret(#[from] sm_core::secrets::ScrubError),
 }
 
 struct Runner<'a> {
@@ -86,7 +89,7 @@ struct Runner<'a> {
     warmup_warning: Option<String>,
 }
 
-/// Runs the matrix. Returns the final record (also written to the journal).
+/// Runs the matrix. Returns the final record (also written to the journal), secrets scrubbed.
 pub async fn run(
     client: Client,
     facts: ServerFacts,
@@ -95,6 +98,11 @@ pub async fn run(
     reporter: &dyn Reporter,
     controls: Controls,
 ) -> Result<RunRecord, RunError> {
+    for secret in &config.secrets {
+        sm_core::secrets::register(secret);
+    }
+    let scrubbed = Scrubbed(reporter);
+    let reporter: &dyn Reporter = &scrubbed;
     let plan = Plan::build(&plan_input(&config, &facts));
     let fresh = skeleton(&client, &facts, &config, &plan);
     let mut retried = None;
@@ -119,7 +127,7 @@ pub async fn run(
     r.reporter.start(&r.record);
     if r.config.dry_run {
         r.journal.write(&r.record)?;
-        return Ok(r.record);
+        return Ok(sm_core::secrets::scrubbed(&r.record)?);
     }
     // Nothing is written and no request is measured before the prompts are compared: a refused
     // resume leaves the directory as it was.
@@ -150,7 +158,7 @@ pub async fn run(
     });
     r.journal.write(&r.record)?;
     r.reporter.finish(&r.record);
-    Ok(r.record)
+    Ok(sm_core::secrets::scrubbed(&r.record)?)
 }
 
 fn plan_input(config: &RunConfig, facts: &ServerFacts) -> PlanInput {
@@ -256,8 +264,7 @@ fn run_id() -> String {
 
 impl Runner<'_> {
     fn event(&mut self, text: String) {
-        let secrets: Vec<&str> = self.config.secrets.iter().map(String::as_str).collect();
-        let text = sm_core::redact::redact_known(&text, &secrets);
+        let text = sm_core::secrets::scrub(&text).into_owned();
         tracing::info!("{text}");
         self.reporter.event(&text);
         let t = self.t0.elapsed().as_secs_f64();

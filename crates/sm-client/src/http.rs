@@ -279,8 +279,10 @@ pub fn status_phrase(status: u16) -> Option<&'static str> {
     reqwest::StatusCode::from_u16(status).ok()?.canonical_reason()
 }
 
-/// The first 300 characters of a body, on one line.
+/// The first 300 characters of a body, on one line; secrets scrubbed before it is cut, so a
+/// server that echoes the API key cannot leave half of it at the cut ([`sm_core::secrets`]).
 pub fn excerpt(body: &str) -> String {
+    let body = sm_core::secrets::scrub(body);
     let one_line: String = body.split_whitespace().collect::<Vec<_>>().join(" ");
     match one_line.char_indices().nth(300) {
         Some((i, _)) => format!("{}…", &one_line[..i]),

@@ -8,13 +8,15 @@
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
-//! * [`redact`] — removing secrets from launch commands and text before they are stored.
+//! * [`redact`] — removing secrets from launch commands and text by their shape.
+//! * [`secrets`] — the secrets this process was given, scrubbed from every output.
 
 pub mod capacity;
 pub mod context;
 pub mod plan;
 pub mod record;
 pub mod redact;
+pub mod secrets;
 pub mod stats;
 pub mod units;
 

@@ -44,11 +44,12 @@ pub fn write_all(record: &RunRecord, dir: &Path) -> std::io::Result<Vec<PathBuf>
     outputs.into_iter().map(|(name, text)| write_atomic(&dir.join(name), &text)).collect()
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory.
+/// Writes `text` to `path` through a temporary file in the same directory, without any secret
+/// this process was given ([`sm_core::secrets`]): every report file passes here.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<PathBuf> {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
     let tmp = path.with_file_name(format!(".{name}.tmp"));
-    std::fs::write(&tmp, text)?;
+    std::fs::write(&tmp, sm_core::secrets::scrub(text).as_bytes())?;
     std::fs::rename(&tmp, path)?;
     Ok(path.to_path_buf())
 }

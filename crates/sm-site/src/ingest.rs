@@ -1,13 +1,13 @@
 //! Turning an uploaded body into a stored run: size limits (also after
 //! decompression, so a small gzip bomb is refused like a big body), any format
 //! `speedmatrix report` reads, secrets redacted again whatever the uploader's
-//! tool did, and the index columns worked out from the record.
+//! tool did ([`crate::scrub`], which refuses a record it cannot clean), and the
+//! index columns worked out from the record.
 
 use std::io::Read;
 
 use serde_json::Value;
 use sm_core::record::{CellStatus, RunRecord};
-use sm_core::redact::{self, REDACTED};
 use sm_report::meta;
 
 use crate::db::StoredRun;
@@ -30,6 +30,8 @@ pub enum IngestError {
     Import(#[from] sm_report::ImportError),
     #[error("the record cannot be stored: {0}")]
     Internal(String),
+    #[error("{0}")]
+    Secret(#[from] crate::scrub::ScrubError),
 }
 
 /// The body's text: gunzipped when the client said so or the bytes are gzip.
@@ -60,7 +62,7 @@ pub fn decode(body: &[u8], gzip: bool) -> Result<String, IngestError> {
 /// Parses, redacts and indexes an upload by `uploader`.
 pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), IngestError> {
     let mut record = sm_report::import_str(text)?;
-    redact_record(&mut record);
+    crate::scrub::scrub_record(&mut record)?;
     record.server.extra.insert(meta::UPLOADER.into(), Value::String(uploader.to_string()));
     let json = serde_json::to_string(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
     let id = tokens::random_hex(6).map_err(|e| IngestError::Internal(e.to_string()))?;
@@ -107,59 +109,6 @@ fn measured_at(record: &RunRecord) -> String {
     }
 }
 
-/// Redacts the launch command, secret-looking environment entries and the
-/// server URL's credentials, then every other occurrence of the secrets found.
-pub fn redact_record(record: &mut RunRecord) {
-    let mut secrets: Vec<String> = Vec::new();
-    if let Some(cmd) = record.launch_command.take() {
-        let redacted = redact::redact_command(&cmd);
-        for (before, after) in cmd.split_whitespace().zip(redacted.split_whitespace()) {
-            if before != after {
-                let value = before.split_once('=').map_or(before, |(_, v)| v);
-                secrets.push(value.trim_matches(['"', '\'']).to_string());
-            }
-        }
-        record.launch_command = Some(redacted);
-    }
-    if let Some(Value::Object(env)) = record.server.extra.get_mut("environment") {
-        for (name, value) in env.iter_mut() {
-            if redact::redact_env_value(name, "x") != REDACTED {
-                continue;
-            }
-            if let Value::String(s) = value {
-                secrets.push(s.clone());
-            }
-            *value = Value::String(REDACTED.into());
-        }
-    }
-    if let Some((scheme, rest)) = record.server.url.split_once("://") {
-        let host_end = rest.find('/').unwrap_or(rest.len());
-        if let Some(at) = rest[..host_end].rfind('@') {
-            secrets.push(rest[..at].to_string());
-            record.server.url = format!("{scheme}://{}", &rest[at + 1..]);
-        }
-    }
-    secrets.retain(|s| s.len() >= 4 && s != REDACTED);
-    if secrets.is_empty() {
-        return;
-    }
-    let Ok(mut value) = serde_json::to_value(&*record) else { return };
-    let refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    scrub(&mut value, &refs);
-    if let Ok(clean) = serde_json::from_value(value) {
-        *record = clean;
-    }
-}
-
-fn scrub(value: &mut Value, secrets: &[&str]) {
-    match value {
-        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact::redact_known(s, secrets),
-        Value::Array(items) => items.iter_mut().for_each(|v| scrub(v, secrets)),
-        Value::Object(map) => map.values_mut().for_each(|v| scrub(v, secrets)),
-        _ => {}
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,19 +118,23 @@ mod tests {
     }
 
     #[test]
-    fn secrets_are_redacted_everywhere() {
+    fn secrets_are_redacted_or_the_upload_refused() {
         let mut v: Value = serde_json::from_str(&sample()).unwrap();
         v["launch_command"] = "vllm serve m --api-key sk-supersecret --port 8000".into();
         v["server"]["url"] = "http://user:pw-secret@127.0.0.1:8000".into();
         v["server"]["extra"] =
-            serde_json::json!({"environment": {"HF_TOKEN": "hf_abcdef", "CUDA_VISIBLE_DEVICES": "0"}});
-        v["events"] = serde_json::json!([{"t": 1.0, "text": "using sk-supersecret and hf_abcdef"}]);
+            serde_json::json!({"environment": {"HF_TOKEN": "hf_abcdefgh", "CUDA_VISIBLE_DEVICES": "0"}});
         let (_, stored) = prepare(&v.to_string(), "alice").unwrap();
-        for secret in ["sk-supersecret", "hf_abcdef", "pw-secret"] {
+        for secret in ["sk-supersecret", "hf_abcdefgh", "pw-secret"] {
             assert!(!stored.record.contains(secret), "{secret} leaked: {}", stored.record);
         }
         assert!(stored.record.contains("CUDA_VISIBLE_DEVICES") && stored.record.contains("--port 8000"));
         assert!(stored.record.contains("\"uploader\":\"alice\""));
+        // the same secret left in an event: refused, never stored
+        v["events"] = serde_json::json!([{"t": 1.0, "text": "using sk-supersecret and hf_abcdefgh"}]);
+        let e = prepare(&v.to_string(), "alice").unwrap_err();
+        assert!(matches!(e, IngestError::Secret(_)), "{e}");
+        assert!(!e.to_string().contains("sk-supersecret"), "{e}");
     }
 
     #[test]

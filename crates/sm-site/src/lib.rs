@@ -4,12 +4,14 @@
 //!
 //! Storage is SQLite (a file, created on first start) or PostgreSQL, through
 //! one set of migrations ([`db`]); uploads go through [`ingest`] (limits,
-//! formats, redaction); tokens are stored as hashes only ([`tokens`]).
+//! formats) and [`scrub`] (secrets redacted, or the upload refused); tokens are
+//! stored as hashes only ([`tokens`]).
 
 pub mod db;
 pub mod ingest;
 pub mod pages;
 mod routes;
+pub mod scrub;
 pub mod tokens;
 
 use std::future::Future;

@@ -90,6 +90,7 @@ impl Console {
             return;
         }
         let t = self.start.elapsed().as_secs_f64();
+        let text = sm_core::secrets::scrub(text);
         for (i, l) in text.lines().enumerate() {
             // a closed terminal or pipe must not stop the run
             let _ = if i == 0 { writeln!(inner.out, "[{t:8.1}s] {l}") } else { writeln!(inner.out, "{INDENT}{l}") };

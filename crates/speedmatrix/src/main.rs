@@ -3,6 +3,23 @@
 //! discover (sm-client) → plan (sm-core) → drive and measure (sm-bench) →
 //! report; the simulated engine (sm-sim) beside them.
 
+// Every line this binary prints passes the secrets scrubber (`sm_core::secrets`): these shadow
+// the standard macros in every module below, so no message (an error that quotes a server's
+// answer, a warning, a summary) can print a secret the process was given. A closed terminal or
+// pipe is ignored rather than a panic.
+macro_rules! println {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), "{}", sm_core::secrets::scrub(&format!($($arg)*)));
+    }};
+}
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), "{}", sm_core::secrets::scrub(&format!($($arg)*)));
+    }};
+}
+
 mod console;
 mod import_cmd;
 mod report_cmd;
@@ -49,6 +66,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // before anything can print or write: the flags and environment variables that hold secrets
+    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let env = std::env::vars_os().map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()));
+    sm_core::secrets::register_startup(&args, env);
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -72,5 +93,26 @@ fn main() -> ExitCode {
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SPEEDMATRIX_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(|| ScrubbedStderr(Vec::new())).init();
+}
+
+/// One log line, collected and then written to stderr without any secret the process was given.
+struct ScrubbedStderr(Vec<u8>);
+
+impl std::io::Write for ScrubbedStderr {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ScrubbedStderr {
+    fn drop(&mut self) {
+        use std::io::Write as _;
+        let text = String::from_utf8_lossy(&self.0);
+        let _ = std::io::stderr().write_all(sm_core::secrets::scrub(&text).as_bytes());
+    }
 }

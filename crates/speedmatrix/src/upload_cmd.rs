@@ -53,11 +53,6 @@ fn text_of(bytes: &[u8]) -> Result<String, String> {
     String::from_utf8(plain).map_err(|e| e.to_string())
 }
 
-/// What to send: the file as it is when it is gzip already, else gzipped.
-fn body_of(bytes: Vec<u8>) -> std::io::Result<Vec<u8>> {
-    if bytes.starts_with(&[0x1f, 0x8b]) { Ok(bytes) } else { gzip(&bytes) }
-}
-
 pub async fn main(args: UploadArgs) -> ExitCode {
     let path = file_of(&args.run);
     let bytes = match std::fs::read(&path) {
@@ -68,11 +63,16 @@ pub async fn main(args: UploadArgs) -> ExitCode {
         }
     };
     // refuse locally what the site would refuse, with the same message
-    if let Err(e) = text_of(&bytes).and_then(|t| sm_report::import_str(&t).map_err(|e| e.to_string())) {
-        eprintln!("error: {}: {e}", path.display());
-        return ExitCode::from(2);
-    }
-    let body = match body_of(bytes) {
+    let text = match text_of(&bytes).and_then(|t| sm_report::import_str(&t).map(|_| t).map_err(|e| e.to_string())) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    };
+    // the secrets this process was given (the token, OPENAI_API_KEY, …) never leave the machine,
+    // whatever tool wrote the file
+    let body = match gzip(sm_core::secrets::scrub(&text).as_bytes()) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: cannot compress {}: {e}", path.display());

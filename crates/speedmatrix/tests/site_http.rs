@@ -279,11 +279,17 @@ async fn form(site: &Site, token: &str, who: &str) {
     assert_eq!(site.snapshot().await, before, "a refused form upload stored something");
 }
 
-/// Secrets the uploading tool left in are redacted on the way in, everywhere.
+/// Secrets the uploading tool left in are redacted where they stand; one that is also elsewhere
+/// refuses the upload (the site never rewrites other fields by value, and never stores a secret).
 async fn redaction(site: &Site, token: &str) {
     let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
     v["launch_command"] = "vllm serve m --api-key SECRETVALUE --port 8000".into();
     v["label"] = "the key was SECRETVALUE".into();
+    let (status, answer) = site.post(token, v.to_string().into_bytes(), false).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    let message = answer["error"].as_str().unwrap_or_default();
+    assert!(message.contains("label") && !message.contains("SECRETVALUE"), "{answer}");
+    v["label"] = "a label".into();
     let id = site.upload(token, &v.to_string(), false).await;
     let record = site.get_json(&format!("/api/runs/{id}")).await;
     let command = record["launch_command"].as_str().unwrap();
