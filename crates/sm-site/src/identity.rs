@@ -22,9 +22,10 @@ mod tests {
     fn the_same_run_in_other_bytes_has_the_same_hash() {
         let text = include_str!("../../../tests/data/run-sample.json");
         let a: RunRecord = serde_json::from_str(text).unwrap();
-        let spaced: RunRecord =
-            serde_json::from_str(&serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap())
-                .unwrap();
+        let spaced: RunRecord = serde_json::from_str(
+            &serde_json::to_string_pretty(&serde_json::from_str::<serde_json::Value>(text).unwrap()).unwrap(),
+        )
+        .unwrap();
         assert_eq!(content_hash(&a).unwrap(), content_hash(&spaced).unwrap());
         let mut b = a.clone();
         b.label = Some("another".into());

@@ -39,7 +39,9 @@ const MAX_CPU_PCT: f64 = 1e6;
 pub enum Refusal {
     #[error("the run holds {found} {what}; the site takes at most {limit} (limit {name})")]
     TooMany { what: &'static str, name: &'static str, found: usize, limit: usize },
-    #[error("{path} is {found} bytes long; the site takes at most {MAX_TEXT_BYTES} bytes per text (limit MAX_TEXT_BYTES)")]
+    #[error(
+        "{path} is {found} bytes long; the site takes at most {MAX_TEXT_BYTES} bytes per text (limit MAX_TEXT_BYTES)"
+    )]
     TextTooLong { path: String, found: usize },
     #[error("{at}: {field} is {value}, not a measurement: figures are finite numbers from 0 to {max:e}")]
     BadFigure { at: String, field: &'static str, value: String, max: f64 },
@@ -225,22 +227,34 @@ mod tests {
     fn bad_figures_are_named() {
         let valid = |r: &RunRecord| r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
         let cases: Vec<(Box<dyn Fn(&mut RunRecord)>, &str)> = vec![
-            (Box::new(move |r| {
-                let i = valid(r);
-                r.decode[i].total_tok_s = Some(-5000.0);
-            }), "total_tok_s is -5000"),
-            (Box::new(move |r| {
-                let i = valid(r);
-                r.decode[i].total_tok_s = Some(1.7e308);
-            }), "total_tok_s is 1.7e308"),
-            (Box::new(move |r| {
-                let i = valid(r);
-                r.decode[i].tbt_ms_p99 = Some(f64::NAN);
-            }), "tbt_ms_p99 is NaN"),
-            (Box::new(move |r| {
-                let i = valid(r);
-                r.decode[i].avg_active = Some(f64::INFINITY);
-            }), "avg_active is inf"),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].total_tok_s = Some(-5000.0);
+                }),
+                "total_tok_s is -5000",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].total_tok_s = Some(1.7e308);
+                }),
+                "total_tok_s is 1.7e308",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].tbt_ms_p99 = Some(f64::NAN);
+                }),
+                "tbt_ms_p99 is NaN",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].avg_active = Some(f64::INFINITY);
+                }),
+                "avg_active is inf",
+            ),
             (Box::new(|r| r.decode[0].concurrency = 0), "concurrency must be at least 1"),
             (Box::new(|r| r.settings.concurrency.push(0)), "concurrency must be at least 1"),
             (Box::new(|r| r.settings.duration_s = -1.0), "duration_s is -1"),

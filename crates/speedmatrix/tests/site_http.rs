@@ -185,12 +185,12 @@ async fn suite(url: &str) {
 /// The same run sent again — as it is, gzipped, spaced otherwise, by another
 /// uploader, several at once — is the run stored the first time.
 async fn idempotent(site: &Site, token: &str, sample: &str) {
+    let someone = tokens::create(&site.db, &unique("someone")).await.unwrap();
     let before = site.snapshot().await;
     assert_eq!(site.upload_expect(token, SAMPLE, false, true).await, sample);
     assert_eq!(site.upload_expect(token, SAMPLE, true, true).await, sample);
     let spaced = serde_json::to_string(&serde_json::from_str::<Value>(SAMPLE).unwrap()).unwrap();
     assert_eq!(site.upload_expect(token, &spaced, false, true).await, sample, "other bytes, the same run");
-    let someone = tokens::create(&site.db, &unique("someone")).await.unwrap();
     assert_eq!(site.upload_expect(&someone, SAMPLE, false, true).await, sample, "another uploader");
     assert_eq!(site.snapshot().await, before, "a repeated upload wrote something");
 
@@ -235,10 +235,7 @@ async fn refused_records(site: &Site, token: &str, who: &str) {
         // the issue's example: 2,000 plan rows, each its own context and concurrency
         (Box::new(move |v| v["plan"] = (0..2000).map(plan_row).collect()), "MAX_"),
         (Box::new(|v| v["label"] = json!("x".repeat(20_000))), "MAX_TEXT_BYTES"),
-        (
-            Box::new(|v| v["events"] = (0..10_001).map(|i| json!({"t": i, "text": "e"})).collect()),
-            "MAX_EVENTS",
-        ),
+        (Box::new(|v| v["events"] = (0..10_001).map(|i| json!({"t": i, "text": "e"})).collect()), "MAX_EVENTS"),
     ];
     let before = site.snapshot().await;
     for (change, why) in cases {
@@ -723,7 +720,9 @@ async fn a_wrong_token_is_refused_before_the_body() {
             "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n\
              Content-Length: {length}\r\n\r\n{form_start}"
         ),
-        format!("POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {wrong}\r\nContent-Length: {length}\r\n\r\n{{"),
+        format!(
+            "POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {wrong}\r\nContent-Length: {length}\r\n\r\n{{"
+        ),
     ];
     for request in requests {
         let mut stream = connect(&addr).await;

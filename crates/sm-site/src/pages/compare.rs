@@ -188,12 +188,7 @@ fn ratio_matrix(s: &mut String, a: &DecodeIndex, b: &DecodeIndex, bi: usize, row
                     );
                 }
                 _ => {
-                    let tip = format!(
-                        "A: {}; {}: {}",
-                        cell_text(a, *ctx, c),
-                        LETTERS[bi],
-                        cell_text(b, *ctx, c)
-                    );
+                    let tip = format!("A: {}; {}: {}", cell_text(a, *ctx, c), LETTERS[bi], cell_text(b, *ctx, c));
                     let _ = write!(s, "<td class=\"cell nm\" title=\"{}\"><span class=\"st\">—</span></td>", esc(&tip));
                 }
             }
