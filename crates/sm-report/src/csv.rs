@@ -185,9 +185,15 @@ mod tests {
         let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
         let row = out.lines().find(|l| {
             let f: Vec<&str> = l.split(',').collect();
-            f.get(at("context_tokens")) == Some(&ctx.as_str()) && f.get(at("concurrency")) == Some(&c.as_str())
+            f[0] == "Sustained decode"
+                && f.get(at("context_tokens")) == Some(&ctx.as_str())
+                && f.get(at("concurrency")) == Some(&c.as_str())
         });
         let row: Vec<&str> = row.expect("the error cell has a row").split(',').collect();
-        assert_eq!((row[at("status")], row[at("kv_need_tokens")], row[at("total_tok_s")]), ("error", "77", ""));
+        assert_eq!(
+            (row[at("status")], row[at("kv_need_tokens")], row[at("total_tok_s")]),
+            ("error", "77", ""),
+            "{row:?}"
+        );
     }
 }
