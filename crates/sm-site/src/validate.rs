@@ -226,7 +226,8 @@ mod tests {
     #[test]
     fn bad_figures_are_named() {
         let valid = |r: &RunRecord| r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
-        let cases: Vec<(Box<dyn Fn(&mut RunRecord)>, &str)> = vec![
+        type Change = Box<dyn Fn(&mut RunRecord)>;
+        let cases: Vec<(Change, &str)> = vec![
             (
                 Box::new(move |r| {
                     let i = valid(r);

@@ -66,10 +66,10 @@ async fn a_silent_database_is_given_up_on() {
 /// SQLite always; PostgreSQL too when `SPEEDMATRIX_TEST_POSTGRES` names a database.
 fn databases(dir: &tempfile::TempDir) -> Vec<String> {
     let mut urls = vec![format!("sqlite://{}", dir.path().join("s.db").display())];
-    if let Ok(pg) = std::env::var("SPEEDMATRIX_TEST_POSTGRES") {
-        if !pg.trim().is_empty() {
-            urls.push(pg.trim().to_string());
-        }
+    if let Ok(pg) = std::env::var("SPEEDMATRIX_TEST_POSTGRES")
+        && !pg.trim().is_empty()
+    {
+        urls.push(pg.trim().to_string());
     }
     urls
 }
