@@ -39,6 +39,35 @@ const DECODE_FIELDS: [&str; 22] = [
     "warnings",
 ];
 
+/// The fields only a `valid` row carries (the record's schema nulls them
+/// otherwise): a row that is not valid exports them empty, whatever the record
+/// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
+const VALID_ONLY: [&str; 18] = [
+    "prompt_tok_s",
+    "ttft_ms",
+    "total_tok_s",
+    "per_request_tok_s",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_p99",
+    "tbt_ms_p50",
+    "tbt_ms_p90",
+    "tbt_ms_p99",
+    "chunk_gap_ms_p50",
+    "chunk_gap_ms_p99",
+    "avg_active",
+    "completed",
+    "output_tokens",
+    "measured_s",
+    "requests",
+    "token_source",
+];
+
+/// The raw fields of `all` a row with `status` exports.
+fn exported(status: CellStatus, all: &'static [&'static str]) -> Vec<&'static str> {
+    all.iter().filter(|f| status == CellStatus::Valid || !VALID_ONLY.contains(f)).copied().collect()
+}
+
 /// The CSV's header: the page's All-measurements columns, then the raw ones.
 fn columns() -> Vec<&'static str> {
     view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS).copied().collect()
@@ -93,18 +122,20 @@ pub fn csv(record: &RunRecord) -> String {
         .into_iter()
         .map(|p| {
             let keys = [p.context.to_string(), "1".into(), status_code(p.status), p.reason.clone().unwrap_or_default()];
-            raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &PREFILL_FIELDS)
+            raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS))
         })
         .collect();
+    let decode = view::DecodeIndex::new(record);
     for (ri, (ctx, _)) in page.matrix.rows.iter().enumerate() {
         for (ci, &c) in page.matrix.cols.iter().enumerate() {
             let shown = &page.matrix.cells[ri][ci];
             let (ctx_s, c_s) = (ctx.to_string(), c.to_string());
-            raws.push(match (shown.kind, record.decode_cell(*ctx, c)) {
+            raws.push(match (shown.kind, decode.get(*ctx, c)) {
                 (CellKind::NotMeasured, _) => continue,
                 (_, Some(cell)) => {
                     let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
-                    raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &DECODE_FIELDS)
+                    let fields = exported(cell.status(), &DECODE_FIELDS);
+                    raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &fields)
                 }
                 // not run by the plan (over capacity, skipped): no decode entry to read
                 (kind, None) => {
@@ -134,5 +165,35 @@ mod tests {
         assert_eq!(field("=cmd()"), "'=cmd()");
         assert_eq!(field("-1.5"), "-1.5");
         assert_eq!(field("plain"), "plain");
+    }
+
+    /// A cell or row that is not valid exports no figures, even when the record holds some.
+    #[test]
+    fn rows_that_are_not_valid_export_no_figures() {
+        let text = include_str!("../../../tests/data/run-sample.json");
+        let mut record: RunRecord = serde_json::from_str(text).unwrap();
+        let cell = record.decode.iter_mut().find(|c| c.status() == CellStatus::Valid).unwrap();
+        cell.status = Some(CellStatus::Error);
+        cell.total_tok_s = Some(4242.5);
+        cell.kv_need_tokens = Some(77);
+        let (ctx, c) = (cell.context.to_string(), cell.concurrency.to_string());
+        record.prefill[0].status = CellStatus::Error;
+        record.prefill[0].prompt_tok_s = Some(9191.5);
+        let out = csv(&record);
+        assert!(!out.contains("4242.5") && !out.contains("9191.5"), "{out}");
+        let header: Vec<&str> = out.lines().next().unwrap().split(',').collect();
+        let at = |name: &str| header.iter().position(|h| *h == name).unwrap();
+        let row = out.lines().find(|l| {
+            let f: Vec<&str> = l.split(',').collect();
+            f[0] == "Sustained decode"
+                && f.get(at("context_tokens")) == Some(&ctx.as_str())
+                && f.get(at("concurrency")) == Some(&c.as_str())
+        });
+        let row: Vec<&str> = row.expect("the error cell has a row").split(',').collect();
+        assert_eq!(
+            (row[at("status")], row[at("kv_need_tokens")], row[at("total_tok_s")]),
+            ("error", "77", ""),
+            "{row:?}"
+        );
     }
 }

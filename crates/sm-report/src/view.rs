@@ -1,11 +1,11 @@
 //! The page's content, worked out once from a record so that the HTML,
 //! Markdown, CSV and terminal views cannot disagree about a figure.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use sm_core::context::shown;
 use sm_core::plan::planned_label;
-use sm_core::record::{CellStatus, DecodeCell, RunRecord, RunStatus};
+use sm_core::record::{CellStatus, DecodeCell, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact;
 
 use crate::facts::{engine, engine_name, hardware, import_notes, run};
@@ -327,6 +327,83 @@ fn cell_kind(cell: &DecodeCell) -> CellKind {
     }
 }
 
+/// The record's decode cells by `(context, concurrency)`, the first of each
+/// pair as [`RunRecord::decode_cell`] finds it: one lookup per matrix cell
+/// instead of a scan of every cell, so a page costs the size of its matrix.
+pub struct DecodeIndex<'a>(HashMap<(u64, u32), &'a DecodeCell>);
+
+impl<'a> DecodeIndex<'a> {
+    pub fn new(record: &'a RunRecord) -> DecodeIndex<'a> {
+        let mut map = HashMap::with_capacity(record.decode.len());
+        for cell in &record.decode {
+            map.entry((cell.context, cell.concurrency)).or_insert(cell);
+        }
+        DecodeIndex(map)
+    }
+
+    pub fn get(&self, context: u64, concurrency: u32) -> Option<&'a DecodeCell> {
+        self.0.get(&(context, concurrency)).copied()
+    }
+}
+
+/// The plan's decode cells by `(context, concurrency)`, the first of each pair.
+fn planned_decode(record: &RunRecord) -> HashMap<(u64, u32), &PlannedCell> {
+    let mut map = HashMap::new();
+    for p in record.plan.iter().filter(|p| p.kind == "decode") {
+        map.entry((p.context, p.concurrency)).or_insert(p);
+    }
+    map
+}
+
+/// A matrix position the record has no decode cell for: over capacity or
+/// skipped by the plan, else planned but not measured.
+fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footnotes: &mut Vec<String>) -> Cell {
+    let (kind, reason) = match planned {
+        Some(p) if p.status == "over_capacity" => (CellKind::OverCapacity, p.reason.clone()),
+        // skipped by the plan for another reason (an imported lil-bench plan): not
+        // run, and the reason says why, so it is not "the run stopped first"
+        Some(p) if p.status == "skipped" => (CellKind::Skipped, p.reason.clone()),
+        _ => (CellKind::NotMeasured, None),
+    };
+    let footnote = match (kind, reason.as_deref()) {
+        (CellKind::Skipped, why) => {
+            let why = why.unwrap_or("skipped by the plan");
+            Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
+        }
+        // the page says why a cell was not run: tokens needed against the KV budget
+        (CellKind::OverCapacity, Some(why)) => {
+            Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
+        }
+        _ => None,
+    };
+    Cell { kind, total: None, per_request: None, ttft_ms: None, reason, footnote, warnings: vec![] }
+}
+
+fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec<String>) -> Cell {
+    let kind = cell_kind(cell);
+    let valid = kind == CellKind::Valid;
+    let why = cell.reason.as_deref();
+    let footnote = match (kind, why) {
+        (CellKind::Error | CellKind::Loop | CellKind::Skipped, _) => {
+            let why = why.unwrap_or(kind_text(kind));
+            Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
+        }
+        (CellKind::OverCapacity, Some(why)) => {
+            Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
+        }
+        _ => None,
+    };
+    Cell {
+        kind,
+        total: cell.total_tok_s.filter(|_| valid),
+        per_request: cell.per_request_tok_s.filter(|_| valid),
+        ttft_ms: cell.ttft_ms_p50.filter(|_| valid),
+        reason: cell.reason.clone(),
+        footnote,
+        warnings: cell.warnings.clone(),
+    }
+}
+
 fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
     let mut ctxs: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
     let mut cols: BTreeSet<u32> = record.decode.iter().map(|c| c.concurrency).collect();
@@ -334,72 +411,27 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
         ctxs.insert(p.context);
         cols.insert(p.concurrency);
     }
+    let mut labels: HashMap<u64, &str> = HashMap::new();
+    for c in &record.decode {
+        labels.entry(c.context).or_insert(&c.label);
+    }
     let rows: Vec<(u64, String)> = ctxs
         .into_iter()
         .map(|ctx| {
-            let l = record.decode.iter().find(|c| c.context == ctx).map(|c| c.label.clone());
+            let l = labels.get(&ctx).map(|l| l.to_string());
             (ctx, shown(&l.unwrap_or_else(|| planned_label(&record.plan, "decode", ctx)), ctx))
         })
         .collect();
     let cols: Vec<u32> = cols.into_iter().collect();
+    let decode = DecodeIndex::new(record);
+    let plan = planned_decode(record);
     let cells = rows
         .iter()
         .map(|(ctx, row_label)| {
             cols.iter()
-                .map(|&c| {
-                    let Some(cell) = record.decode_cell(*ctx, c) else {
-                        let planned =
-                            record.plan.iter().find(|p| p.kind == "decode" && p.context == *ctx && p.concurrency == c);
-                        let (kind, reason) = match planned {
-                            Some(p) if p.status == "over_capacity" => (CellKind::OverCapacity, p.reason.clone()),
-                            // skipped by the plan for another reason (an imported lil-bench plan): not
-                            // run, and the reason says why, so it is not "the run stopped first"
-                            Some(p) if p.status == "skipped" => (CellKind::Skipped, p.reason.clone()),
-                            _ => (CellKind::NotMeasured, None),
-                        };
-                        let footnote = match (kind, reason.as_deref()) {
-                            (CellKind::Skipped, why) => {
-                                let why = why.unwrap_or("skipped by the plan");
-                                Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
-                            }
-                            (CellKind::OverCapacity, Some(why)) => {
-                                Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
-                            }
-                            _ => None,
-                        };
-                        return Cell {
-                            kind,
-                            total: None,
-                            per_request: None,
-                            ttft_ms: None,
-                            reason,
-                            footnote,
-                            warnings: vec![],
-                        };
-                    };
-                    let kind = cell_kind(cell);
-                    let valid = kind == CellKind::Valid;
-                    let why = cell.reason.as_deref();
-                    let footnote = match (kind, why) {
-                        (CellKind::Error | CellKind::Loop | CellKind::Skipped, _) => {
-                            let why = why.unwrap_or(kind_text(kind));
-                            Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
-                        }
-                        // the page says why a cell was not run: tokens needed against the KV budget
-                        (CellKind::OverCapacity, Some(why)) => {
-                            Some(footnote(footnotes, format!("{row_label} × {c}: over capacity, {why}")))
-                        }
-                        _ => None,
-                    };
-                    Cell {
-                        kind,
-                        total: cell.total_tok_s.filter(|_| valid),
-                        per_request: cell.per_request_tok_s.filter(|_| valid),
-                        ttft_ms: cell.ttft_ms_p50.filter(|_| valid),
-                        reason: cell.reason.clone(),
-                        footnote,
-                        warnings: cell.warnings.clone(),
-                    }
+                .map(|&c| match decode.get(*ctx, c) {
+                    Some(cell) => measured_cell(cell, row_label, c, footnotes),
+                    None => unmeasured_cell(plan.get(&(*ctx, c)).copied(), row_label, c, footnotes),
                 })
                 .collect()
         })
@@ -409,6 +441,7 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
 
 fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Vec<[String; 12]> {
     let dash = || NONE.to_string();
+    let decode = DecodeIndex::new(record);
     let mut rows = Vec::new();
     for p in prefill {
         let valid = p.valid();
@@ -433,7 +466,7 @@ fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) ->
             if kind == CellKind::NotMeasured {
                 continue;
             }
-            let cell = record.decode_cell(*ctx, c).filter(|_| kind == CellKind::Valid);
+            let cell = decode.get(*ctx, c).filter(|_| kind == CellKind::Valid);
             let f = |get: fn(&DecodeCell) -> Option<f64>, fmt: fn(f64) -> String| opt(cell.and_then(get), fmt);
             let n = |get: fn(&DecodeCell) -> Option<u64>| opt(cell.and_then(get), format::count);
             rows.push([

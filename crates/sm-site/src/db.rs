@@ -15,6 +15,7 @@ use crate::SiteError;
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_runs_and_tokens.sql")),
     (2, include_str!("../migrations/0002_filter_indexes.sql")),
+    (3, include_str!("../migrations/0003_content_hash.sql")),
 ];
 
 /// How long opening the database may take before it is reported unreachable.
@@ -50,6 +51,18 @@ pub struct StoredRun {
     pub peak_tok_s: f64,
     #[serde(skip)]
     pub record: String,
+    /// What makes two uploads the same run ([`crate::identity`]); `None` for runs stored before it.
+    #[serde(skip)]
+    pub content_hash: Option<String>,
+}
+
+/// Where an upload ended up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inserted {
+    /// Stored under the id it was given.
+    New,
+    /// The same run was stored before, under this id; nothing was written.
+    Existing(String),
 }
 
 /// Filters of the runs list. Free text (model, GPU, engine, label) matches
@@ -219,6 +232,7 @@ fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx
         status: row.try_get("status")?,
         peak_tok_s: row.try_get("peak_tok_s")?,
         record: if with_record { row.try_get("record")? } else { String::new() },
+        content_hash: if with_record { row.try_get("content_hash")? } else { None },
     })
 }
 
@@ -232,10 +246,13 @@ impl Db {
         let max = if backend == Backend::Sqlite { 4 } else { 8 };
         // one connection first: the pool would retry a refused connection until its
         // acquire timeout and then report only "pool timed out", hiding why
-        let first = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect(&url))
+        let mut first = tokio::time::timeout(CONNECT_TIMEOUT, sqlx::AnyConnection::connect(&url))
             .await
             .map_err(|_| SiteError::ConnectTimeout(CONNECT_TIMEOUT.as_secs()))?
             .map_err(SiteError::Connect)?;
+        // migrated on that connection, before the pool opens any: an SQLite connection that
+        // read the schema before a migration may prepare statements against the old one
+        migrate(&mut first).await?;
         let _ = first.close().await;
         let pool = AnyPoolOptions::new()
             .max_connections(max)
@@ -243,50 +260,23 @@ impl Db {
             .connect(&url)
             .await
             .map_err(SiteError::Connect)?;
-        let db = Db { pool, backend };
-        db.migrate().await?;
-        Ok(db)
+        Ok(Db { pool, backend })
     }
 
     pub fn backend(&self) -> Backend {
         self.backend
     }
 
-    async fn migrate(&self) -> Result<(), SiteError> {
-        sqlx::query("CREATE TABLE IF NOT EXISTS sm_migrations (version BIGINT PRIMARY KEY, applied_at TEXT NOT NULL)")
-            .execute(&self.pool)
-            .await?;
-        for (version, sql) in MIGRATIONS {
-            let mut tx = self.pool.begin().await?;
-            let done: i64 = sqlx::query("SELECT COUNT(*) FROM sm_migrations WHERE version = $1")
-                .bind(*version)
-                .fetch_one(&mut *tx)
-                .await?
-                .try_get(0)?;
-            if done > 0 {
-                continue;
-            }
-            // Statements one by one: PostgreSQL's extended protocol takes one per query.
-            for statement in statements(sql) {
-                sqlx::query(&statement).execute(&mut *tx).await?;
-            }
-            sqlx::query("INSERT INTO sm_migrations (version, applied_at) VALUES ($1, $2)")
-                .bind(*version)
-                .bind(sm_core::record::now_rfc3339())
-                .execute(&mut *tx)
-                .await?;
-            tx.commit().await?;
-        }
-        Ok(())
-    }
-
-    /// Stores a run in one transaction: it is there whole or not at all.
-    pub async fn insert_run(&self, run: &StoredRun) -> Result<(), SiteError> {
+    /// Stores a run in one transaction: it is there whole or not at all. A run
+    /// with the content hash of one stored before is not stored again (the
+    /// unique index decides, so two uploads at once cannot both be stored).
+    pub async fn insert_run(&self, run: &StoredRun) -> Result<Inserted, SiteError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(
+        let done = sqlx::query(
             "INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-             measured_at, label, status, peak_tok_s, record) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+             measured_at, label, status, peak_tok_s, record, content_hash) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             ON CONFLICT (content_hash) DO NOTHING",
         )
         .bind(&run.id)
         .bind(&run.uploaded_at)
@@ -301,42 +291,49 @@ impl Db {
         .bind(&run.status)
         .bind(run.peak_tok_s)
         .bind(&run.record)
+        .bind(run.content_hash.clone())
         .execute(&mut *tx)
         .await?;
+        let outcome = if done.rows_affected() > 0 {
+            Inserted::New
+        } else {
+            let id: String = sqlx::query("SELECT id FROM runs WHERE content_hash = $1")
+                .bind(run.content_hash.clone())
+                .fetch_one(&mut *tx)
+                .await?
+                .try_get(0)?;
+            Inserted::Existing(id)
+        };
         tx.commit().await?;
-        Ok(())
+        Ok(outcome)
     }
 
     pub async fn get_run(&self, id: &str) -> Result<Option<StoredRun>, SiteError> {
-        let row = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record FROM runs WHERE id = $1"))
+        let row = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record, content_hash FROM runs WHERE id = $1"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
         Ok(row.map(|r| summary(&r, true)).transpose()?)
     }
 
-    /// One page of runs (without their records) and how many match in all.
+    /// One page of runs (without their records) and how many match in all,
+    /// from one statement: the count and the page are of the same moment
+    /// however many uploads land meanwhile. The count is the left side of a
+    /// join, so an empty page still brings it.
     pub async fn list_runs(&self, q: &ListQuery) -> Result<(Vec<StoredRun>, i64), SiteError> {
         let (clause, binds, gpu_count) = where_clause(&q.filter);
         let n = binds.len() + usize::from(gpu_count.is_some());
-        let count_sql = format!("SELECT COUNT(*) FROM runs{clause}");
-        let mut count = sqlx::query(&count_sql);
-        for b in &binds {
-            count = count.bind(b.clone());
-        }
-        if let Some(c) = gpu_count {
-            count = count.bind(c);
-        }
-        let total: i64 = count.fetch_one(&self.pool).await?.try_get(0)?;
-
         let dir = if q.descending { "DESC" } else { "ASC" };
-        let list_sql = format!(
-            "SELECT {SUMMARY_COLUMNS} FROM runs{clause} ORDER BY {} {dir}, id {dir} LIMIT ${} OFFSET ${}",
-            q.sort.column(),
+        let column = q.sort.column();
+        // the filter's parameters are numbered, so both sides share them
+        let sql = format!(
+            "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM runs{clause}) t LEFT JOIN \
+             (SELECT {SUMMARY_COLUMNS} FROM runs{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
+             ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
             n + 1,
             n + 2
         );
-        let mut list = sqlx::query(&list_sql);
+        let mut list = sqlx::query(&sql);
         for b in &binds {
             list = list.bind(b.clone());
         }
@@ -346,7 +343,16 @@ impl Db {
         let per_page = q.per_page.clamp(1, 200);
         let offset = (q.page.max(1) - 1).saturating_mul(per_page);
         let rows = list.bind(per_page).bind(offset).fetch_all(&self.pool).await?;
-        let runs = rows.iter().map(|r| summary(r, false)).collect::<Result<_, _>>()?;
+        let total: i64 = match rows.first() {
+            Some(r) => r.try_get("total")?,
+            None => 0,
+        };
+        let mut runs = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if r.try_get::<Option<String>, _>("id")?.is_some() {
+                runs.push(summary(r, false)?);
+            }
+        }
         Ok((runs, total))
     }
 
@@ -354,7 +360,7 @@ impl Db {
     /// that was refused must leave this unchanged.
     pub async fn snapshot(&self) -> Result<Vec<String>, SiteError> {
         let mut rows = Vec::new();
-        let runs = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record FROM runs ORDER BY id"))
+        let runs = sqlx::query(&format!("SELECT {SUMMARY_COLUMNS}, record, content_hash FROM runs ORDER BY id"))
             .fetch_all(&self.pool)
             .await?;
         for r in &runs {
@@ -442,6 +448,35 @@ impl Db {
     }
 }
 
+/// Applies the migrations not applied yet, each in its own transaction.
+async fn migrate(conn: &mut sqlx::AnyConnection) -> Result<(), SiteError> {
+    sqlx::query("CREATE TABLE IF NOT EXISTS sm_migrations (version BIGINT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        .execute(&mut *conn)
+        .await?;
+    for (version, sql) in MIGRATIONS {
+        let mut tx = conn.begin().await?;
+        let done: i64 = sqlx::query("SELECT COUNT(*) FROM sm_migrations WHERE version = $1")
+            .bind(*version)
+            .fetch_one(&mut *tx)
+            .await?
+            .try_get(0)?;
+        if done > 0 {
+            continue;
+        }
+        // Statements one by one: PostgreSQL's extended protocol takes one per query.
+        for statement in statements(sql) {
+            sqlx::query(&statement).execute(&mut *tx).await?;
+        }
+        sqlx::query("INSERT INTO sm_migrations (version, applied_at) VALUES ($1, $2)")
+            .bind(*version)
+            .bind(sm_core::record::now_rfc3339())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
 /// The statements of a migration, without `--` comment lines (which may hold
 /// semicolons of their own).
 fn statements(sql: &str) -> Vec<String> {
@@ -499,7 +534,8 @@ mod tests {
         sqlx::query(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
              INSERT INTO runs SELECT printf('%012x', i), '2026-01-01T00:00:00Z', 'u' || i, 'm', 'g', i, 'e', \
-             'v' || i, printf('2026-%02d-%02dT00:00:00Z', i % 12 + 1, i % 28 + 1), '', 'complete', 0.0, '{}' FROM n",
+             'v' || i, printf('2026-%02d-%02dT00:00:00Z', i % 12 + 1, i % 28 + 1), '', 'complete', 0.0, '{}', NULL \
+             FROM n",
         )
         .execute(&db.pool)
         .await
@@ -536,5 +572,7 @@ mod tests {
         assert!(all.iter().all(|s| s.starts_with("CREATE ")), "{all:#?}");
         let second = statements(MIGRATIONS[1].1);
         assert_eq!(second.len(), 2, "{second:#?}");
+        let third = statements(MIGRATIONS[2].1);
+        assert_eq!(third.len(), 2, "{third:#?}");
     }
 }

@@ -28,6 +28,8 @@ pub enum IngestError {
     NotUtf8,
     #[error("{0}")]
     Import(#[from] sm_report::ImportError),
+    #[error("the run is not accepted: {0}")]
+    Refused(#[from] crate::validate::Refusal),
     #[error("the record cannot be stored: {0}")]
     Internal(String),
     #[error("{0}")]
@@ -62,11 +64,13 @@ pub fn decode(body: &[u8], gzip: bool) -> Result<String, IngestError> {
 /// Parses, redacts and indexes an upload by `uploader`.
 pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), IngestError> {
     let mut record = sm_report::import_str(text)?;
+    crate::validate::check(&record)?;
     crate::scrub::scrub_record(&mut record)?;
+    let content_hash = crate::identity::content_hash(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
     record.server.extra.insert(meta::UPLOADER.into(), Value::String(uploader.to_string()));
     let json = serde_json::to_string(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
     let id = tokens::random_hex(6).map_err(|e| IngestError::Internal(e.to_string()))?;
-    let stored = index(&record, id, uploader, json);
+    let stored = StoredRun { content_hash: Some(content_hash), ..index(&record, id, uploader, json) };
     Ok((record, stored))
 }
 
@@ -96,6 +100,7 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
             .unwrap_or_default(),
         peak_tok_s: peak,
         record: json,
+        content_hash: None,
     }
 }
 

@@ -4,21 +4,27 @@
 //!
 //! Storage is SQLite (a file, created on first start) or PostgreSQL, through
 //! one set of migrations ([`db`]); uploads go through [`ingest`] (limits,
-//! formats) and [`scrub`] (secrets redacted, or the upload refused); tokens are
-//! stored as hashes only ([`tokens`]).
+//! formats) and [`scrub`] (secrets redacted, or the upload refused), are checked
+//! by [`validate`] (size limits, figures) and stored once per run ([`identity`]);
+//! tokens are stored as hashes only ([`tokens`]); [`server`] bounds what slow and
+//! idle clients can hold.
 
 pub mod db;
+pub mod identity;
 pub mod ingest;
 pub mod pages;
 mod routes;
 pub mod scrub;
+pub mod server;
 pub mod tokens;
+pub mod validate;
 
 use std::future::Future;
 
 pub use db::Db;
 pub use ingest::MAX_BODY;
 pub use routes::router;
+pub use server::Limits;
 
 /// The default database: an SQLite file in the working directory.
 pub const DEFAULT_DB: &str = "sqlite://speedmatrix-site.db";
@@ -39,11 +45,12 @@ pub enum SiteError {
     Random(String),
 }
 
-/// Serves the site on `listener` until `shutdown` completes.
+/// Serves the site on `listener` within `limits` until `shutdown` completes.
 pub async fn serve(
     db: Db,
     listener: tokio::net::TcpListener,
+    limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(db)).with_graceful_shutdown(shutdown).await
+    server::run(router(db, limits.request_timeout), listener, limits, shutdown).await
 }

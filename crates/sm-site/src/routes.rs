@@ -1,19 +1,23 @@
 //! The site's routes: pages, downloads, the upload form and the JSON API.
 
+use std::time::Duration;
+
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, State};
+use axum::extract::multipart::Field;
+use axum::extract::{DefaultBodyLimit, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Redirect, Response};
 use axum::routing::get;
 use futures_util::StreamExt;
 use serde_json::json;
 use sm_core::record::RunRecord;
 
-use crate::db::{Db, ListQuery, Sort, StoredRun};
+use crate::db::{Db, Inserted, ListQuery, Sort, StoredRun};
 use crate::ingest::{self, IngestError, MAX_BODY};
 use crate::pages::{self, Nav, compare, runs, upload};
-use crate::{SiteError, tokens};
+use crate::{SiteError, tokens, validate};
 
 /// A refusal with its status; rendered as JSON by the API, as a page elsewhere.
 #[derive(Debug)]
@@ -58,7 +62,9 @@ impl From<IngestError> for Failure {
     }
 }
 
-pub fn router(db: Db) -> Router {
+/// The site's routes. Every request must be done within `request_timeout`,
+/// its body included.
+pub fn router(db: Db, request_timeout: Duration) -> Router {
     Router::new()
         .route("/", get(runs_page))
         .route("/runs/{id}", get(run_page))
@@ -72,8 +78,52 @@ pub fn router(db: Db) -> Router {
         .fallback(not_found)
         // the API reads its body itself; the form's multipart reader needs room for the file
         .layer(DefaultBodyLimit::max(MAX_BODY + 64 * 1024))
-        .layer(axum::middleware::map_response(security_headers))
+        .layer(middleware::from_fn_with_state(request_timeout, deadline))
+        .layer(middleware::from_fn(uniform_errors))
+        .layer(middleware::map_response(security_headers))
         .with_state(db)
+}
+
+/// A request (a slow upload's body included) that is not done in time is
+/// dropped, which rolls back whatever it had begun to write.
+async fn deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    match tokio::time::timeout(limit, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the request was not done within {} s; send the body faster or in a smaller file", limit.as_secs()),
+        )
+            .into_response(),
+    }
+}
+
+/// One shape for every refusal, whoever made it (an extractor's rejection, a
+/// method the route lacks, the deadline): JSON under `/api/`, an error page
+/// elsewhere. Handlers' own refusals already have that shape and pass as they are.
+async fn uniform_errors(req: Request, next: Next) -> Response {
+    let api = req.uri().path().starts_with("/api/");
+    let response = next.run(req).await;
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let kind = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if (api && kind.starts_with("application/json")) || (!api && kind.starts_with("text/html")) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 16 * 1024).await.unwrap_or_default();
+    let text = String::from_utf8_lossy(&text).trim().to_string();
+    let reason = status.canonical_reason().unwrap_or("Error");
+    let failure = Failure::new(status, if text.is_empty() { reason.to_string() } else { text });
+    let mut out = if api { failure.json() } else { failure.page(Nav::Runs, reason) };
+    // keep what the refusal said besides its body (Allow on a 405, WWW-Authenticate)
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    out
 }
 
 async fn security_headers(mut r: Response) -> Response {
@@ -87,7 +137,10 @@ async fn security_headers(mut r: Response) -> Response {
     r
 }
 
-async fn not_found() -> Response {
+async fn not_found(uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api/") {
+        return Failure::new(StatusCode::NOT_FOUND, "there is no such address in the API").json();
+    }
     Failure::new(StatusCode::NOT_FOUND, "There is no such page.").page(Nav::Runs, "Not found")
 }
 
@@ -118,6 +171,18 @@ async fn load(db: &Db, id: &str) -> Result<(StoredRun, RunRecord), Failure> {
     Ok((stored, record))
 }
 
+/// A stored run to render: one stored before the size limits that exceeds
+/// them is not rendered (its run.json still downloads), so no page costs more
+/// than the limits allow.
+async fn load_renderable(db: &Db, id: &str) -> Result<(StoredRun, RunRecord), Failure> {
+    let (stored, record) = load(db, id).await?;
+    if let Err(e) = validate::limits(&record) {
+        let text = format!("This run is too large to show ({e}); its run.json is at /runs/{}/run.json.", stored.id);
+        return Err(Failure::new(StatusCode::UNPROCESSABLE_ENTITY, text));
+    }
+    Ok((stored, record))
+}
+
 async fn runs_page(State(db): State<Db>, Query(p): Query<runs::ListParams>) -> Response {
     let (q, notice) = match p.to_query() {
         Ok(q) => (q, None),
@@ -130,7 +195,7 @@ async fn runs_page(State(db): State<Db>, Query(p): Query<runs::ListParams>) -> R
 }
 
 async fn run_page(State(db): State<Db>, Path(id): Path<String>) -> Response {
-    match load(&db, &id).await {
+    match load_renderable(&db, &id).await {
         Ok((stored, record)) => {
             let id = &stored.id;
             let links = [
@@ -161,7 +226,7 @@ async fn run_json(State(db): State<Db>, Path(id): Path<String>) -> Response {
 }
 
 async fn run_csv(State(db): State<Db>, Path(id): Path<String>) -> Response {
-    match load(&db, &id).await {
+    match load_renderable(&db, &id).await {
         Ok((stored, record)) => {
             download("text/csv; charset=utf-8", format!("measurements-{}.csv", stored.id), sm_report::csv(&record))
         }
@@ -170,7 +235,7 @@ async fn run_csv(State(db): State<Db>, Path(id): Path<String>) -> Response {
 }
 
 async fn run_markdown(State(db): State<Db>, Path(id): Path<String>) -> Response {
-    match load(&db, &id).await {
+    match load_renderable(&db, &id).await {
         Ok((stored, record)) => {
             download("text/markdown; charset=utf-8", format!("report-{}.md", stored.id), sm_report::markdown(&record))
         }
@@ -204,7 +269,7 @@ async fn compare_page(State(db): State<Db>, Query(pairs): Query<Vec<(String, Str
     }
     let mut chosen = Vec::new();
     for id in &ids {
-        match load(&db, id).await {
+        match load_renderable(&db, id).await {
             Ok((stored, record)) => chosen.push(compare::Compared { stored, record }),
             Err(f) => return f.page(Nav::Compare, "Compare runs"),
         }
@@ -216,42 +281,86 @@ async fn upload_form() -> Response {
     Html(upload::page(None)).into_response()
 }
 
-/// Parses, redacts and stores an upload by the owner of `token`.
-async fn store(db: &Db, token: &str, body: &[u8], gzip: bool) -> Result<StoredRun, Failure> {
-    let Some(uploader) = tokens::check(db, token).await? else {
-        return Err(Failure::new(StatusCode::UNAUTHORIZED, "the token is missing, unknown or revoked"));
-    };
-    let text = ingest::decode(body, gzip)?;
-    let (_, stored) = ingest::prepare(&text, &uploader)?;
-    db.insert_run(&stored).await?;
-    tracing::info!(id = %stored.id, uploader = %stored.uploader, "stored a run");
-    Ok(stored)
+/// The uploader's name for a live token, or the 401 that says it is not one.
+async fn uploader_of(db: &Db, token: &str) -> Result<String, Failure> {
+    match tokens::check(db, token).await? {
+        Some(name) => Ok(name),
+        None => Err(Failure::new(StatusCode::UNAUTHORIZED, "the token is missing, unknown or revoked")),
+    }
 }
 
-async fn upload_post(State(db): State<Db>, mut form: Multipart) -> Response {
-    let mut file: Option<Vec<u8>> = None;
-    let mut token = String::new();
-    loop {
-        match form.next_field().await {
-            Ok(Some(field)) => {
-                let name = field.name().unwrap_or_default().to_string();
-                match field.bytes().await {
-                    Ok(bytes) if name == "file" => file = Some(bytes.to_vec()),
-                    Ok(bytes) if name == "token" => token = String::from_utf8_lossy(&bytes).trim().to_string(),
-                    Ok(_) => {}
-                    Err(e) => return form_failure(Failure::new(e.status(), e.body_text())),
-                }
-            }
-            Ok(None) => break,
-            Err(e) => return form_failure(Failure::new(e.status(), e.body_text())),
+/// Parses, checks, redacts and stores an upload by `uploader`: the stored run
+/// and whether it was there already (the same run uploaded before).
+async fn store(db: &Db, uploader: &str, body: &[u8], gzip: bool) -> Result<(String, bool), Failure> {
+    let text = ingest::decode(body, gzip)?;
+    let (_, stored) = ingest::prepare(&text, uploader)?;
+    match db.insert_run(&stored).await? {
+        Inserted::New => {
+            tracing::info!(id = %stored.id, uploader = %stored.uploader, "stored a run");
+            Ok((stored.id, false))
+        }
+        Inserted::Existing(id) => {
+            tracing::info!(id = %id, uploader = %stored.uploader, "the run was stored before");
+            Ok((id, true))
         }
     }
-    let Some(file) = file.filter(|f| !f.is_empty()) else {
-        return form_failure(Failure::new(StatusCode::BAD_REQUEST, "Choose a file to upload."));
-    };
-    match store(&db, &token, &file, false).await {
-        Ok(stored) => Redirect::to(&format!("/runs/{}", stored.id)).into_response(),
+}
+
+/// A short form field (the token), read whole only up to 4 KiB.
+async fn small_field(mut field: Field<'_>) -> Result<String, Failure> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = field.chunk().await.map_err(|e| Failure::new(e.status(), e.body_text()))? {
+        bytes.extend_from_slice(&chunk);
+        if bytes.len() > 4096 {
+            return Err(Failure::new(StatusCode::BAD_REQUEST, "the token field is too long"));
+        }
+    }
+    Ok(String::from_utf8_lossy(&bytes).trim().to_string())
+}
+
+/// The upload form. The token comes first (the form sends its fields in that
+/// order; a client may send `Authorization: Bearer` instead), so a file is read
+/// only for a live token: a wrong token is refused before a large body arrives.
+async fn upload_post(State(db): State<Db>, headers: HeaderMap, form: Multipart) -> Response {
+    match read_form(&db, &headers, form).await {
+        Ok((uploader, file)) => match store(&db, &uploader, &file, false).await {
+            Ok((id, _)) => Redirect::to(&format!("/runs/{id}")).into_response(),
+            Err(f) => form_failure(f),
+        },
         Err(f) => form_failure(f),
+    }
+}
+
+async fn read_form(db: &Db, headers: &HeaderMap, mut form: Multipart) -> Result<(String, Vec<u8>), Failure> {
+    let multipart = |e: axum::extract::multipart::MultipartError| Failure::new(e.status(), e.body_text());
+    let mut uploader = match bearer(headers) {
+        Some(token) => Some(uploader_of(db, token).await?),
+        None => None,
+    };
+    let mut file: Option<Vec<u8>> = None;
+    while let Some(mut field) = form.next_field().await.map_err(multipart)? {
+        let name = field.name().map(str::to_string);
+        match name.as_deref() {
+            Some("token") if uploader.is_none() => uploader = Some(uploader_of(db, &small_field(field).await?).await?),
+            Some("file") => {
+                if uploader.is_none() {
+                    return Err(Failure::new(
+                        StatusCode::UNAUTHORIZED,
+                        "the token is missing: send the token field before the file",
+                    ));
+                }
+                file = Some(field.bytes().await.map_err(multipart)?.to_vec());
+            }
+            // anything else is read past, not kept
+            _ => while field.chunk().await.map_err(multipart)?.is_some() {},
+        }
+    }
+    let Some(uploader) = uploader else {
+        return Err(Failure::new(StatusCode::UNAUTHORIZED, "the token is missing, unknown or revoked"));
+    };
+    match file.filter(|f| !f.is_empty()) {
+        Some(file) => Ok((uploader, file)),
+        None => Err(Failure::new(StatusCode::BAD_REQUEST, "Choose a file to upload.")),
     }
 }
 
@@ -297,15 +406,14 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 async fn api_upload(State(db): State<Db>, headers: HeaderMap, body: Body) -> Response {
-    let Some(token) = bearer(&headers).map(str::to_string) else {
+    let Some(token) = bearer(&headers) else {
         return Failure::new(StatusCode::UNAUTHORIZED, "send the upload token as Authorization: Bearer TOKEN").json();
     };
     // an unknown token is refused before its body is read
-    match tokens::check(&db, &token).await {
-        Ok(Some(_)) => {}
-        Ok(None) => return Failure::new(StatusCode::UNAUTHORIZED, "the token is unknown or revoked").json(),
-        Err(e) => return Failure::from(e).json(),
-    }
+    let uploader = match uploader_of(&db, token).await {
+        Ok(u) => u,
+        Err(f) => return f.json(),
+    };
     let gzip = match headers.get(header::CONTENT_ENCODING).and_then(|v| v.to_str().ok()).map(str::trim) {
         None | Some("identity") => false,
         Some(e) if e.eq_ignore_ascii_case("gzip") => true,
@@ -321,11 +429,13 @@ async fn api_upload(State(db): State<Db>, headers: HeaderMap, body: Body) -> Res
         Ok(b) => b,
         Err(f) => return f.json(),
     };
-    match store(&db, &token, &body, gzip).await {
-        Ok(stored) => {
-            let url = run_url(&headers, &stored.id);
-            let mut r = (StatusCode::CREATED, axum::Json(json!({ "id": stored.id, "url": url }))).into_response();
-            if let Ok(loc) = HeaderValue::from_str(&format!("/runs/{}", stored.id)) {
+    match store(&db, &uploader, &body, gzip).await {
+        Ok((id, existing)) => {
+            let url = run_url(&headers, &id);
+            // the same run again (a retry whose answer was lost): its id, 200 instead of 201
+            let status = if existing { StatusCode::OK } else { StatusCode::CREATED };
+            let mut r = (status, axum::Json(json!({ "id": id, "url": url, "existing": existing }))).into_response();
+            if let Ok(loc) = HeaderValue::from_str(&format!("/runs/{id}")) {
                 r.headers_mut().insert(header::LOCATION, loc);
             }
             r

@@ -62,3 +62,69 @@ async fn a_silent_database_is_given_up_on() {
     let err = Db::connect(&url).await.expect_err("nothing answers").to_string();
     assert!(err.contains("no answer within 5 s"), "{err}");
 }
+
+/// SQLite always; PostgreSQL too when `SPEEDMATRIX_TEST_POSTGRES` names a database.
+fn databases(dir: &tempfile::TempDir) -> Vec<String> {
+    let mut urls = vec![format!("sqlite://{}", dir.path().join("s.db").display())];
+    if let Ok(pg) = std::env::var("SPEEDMATRIX_TEST_POSTGRES")
+        && !pg.trim().is_empty()
+    {
+        urls.push(pg.trim().to_string());
+    }
+    urls
+}
+
+/// The sample run with `label`, prepared for storing by `uploader`.
+fn prepared(label: &str, uploader: &str) -> sm_site::db::StoredRun {
+    let text = include_str!("../../../tests/data/run-sample.json");
+    let mut v: serde_json::Value = serde_json::from_str(text).unwrap();
+    v["label"] = label.into();
+    sm_site::ingest::prepare(&v.to_string(), uploader).unwrap().1
+}
+
+/// The same run stored twice is one row, under the first id; the list's total
+/// and its rows agree while runs are being stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_row_per_run_and_one_snapshot_per_list() {
+    use sm_site::db::{Filter, Inserted, ListQuery};
+    let dir = tempfile::tempdir().unwrap();
+    for url in databases(&dir) {
+        let db = Db::connect(&url).await.unwrap();
+        let who = format!("snap-{}", tokens::random_hex(4).unwrap());
+        let first = prepared(&who, &who);
+        assert_eq!(db.insert_run(&first).await.unwrap(), Inserted::New);
+        let again = prepared(&who, &who);
+        assert_ne!(again.id, first.id, "a fresh id is drawn for every upload");
+        assert_eq!(db.insert_run(&again).await.unwrap(), Inserted::Existing(first.id.clone()));
+
+        let writer = {
+            let db = db.clone();
+            let who = who.clone();
+            tokio::spawn(async move {
+                for i in 0..60 {
+                    let run = prepared(&format!("{who} {i}"), &who);
+                    assert_eq!(db.insert_run(&run).await.unwrap(), Inserted::New);
+                }
+            })
+        };
+        let q = ListQuery {
+            filter: Filter { uploader: Some(who.clone()), ..Filter::default() },
+            per_page: 200,
+            ..ListQuery::default()
+        };
+        let mut reads = 0;
+        while !writer.is_finished() {
+            let (runs, total) = db.list_runs(&q).await.unwrap();
+            assert_eq!(runs.len() as i64, total, "{url}: a page of {} rows says {total} in all", runs.len());
+            reads += 1;
+        }
+        writer.await.unwrap();
+        let (runs, total) = db.list_runs(&q).await.unwrap();
+        assert_eq!((runs.len(), total), (61, 61), "{url} after {reads} reads");
+        // a page past the end still says how many there are
+        let past = ListQuery { page: 9, per_page: 10, ..q };
+        let (rows, total) = db.list_runs(&past).await.unwrap();
+        assert_eq!((rows.len(), total), (0, 61), "{url}");
+        db.close().await;
+    }
+}

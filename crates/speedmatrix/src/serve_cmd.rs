@@ -3,7 +3,18 @@
 use std::io::Write;
 use std::process::ExitCode;
 
+use std::time::Duration;
+
 use clap::{Args, Subcommand};
+
+/// A duration above zero: a zero timeout would refuse every request.
+fn positive_duration(s: &str) -> Result<Duration, String> {
+    match sm_core::units::parse_duration(s) {
+        Ok(d) if d.is_zero() => Err("must be above zero, e.g. 10s".into()),
+        Ok(d) => Ok(d),
+        Err(e) => Err(e.to_string()),
+    }
+}
 
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -13,6 +24,15 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: String,
+    /// Connections served at once; more wait until one ends.
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    max_connections: u32,
+    /// How long a request's head may take to arrive; also how long a connection may sit idle.
+    #[arg(long, default_value = "10s", value_parser = positive_duration)]
+    header_timeout: Duration,
+    /// How long a whole request may take, its body included (an upload must arrive within it).
+    #[arg(long, default_value = "120s", value_parser = positive_duration)]
+    request_timeout: Duration,
     #[command(subcommand)]
     command: Option<ServeCommand>,
 }
@@ -66,13 +86,20 @@ pub async fn main(args: ServeArgs) -> ExitCode {
     };
     let code = match args.command {
         Some(ServeCommand::Token { command }) => token(&db, command).await,
-        None => serve(db.clone(), &args.listen).await,
+        None => {
+            let limits = sm_site::Limits {
+                max_connections: args.max_connections as usize,
+                header_timeout: args.header_timeout,
+                request_timeout: args.request_timeout,
+            };
+            serve(db.clone(), &args.listen, limits).await
+        }
     };
     db.close().await;
     code
 }
 
-async fn serve(db: sm_site::Db, listen: &str) -> ExitCode {
+async fn serve(db: sm_site::Db, listen: &str, limits: sm_site::Limits) -> ExitCode {
     let listener = match tokio::net::TcpListener::bind(listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -85,7 +112,7 @@ async fn serve(db: sm_site::Db, listen: &str) -> ExitCode {
     let _ = writeln!(out, "speedmatrix serve: the results site is at http://{addr}/");
     let _ = out.flush();
     drop(out);
-    match sm_site::serve(db, listener, stop_signal()).await {
+    match sm_site::serve(db, listener, limits, stop_signal()).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: the site stopped: {e}");

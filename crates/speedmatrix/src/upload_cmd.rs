@@ -63,7 +63,12 @@ pub async fn main(args: UploadArgs) -> ExitCode {
         }
     };
     // refuse locally what the site would refuse, with the same message
-    let text = match text_of(&bytes).and_then(|t| sm_report::import_str(&t).map(|_| t).map_err(|e| e.to_string())) {
+    let checked = text_of(&bytes).and_then(|t| {
+        let record = sm_report::import_str(&t).map_err(|e| e.to_string())?;
+        sm_site::validate::check(&record).map_err(|e| format!("the site would refuse it: {e}"))?;
+        Ok(t)
+    });
+    let text = match checked {
         Ok(t) => t,
         Err(e) => {
             eprintln!("error: {}: {e}", path.display());
@@ -102,6 +107,9 @@ pub async fn main(args: UploadArgs) -> ExitCode {
             Ok(resp) if resp.status().is_success() => {
                 let value: serde_json::Value = resp.json().await.unwrap_or_default();
                 let url = value.get("url").and_then(|u| u.as_str()).unwrap_or_default();
+                if value.get("existing").and_then(serde_json::Value::as_bool) == Some(true) {
+                    eprintln!("upload: the site had this run already; it is stored once, at the same address");
+                }
                 println!("{url}");
                 return ExitCode::SUCCESS;
             }

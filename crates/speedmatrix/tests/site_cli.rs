@@ -193,6 +193,7 @@ async fn uploads_retry_on_connection_errors_and_send_gzip_as_it_is() {
     assert_eq!(hung_up.load(Ordering::SeqCst), 2);
     assert_eq!(err.matches("retrying").count(), 2, "{err}");
     assert!(out.trim().starts_with(&format!("http://{front}/runs/")), "{out}");
+    let first = out.trim().rsplit('/').next().unwrap().to_string();
 
     // nothing listens: every attempt fails to connect, and the last says so
     let nowhere = format!("http://127.0.0.1:{}", closed_port());
@@ -212,6 +213,9 @@ async fn uploads_retry_on_connection_errors_and_send_gzip_as_it_is() {
     let (code, out, err) = upload_blocking(args.map(String::from).to_vec()).await.unwrap();
     assert_eq!(code, 0, "{err}");
     let id = out.trim().rsplit('/').next().unwrap().to_string();
+    // the same run as the first upload: stored once, under the same id
+    assert_eq!(id, first, "{err}");
+    assert!(err.contains("had this run already"), "{err}");
     let record = reqwest::get(format!("{site}/api/runs/{id}")).await.unwrap().text().await.unwrap();
     assert!(record.contains("speedmatrix.run/1") && record.contains("\"uploader\":\"gz-bot\""), "{record}");
     // broken gzip and a gzipped non-run are refused before anything is sent

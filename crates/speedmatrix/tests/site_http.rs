@@ -14,6 +14,7 @@ use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use site_common::{Server, serve};
+use sm_site::db::Inserted;
 use sm_site::{Db, tokens};
 
 const SAMPLE: &str = include_str!("../../../tests/data/run-sample.json");
@@ -23,6 +24,9 @@ const BENCH: &str = include_str!("../../../tests/data/reference/llm-inference-be
 struct Site {
     /// The test's own connection, for tokens and for reading every row.
     db: Db,
+    /// Marks every file this site is sent, so that a PostgreSQL database an
+    /// earlier suite left holds none of the same runs (uploads are idempotent).
+    tag: String,
     base: String,
     http: reqwest::Client,
     _server: Server,
@@ -37,7 +41,23 @@ async fn start(url: &str) -> Site {
         .timeout(Duration::from_secs(120))
         .build()
         .unwrap();
-    Site { db, base: format!("http://{addr}"), http, _server: server }
+    Site { db, tag: unique("suite"), base: format!("http://{addr}"), http, _server: server }
+}
+
+/// `text` with `tag` in a field each format keeps: a run's id, a lil-bench
+/// note, an llm-inference-bench server's path.
+fn mark(text: &str, tag: &str) -> String {
+    let Ok(mut v) = serde_json::from_str::<Value>(text) else { return text.to_string() };
+    if v["schema"] == "speedmatrix.run/1" {
+        v["run_id"] = json!(tag);
+    } else if v["client"].is_object() {
+        v["client"]["note"] = json!(tag);
+    } else if v["metadata"].is_object() {
+        v["metadata"]["server"] = json!(format!("http://127.0.0.1/{tag}"));
+    } else {
+        return text.to_string();
+    }
+    serde_json::to_string_pretty(&v).unwrap()
 }
 
 impl Site {
@@ -68,11 +88,19 @@ impl Site {
         (status, v)
     }
 
-    /// Uploads through the API; checks the 201's body and its Location.
+    /// Uploads a new run through the API; checks the 201's body and its Location.
     async fn upload(&self, token: &str, text: &str, gzip: bool) -> String {
+        self.upload_expect(token, text, gzip, false).await
+    }
+
+    /// Uploads (marked); `existing`: the site must answer 200 with the run it had, else 201.
+    async fn upload_expect(&self, token: &str, text: &str, gzip: bool, existing: bool) -> String {
+        let text = mark(text, &self.tag);
         let body = if gzip { gz(text.as_bytes()) } else { text.as_bytes().to_vec() };
         let (status, headers, v) = self.post_with(token, body, gzip.then_some("gzip")).await;
-        assert_eq!(status, StatusCode::CREATED, "{v}");
+        let expected = if existing { StatusCode::OK } else { StatusCode::CREATED };
+        assert_eq!(status, expected, "{v}");
+        assert_eq!(v["existing"], existing, "{v}");
         let id = v["id"].as_str().unwrap().to_string();
         assert!(id.len() == 12 && id.chars().all(|c| c.is_ascii_hexdigit()), "run ids are 12 hex digits: {id}");
         assert_eq!(v["url"].as_str().unwrap(), format!("{}/runs/{id}", self.base));
@@ -91,7 +119,7 @@ impl Site {
              content-type: application/json\r\n\r\n"
         )
         .unwrap();
-        body.extend_from_slice(file);
+        body.extend_from_slice(mark(&String::from_utf8_lossy(file), &self.tag).as_bytes());
         write!(body, "\r\n--{boundary}--\r\n").unwrap();
         self.http
             .post(format!("{}/upload", self.base))
@@ -143,10 +171,174 @@ async fn suite(url: &str) {
     list(&site, &who, [&sample, &lil, &bench]).await;
     pager(&site, &who).await;
     view_and_compare(&site, &who, [&sample, &lil, &bench]).await;
-    form(&site, &token, &who).await;
+    form(&site, &token, &who, [&sample, &lil]).await;
     redaction(&site, &token).await;
     hostile(&site, &token, &who, &sample).await;
+    idempotent(&site, &token, &sample).await;
+    refused_records(&site, &token, &who).await;
+    one_shape_of_refusal(&site).await;
+    oversize_stored_runs_are_not_rendered(&site, &who).await;
+    list_is_one_snapshot(&site).await;
     site.db.close().await;
+}
+
+/// The same run sent again — as it is, gzipped, spaced otherwise, by another
+/// uploader, several at once — is the run stored the first time.
+async fn idempotent(site: &Site, token: &str, sample: &str) {
+    let someone = tokens::create(&site.db, &unique("someone")).await.unwrap();
+    let before = site.snapshot().await;
+    assert_eq!(site.upload_expect(token, SAMPLE, false, true).await, sample);
+    assert_eq!(site.upload_expect(token, SAMPLE, true, true).await, sample);
+    let spaced = serde_json::to_string(&serde_json::from_str::<Value>(SAMPLE).unwrap()).unwrap();
+    assert_eq!(site.upload_expect(token, &spaced, false, true).await, sample, "other bytes, the same run");
+    assert_eq!(site.upload_expect(&someone, SAMPLE, false, true).await, sample, "another uploader");
+    assert_eq!(site.snapshot().await, before, "a repeated upload wrote something");
+
+    // a new run sent four times at once (a client retrying while the first is in flight): stored once
+    let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+    v["label"] = json!(unique("at-once"));
+    let body = mark(&v.to_string(), &site.tag);
+    let send = || site.post(token, body.clone().into_bytes(), false);
+    let (a, b, c, d) = tokio::join!(send(), send(), send(), send());
+    let answers = [a, b, c, d];
+    let ids: Vec<&str> = answers.iter().map(|(_, v)| v["id"].as_str().unwrap()).collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "{answers:?}");
+    let created = answers.iter().filter(|(status, _)| *status == StatusCode::CREATED).count();
+    assert_eq!(created, 1, "{answers:?}");
+    let label = v["label"].as_str().unwrap();
+    let stored = site.snapshot().await.iter().filter(|row| row.contains(label)).count();
+    assert_eq!(stored, 1, "one row holds the run");
+}
+
+/// A run whose figures are not measurements, or that is larger than the site
+/// shows, is refused with a 400 that names the figure or the limit.
+async fn refused_records(site: &Site, token: &str, who: &str) {
+    let sample: Value = serde_json::from_str(SAMPLE).unwrap();
+    let valid = sample["decode"].as_array().unwrap().iter().position(|c| c["status"] == "valid").unwrap();
+    let error = json!({"context": 8192, "label": "8K", "concurrency": 3, "status": "error", "reason": "boom",
+        "total_tok_s": 5.0, "per_request_tok_s": null, "ttft_ms_p50": null, "ttft_ms_p90": null, "ttft_ms_p99": null,
+        "tbt_ms_p50": null, "tbt_ms_p90": null, "tbt_ms_p99": null, "chunk_gap_ms_p50": null, "chunk_gap_ms_p99": null,
+        "avg_active": null, "completed": null, "output_tokens": null, "measured_s": null, "requests": null,
+        "token_source": null});
+    let plan_row = |i: u64| {
+        json!({"kind": "decode", "requested_context": 1024 + i, "context": 1024 + i, "label": "1K",
+            "concurrency": 1 + i, "status": "planned", "reason": null})
+    };
+    type Change = Box<dyn Fn(&mut Value)>;
+    let cases: Vec<(Change, &str)> = vec![
+        (Box::new(move |v| v["decode"][valid]["total_tok_s"] = json!(-5000.0)), "total_tok_s is -5000"),
+        (Box::new(move |v| v["decode"][valid]["total_tok_s"] = json!(1.7e308)), "total_tok_s is"),
+        (Box::new(move |v| v["decode"][valid]["ttft_ms_p50"] = json!(-1)), "ttft_ms_p50 is -1"),
+        (Box::new(move |v| v["decode"][valid]["concurrency"] = json!(0)), "concurrency must be at least 1"),
+        (Box::new(move |v| v["prefill"][0]["prompt_tok_s"] = json!(-3.5)), "prompt_tok_s is -3.5"),
+        (Box::new(move |v| v["decode"].as_array_mut().unwrap().push(error.clone())), "only valid cells"),
+        // the issue's example: 2,000 plan rows, each its own context and concurrency
+        (Box::new(move |v| v["plan"] = (0..2000).map(plan_row).collect()), "MAX_"),
+        (Box::new(|v| v["label"] = json!("x".repeat(20_000))), "MAX_TEXT_BYTES"),
+        (Box::new(|v| v["events"] = (0..10_001).map(|i| json!({"t": i, "text": "e"})).collect()), "MAX_EVENTS"),
+    ];
+    let before = site.snapshot().await;
+    for (change, why) in cases {
+        let mut v = sample.clone();
+        change(&mut v);
+        let (status, answer) = site.post(token, mark(&v.to_string(), &site.tag).into_bytes(), false).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{why}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains(why), "{why}: {answer}");
+        assert_eq!(site.snapshot().await, before, "{why}: stored");
+    }
+    // nothing refused tops the list by peak
+    let top = site.get_json(&format!("/api/runs?uploader={who}&sort=peak&dir=desc&per_page=1")).await;
+    assert!(top["runs"][0]["peak_tok_s"].as_f64().unwrap() < 1e6, "{top}");
+}
+
+/// Every refusal is JSON under /api/ and an error page elsewhere, whoever made
+/// it: a query string that does not parse, a method the route lacks, a path
+/// that does not decode, a form that is not multipart.
+async fn one_shape_of_refusal(site: &Site) {
+    let cases = [
+        ("GET", "/api/runs?model=a&model=b", StatusCode::BAD_REQUEST),
+        ("GET", "/api/runs?per_page=x", StatusCode::BAD_REQUEST),
+        ("GET", "/api/runs/%FF%FE", StatusCode::BAD_REQUEST),
+        ("DELETE", "/api/runs", StatusCode::METHOD_NOT_ALLOWED),
+        ("GET", "/api/nothing-here", StatusCode::NOT_FOUND),
+        ("GET", "/?model=a&model=b", StatusCode::BAD_REQUEST),
+        ("GET", "/compare?ids=a&ids", StatusCode::OK),
+        ("GET", "/runs/%FF%FE", StatusCode::BAD_REQUEST),
+        ("DELETE", "/upload", StatusCode::METHOD_NOT_ALLOWED),
+        ("POST", "/upload", StatusCode::BAD_REQUEST),
+    ];
+    for (method, path, expected) in cases {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let r = site.http.request(method.clone(), format!("{}{path}", site.base)).send().await.unwrap();
+        let status = r.status();
+        let kind = r.headers().get("content-type").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+        let body = r.text().await.unwrap();
+        assert_eq!(status, expected, "{method} {path}: {body}");
+        if status.is_success() {
+            continue;
+        }
+        if path.starts_with("/api/") {
+            assert!(kind.starts_with("application/json"), "{method} {path}: {kind} {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert!(!v["error"].as_str().unwrap().is_empty(), "{method} {path}: {body}");
+        } else {
+            assert!(kind.starts_with("text/html"), "{method} {path}: {kind} {body}");
+            assert!(body.contains("role=\"alert\"") && body.contains("</html>"), "{method} {path}: {body}");
+        }
+    }
+}
+
+/// A run stored before the limits (written here past the upload checks) that
+/// exceeds them is not rendered: a short page says so, and its run.json still downloads.
+async fn oversize_stored_runs_are_not_rendered(site: &Site, who: &str) {
+    let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+    v["plan"] = (0..2000u64)
+        .map(|i| {
+            json!({"kind": "decode", "requested_context": 1024 + i, "context": 1024 + i, "label": "1K",
+                "concurrency": 1 + i, "status": "planned", "reason": null})
+        })
+        .collect();
+    let record: sm_core::record::RunRecord = serde_json::from_value(v).unwrap();
+    let json = serde_json::to_string(&record).unwrap();
+    let id = tokens::random_hex(6).unwrap();
+    let stored = sm_site::ingest::index(&record, id.clone(), who, json.clone());
+    assert_eq!(site.db.insert_run(&stored).await.unwrap(), Inserted::New);
+    for path in ["", "/measurements.csv", "/report.md"] {
+        let (status, body) = site.get(&format!("/runs/{id}{path}")).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}");
+        assert!(body.contains("too large to show") && body.contains("MAX_") && body.len() < 64 * 1024, "{path}");
+    }
+    let (status, raw) = site.get(&format!("/runs/{id}/run.json")).await;
+    assert_eq!((status, raw.len()), (StatusCode::OK, json.len()));
+}
+
+/// The list's total and its rows are of one moment, while uploads land.
+async fn list_is_one_snapshot(site: &Site) {
+    let who = unique("snapshot");
+    let mine = tokens::create(&site.db, &who).await.unwrap();
+    let writer = {
+        let (http, base, tag) = (site.http.clone(), site.base.clone(), site.tag.clone());
+        tokio::spawn(async move {
+            for i in 0..12 {
+                let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+                v["label"] = json!(format!("snapshot {i}"));
+                let r = http
+                    .post(format!("{base}/api/runs"))
+                    .bearer_auth(&mine)
+                    .body(mark(&v.to_string(), &tag))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), StatusCode::CREATED);
+            }
+        })
+    };
+    while !writer.is_finished() {
+        let page = site.get_json(&format!("/api/runs?uploader={who}&per_page=200")).await;
+        assert_eq!(page["total"].as_u64().unwrap() as usize, page["runs"].as_array().unwrap().len(), "{page}");
+    }
+    writer.await.unwrap();
+    assert_eq!(site.get_json(&format!("/api/runs?uploader={who}")).await["total"], 12);
 }
 
 /// The list through the API: filters, sorting, pagination, and as the page.
@@ -261,16 +453,23 @@ async fn view_and_compare(site: &Site, who: &str, [sample, lil, bench]: [&String
 
 /// The upload form: a run and a reference-tool file stored; a malformed file
 /// refused with a 400 that says why, and nothing stored.
-async fn form(site: &Site, token: &str, who: &str) {
-    for (name, file) in [("run.json", SAMPLE), ("lil.json", LIL)] {
+/// The form's uploads of runs the API stored already lead to those runs.
+async fn form(site: &Site, token: &str, who: &str, [sample, lil]: [&String; 2]) {
+    for (name, file, id) in [("run.json", SAMPLE, sample), ("lil.json", LIL, lil)] {
         let r = site.upload_form(token, name, file.as_bytes()).await;
         assert_eq!(r.status(), StatusCode::SEE_OTHER, "{name}");
         let location = r.headers()["location"].to_str().unwrap().to_string();
+        assert_eq!(location, format!("/runs/{id}"), "{name}: the same run, stored once");
         let (status, page) = site.get(&location).await;
         assert_eq!(status, StatusCode::OK);
         assert!(page.contains("Sustained decode") && page.contains(&format!("by @{who}")), "{name}");
     }
-    assert_eq!(site.get_json(&format!("/api/runs?uploader={who}")).await["total"], 5);
+    // a new run through the form
+    let mut v: Value = serde_json::from_str(SAMPLE).unwrap();
+    v["label"] = "sent with the form".into();
+    let r = site.upload_form(token, "new.json", v.to_string().as_bytes()).await;
+    assert_eq!(r.status(), StatusCode::SEE_OTHER);
+    assert_eq!(site.get_json(&format!("/api/runs?uploader={who}")).await["total"], 4);
     let before = site.snapshot().await;
     let r = site.upload_form(token, "broken.json", b"{\"schema\": \"speedmatrix.run/1\", ").await;
     assert_eq!(r.status(), StatusCode::BAD_REQUEST);
@@ -371,6 +570,8 @@ async fn hostile(site: &Site, token: &str, who: &str, sample: &str) {
     // a write that fails (a duplicate id) leaves nothing behind
     let mut dup = site.db.get_run(&id).await.unwrap().unwrap();
     dup.model = "should not appear".into();
+    assert_eq!(site.db.insert_run(&dup).await.unwrap(), Inserted::Existing(id.clone()), "the same content hash");
+    dup.content_hash = Some(unique("other-content"));
     assert!(site.db.insert_run(&dup).await.is_err());
     assert_eq!(site.snapshot().await, before);
 }
@@ -382,7 +583,7 @@ async fn sqlite_upload_list_view_compare_and_hostile_input() {
     suite(&url).await;
     // reopening migrates nothing twice and keeps the runs
     let db = Db::connect(&url).await.unwrap();
-    assert_eq!(db.count_runs().await.unwrap(), 7);
+    assert_eq!(db.count_runs().await.unwrap(), 20);
     db.close().await;
 }
 
@@ -394,5 +595,147 @@ async fn postgres_upload_list_view_compare_and_hostile_input() {
             panic!("CI=true but SPEEDMATRIX_TEST_POSTGRES is not set: run scripts/postgres-test.sh")
         }
         _ => eprintln!("skipped: set SPEEDMATRIX_TEST_POSTGRES=postgres://… (scripts/postgres-test.sh does)"),
+    }
+}
+
+// ---- slow and idle clients, over raw sockets (the database does not matter: SQLite) ----
+
+/// What arrives until the server closes the connection or `limit` passes, and whether it closed.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream, limit: Duration) -> (String, bool) {
+    use tokio::io::AsyncReadExt;
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return (String::from_utf8_lossy(&got).into_owned(), false),
+            Ok(Ok(0) | Err(_)) => return (String::from_utf8_lossy(&got).into_owned(), true),
+            Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// Writes `bytes` one at a time, `every` apart, until the peer stops taking them.
+fn trickle(stream: tokio::net::tcp::OwnedWriteHalf, bytes: Vec<u8>, every: Duration) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncWriteExt;
+    tokio::spawn(async move {
+        let mut stream = stream;
+        for b in bytes {
+            if stream.write_all(&[b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}
+
+async fn connect(addr: &str) -> tokio::net::TcpStream {
+    tokio::net::TcpStream::connect(addr).await.unwrap()
+}
+
+async fn send(stream: &mut tokio::net::TcpStream, bytes: &[u8]) {
+    use tokio::io::AsyncWriteExt;
+    stream.write_all(bytes).await.unwrap();
+}
+
+/// A site on a fresh SQLite file with `flags`, and a live token.
+async fn raw_site(flags: &[&str]) -> (Server, String, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("site.db").display());
+    let db = Db::connect(&url).await.unwrap();
+    let token = tokens::create(&db, "slow").await.unwrap();
+    db.close().await;
+    let (server, addr) = site_common::serve_with(&url, flags).await;
+    (server, addr, token, dir)
+}
+
+/// An idle connection, a head sent a byte at a time, a connection left open
+/// after its request and a body sent a byte at a time are all cut, instead of
+/// holding a connection for as long as the client likes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_and_slow_clients_are_cut() {
+    let (_server, addr, token, _dir) = raw_site(&["--header-timeout", "1s", "--request-timeout", "2s"]).await;
+    let limit = Duration::from_secs(15);
+
+    let mut idle = connect(&addr).await;
+    let (got, closed) = read_until_closed(&mut idle, limit).await;
+    assert!(closed && got.is_empty(), "an idle connection stayed open: {got:?}");
+
+    let (mut read, write) = connect(&addr).await.into_split();
+    let head = b"GET / HTTP/1.1\r\nHost: x\r\n".iter().chain(b"X-Slow: 1\r\n".repeat(200).iter()).copied().collect();
+    let writer = trickle(write, head, Duration::from_millis(50));
+    let mut buf = Vec::new();
+    let got = tokio::time::timeout(limit, tokio::io::AsyncReadExt::read_to_end(&mut read, &mut buf)).await;
+    assert!(got.is_ok(), "a head sent a byte at a time was not cut");
+    assert!(!String::from_utf8_lossy(&buf).contains(" 200 "), "{}", String::from_utf8_lossy(&buf));
+    writer.abort();
+
+    let mut kept = connect(&addr).await;
+    send(&mut kept, b"GET /api/runs HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let (got, closed) = read_until_closed(&mut kept, limit).await;
+    assert!(got.starts_with("HTTP/1.1 200") && closed, "a kept-alive connection stayed open after its request: {got}");
+
+    let (mut read, mut write) = connect(&addr).await.into_split();
+    let head = format!(
+        "POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Length: 100000\r\n\r\n{{\"schema\""
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut write, head.as_bytes()).await.unwrap();
+    let writer = trickle(write, vec![b' '; 100_000], Duration::from_millis(50));
+    let mut buf = Vec::new();
+    let got = tokio::time::timeout(limit, tokio::io::AsyncReadExt::read_to_end(&mut read, &mut buf)).await;
+    let text = String::from_utf8_lossy(&buf);
+    assert!(got.is_ok(), "a body sent a byte at a time was not cut: {text}");
+    assert!(text.starts_with("HTTP/1.1 408") && text.contains("application/json"), "{text}");
+    writer.abort();
+}
+
+/// Beyond --max-connections a connection waits until one ends (here: the idle
+/// ones, cut by the header timeout), then is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_bound_wait_for_a_slot() {
+    let (_server, addr, _, _dir) = raw_site(&["--max-connections", "2", "--header-timeout", "3s"]).await;
+    let mut first = connect(&addr).await;
+    let mut second = connect(&addr).await;
+    let mut third = connect(&addr).await;
+    send(&mut third, b"GET /api/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await;
+    let (early, _) = read_until_closed(&mut third, Duration::from_millis(1000)).await;
+    assert!(early.is_empty(), "the third connection was served while two held the slots: {early}");
+    for idle in [&mut first, &mut second] {
+        let (_, closed) = read_until_closed(idle, Duration::from_secs(20)).await;
+        assert!(closed, "an idle connection held its slot");
+    }
+    let (answer, _) = read_until_closed(&mut third, Duration::from_secs(20)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "the waiting connection was not served: {answer:?}");
+}
+
+/// A wrong token on a 32 MiB upload is refused when the token arrives, not
+/// after the site has waited for (and buffered) the whole body: the form
+/// (token field first) and the API (Authorization header).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_is_refused_before_the_body() {
+    let (_server, addr, _, _dir) = raw_site(&[]).await;
+    let wrong = format!("smt_{}", "0".repeat(64));
+    let length = 32 * 1024 * 1024;
+    let boundary = "b0undary";
+    let form_start = format!(
+        "--{boundary}\r\ncontent-disposition: form-data; name=\"token\"\r\n\r\n{wrong}\r\n--{boundary}\r\n\
+         content-disposition: form-data; name=\"file\"; filename=\"run.json\"\r\n\r\n{{\"schema\": "
+    );
+    let requests = [
+        format!(
+            "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary={boundary}\r\n\
+             Content-Length: {length}\r\n\r\n{form_start}"
+        ),
+        format!(
+            "POST /api/runs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {wrong}\r\nContent-Length: {length}\r\n\r\n{{"
+        ),
+    ];
+    for request in requests {
+        let mut stream = connect(&addr).await;
+        send(&mut stream, request.as_bytes()).await;
+        send(&mut stream, &vec![b' '; 64 * 1024]).await;
+        // the rest of the 32 MiB never comes
+        let (answer, _) = read_until_closed(&mut stream, Duration::from_secs(20)).await;
+        assert!(answer.starts_with("HTTP/1.1 401"), "{request:.40}: {answer:?}");
     }
 }

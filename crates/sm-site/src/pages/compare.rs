@@ -3,13 +3,13 @@
 //! and prefill and decode curves overlaid. Runs are lettered A–D everywhere,
 //! with the chart palette's colours, so a legend stays short.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use sm_core::record::{CellStatus, RunRecord};
 use sm_report::format::{self, NONE};
 use sm_report::svg::{self, Chart, Series};
-use sm_report::view;
+use sm_report::view::{self, DecodeIndex};
 
 use super::{Nav, esc, shell, short_time};
 use crate::db::StoredRun;
@@ -128,12 +128,12 @@ fn settings_table(s: &mut String, runs: &[Compared]) {
     s.push_str("</tbody></table></div>\n");
 }
 
-fn valid_total(record: &RunRecord, ctx: u64, c: u32) -> Option<f64> {
-    record.decode_cell(ctx, c).filter(|cell| cell.status() == CellStatus::Valid).and_then(|cell| cell.total_tok_s)
+fn valid_total(run: &DecodeIndex, ctx: u64, c: u32) -> Option<f64> {
+    run.get(ctx, c).filter(|cell| cell.status() == CellStatus::Valid).and_then(|cell| cell.total_tok_s)
 }
 
-fn cell_text(record: &RunRecord, ctx: u64, c: u32) -> &'static str {
-    match record.decode_cell(ctx, c) {
+fn cell_text(run: &DecodeIndex, ctx: u64, c: u32) -> &'static str {
+    match run.get(ctx, c) {
         None => "not measured",
         Some(cell) => view::status_text(cell.status()),
     }
@@ -142,20 +142,18 @@ fn cell_text(record: &RunRecord, ctx: u64, c: u32) -> &'static str {
 /// Contexts (with their labels) and concurrency levels of all runs' matrices.
 fn union_axes(runs: &[&Compared]) -> (Vec<(u64, String)>, Vec<u32>) {
     let mut ctxs: BTreeMap<u64, String> = BTreeMap::new();
-    let mut cols: Vec<u32> = Vec::new();
+    let mut cols: BTreeSet<u32> = BTreeSet::new();
     for r in runs {
         for cell in &r.record.decode {
             ctxs.entry(cell.context).or_insert_with(|| cell.label.clone());
-            if !cols.contains(&cell.concurrency) {
-                cols.push(cell.concurrency);
-            }
+            cols.insert(cell.concurrency);
         }
     }
-    cols.sort_unstable();
-    (ctxs.into_iter().collect(), cols)
+    (ctxs.into_iter().collect(), cols.into_iter().collect())
 }
 
-fn ratio_matrix(s: &mut String, a: &Compared, b: &Compared, bi: usize, rows: &[(u64, String)], cols: &[u32]) {
+/// B's matrix divided by A's; `a` and `b` index the two runs' cells.
+fn ratio_matrix(s: &mut String, a: &DecodeIndex, b: &DecodeIndex, bi: usize, rows: &[(u64, String)], cols: &[u32]) {
     let _ = write!(
         s,
         "<h3 class=\"ratio-title\"><span class=\"swatch s{bi}\">{}</span> / <span class=\"swatch s0\">A</span></h3>\n\
@@ -169,7 +167,7 @@ fn ratio_matrix(s: &mut String, a: &Compared, b: &Compared, bi: usize, rows: &[(
     for (ctx, label) in rows {
         let _ = write!(s, "<tr><th class=\"ctx\" scope=\"row\">{}</th>", esc(label));
         for &c in cols {
-            match (valid_total(&a.record, *ctx, c), valid_total(&b.record, *ctx, c)) {
+            match (valid_total(a, *ctx, c), valid_total(b, *ctx, c)) {
                 (Some(va), Some(vb)) if va > 0.0 => {
                     let ratio = vb / va;
                     let strength = ratio.log2().abs().min(1.0);
@@ -190,12 +188,7 @@ fn ratio_matrix(s: &mut String, a: &Compared, b: &Compared, bi: usize, rows: &[(
                     );
                 }
                 _ => {
-                    let tip = format!(
-                        "A: {}; {}: {}",
-                        cell_text(&a.record, *ctx, c),
-                        LETTERS[bi],
-                        cell_text(&b.record, *ctx, c)
-                    );
+                    let tip = format!("A: {}; {}: {}", cell_text(a, *ctx, c), LETTERS[bi], cell_text(b, *ctx, c));
                     let _ = write!(s, "<td class=\"cell nm\" title=\"{}\"><span class=\"st\">—</span></td>", esc(&tip));
                 }
             }
@@ -216,10 +209,11 @@ fn decode_section(s: &mut String, runs: &[Compared]) {
         s.push_str("<p class=\"caption\">None of these runs measured decode cells.</p>\n");
         return;
     }
+    let index: Vec<DecodeIndex> = runs.iter().map(|r| DecodeIndex::new(&r.record)).collect();
     for (i, b) in runs.iter().enumerate().skip(1) {
         // each pair on the cells either of the two measured, not all runs' union
         let (pair_rows, pair_cols) = union_axes(&[&runs[0], b]);
-        ratio_matrix(s, &runs[0], b, i, &pair_rows, &pair_cols);
+        ratio_matrix(s, &index[0], &index[i], i, &pair_rows, &pair_cols);
     }
     s.push_str("<p class=\"ratiokey\"><span>0.5× or slower</span><span class=\"bar\" aria-hidden=\"true\"></span><span>2× or faster</span></p>\n");
 
@@ -232,12 +226,12 @@ fn decode_section(s: &mut String, runs: &[Compared]) {
             x_title: "simultaneous requests",
             y_title: "total tok/s",
             x_labels: x_labels.clone(),
-            series: runs
+            series: index
                 .iter()
                 .enumerate()
                 .map(|(i, r)| Series {
                     name: LETTERS[i].into(),
-                    values: cols.iter().map(|&c| valid_total(&r.record, *ctx, c)).collect(),
+                    values: cols.iter().map(|&c| valid_total(r, *ctx, c)).collect(),
                     color: Some(i),
                 })
                 .collect(),

@@ -299,6 +299,7 @@ mod tests {
             status: "complete".into(),
             peak_tok_s: 1.0,
             record: String::new(),
+            content_hash: None,
         }
     }
 

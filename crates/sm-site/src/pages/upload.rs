@@ -1,4 +1,5 @@
-//! The upload form: a file and a token, posted as multipart to `/upload`.
+//! The upload form: a token and a file, posted as multipart to `/upload`. The
+//! token comes first in the form, so the site checks it before it reads the file.
 
 use std::fmt::Write;
 
@@ -15,8 +16,8 @@ pub fn page(error: Option<&str>) -> String {
          lil-bench-result/1 file (gzip accepted), up to 32 MiB. Secrets in launch commands and environments are \
          redacted again when the run is stored.</p>\n\
          <form class=\"panel upload\" method=\"post\" action=\"/upload\" enctype=\"multipart/form-data\">\n\
-         <label>Run file<input type=\"file\" name=\"file\" accept=\".json,.gz,application/json\" required></label>\n\
          <label>Upload token<input type=\"password\" name=\"token\" autocomplete=\"off\" required placeholder=\"smt_…\"></label>\n\
+         <label>Run file<input type=\"file\" name=\"file\" accept=\".json,.gz,application/json\" required></label>\n\
          <p class=\"hint\">Tokens come from the site's operator (<code>speedmatrix serve token create --name NAME</code>); \
          the run is published as uploaded by the token's name.</p>\n\
          <div class=\"actions\"><button type=\"submit\">Upload</button></div>\n</form>\n\

@@ -14,8 +14,15 @@ impl Drop for Server {
 
 /// `speedmatrix serve --db DB` on a free loopback port, and its address (`host:port`).
 pub async fn serve(db: &str) -> (Server, String) {
+    serve_with(db, &[]).await
+}
+
+/// `serve` with more flags (`--header-timeout 1s`, …).
+#[allow(dead_code)]
+pub async fn serve_with(db: &str, flags: &[&str]) -> (Server, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_speedmatrix"))
         .args(["serve", "--db", db, "--listen", "127.0.0.1:0"])
+        .args(flags)
         .env_remove("SPEEDMATRIX_DB")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())

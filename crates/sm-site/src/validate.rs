@@ -1,0 +1,303 @@
+//! What the site accepts in a run, checked before anything is stored: the
+//! record's size (so every page and export of a stored run costs little,
+//! whoever uploaded it) and its figures as the schema defines them (finite,
+//! non-negative, only `valid` cells and rows carry them). A refusal names the
+//! limit or the figure, so the uploader knows what to change.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
+
+/// Distinct context lengths in a run (decode, prefill, plan and settings together).
+pub const MAX_CONTEXTS: usize = 32;
+/// Distinct concurrency levels in a run.
+pub const MAX_CONCURRENCY_LEVELS: usize = 32;
+/// Decode cells (the matrix is at most contexts × levels anyway).
+pub const MAX_DECODE_CELLS: usize = MAX_CONTEXTS * MAX_CONCURRENCY_LEVELS;
+/// Prefill rows.
+pub const MAX_PREFILL_ROWS: usize = 2 * MAX_CONTEXTS;
+/// Rows of the plan (decode cells and prefill rows).
+pub const MAX_PLAN_ROWS: usize = MAX_DECODE_CELLS + MAX_PREFILL_ROWS;
+/// Lines of the run's event log.
+pub const MAX_EVENTS: usize = 10_000;
+/// Warnings of one decode cell.
+pub const MAX_WARNINGS: usize = 32;
+/// Bytes of any one text of the record (a label, a reason, an event, the launch command…).
+pub const MAX_TEXT_BYTES: usize = 16 * 1024;
+
+/// The largest figure taken for a measurement; above it a number is a typo or
+/// an attack, and would top every sorted list. Far above any real server.
+const MAX_TOK_S: f64 = 1e9;
+const MAX_MS: f64 = 1e9;
+const MAX_S: f64 = 1e8;
+const MAX_ACTIVE: f64 = 1e7;
+const MAX_CPU_PCT: f64 = 1e6;
+
+/// Why a run is refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the run holds {found} {what}; the site takes at most {limit} (limit {name})")]
+    TooMany { what: &'static str, name: &'static str, found: usize, limit: usize },
+    #[error(
+        "{path} is {found} bytes long; the site takes at most {MAX_TEXT_BYTES} bytes per text (limit MAX_TEXT_BYTES)"
+    )]
+    TextTooLong { path: String, found: usize },
+    #[error("{at}: {field} is {value}, not a measurement: figures are finite numbers from 0 to {max:e}")]
+    BadFigure { at: String, field: &'static str, value: String, max: f64 },
+    #[error("{at}: concurrency must be at least 1")]
+    NoConcurrency { at: String },
+    #[error("{at} is {status}, yet carries {field}: only valid cells and rows carry figures")]
+    FigureOfInvalid { at: String, status: &'static str, field: &'static str },
+}
+
+/// Every check: limits first (cheap, and they bound the rest), then figures.
+pub fn check(record: &RunRecord) -> Result<(), Refusal> {
+    limits(record)?;
+    figures(record)
+}
+
+fn at_most(what: &'static str, name: &'static str, found: usize, limit: usize) -> Result<(), Refusal> {
+    if found > limit { Err(Refusal::TooMany { what, name, found, limit }) } else { Ok(()) }
+}
+
+/// The size limits: what the pages of a run may cost. Also checked before a
+/// stored run is rendered, so a run stored before the limits cannot slow the site.
+pub fn limits(record: &RunRecord) -> Result<(), Refusal> {
+    at_most("decode cells", "MAX_DECODE_CELLS", record.decode.len(), MAX_DECODE_CELLS)?;
+    at_most("prefill rows", "MAX_PREFILL_ROWS", record.prefill.len(), MAX_PREFILL_ROWS)?;
+    at_most("plan rows", "MAX_PLAN_ROWS", record.plan.len(), MAX_PLAN_ROWS)?;
+    at_most("events", "MAX_EVENTS", record.events.len(), MAX_EVENTS)?;
+    at_most("prompts", "MAX_CONTEXTS", record.prompts.len(), MAX_CONTEXTS)?;
+    let s = &record.settings;
+    let mut contexts: BTreeSet<u64> = s.contexts.iter().chain(&s.prefill_contexts).copied().collect();
+    contexts.extend(record.decode.iter().map(|c| c.context));
+    contexts.extend(record.prefill.iter().map(|p| p.context));
+    contexts.extend(record.plan.iter().map(|p| p.context));
+    at_most("distinct contexts", "MAX_CONTEXTS", contexts.len(), MAX_CONTEXTS)?;
+    let mut levels: BTreeSet<u32> = s.concurrency.iter().copied().collect();
+    levels.extend(record.decode.iter().map(|c| c.concurrency));
+    levels.extend(record.plan.iter().filter(|p| p.kind == "decode").map(|p| p.concurrency));
+    at_most("distinct concurrency levels", "MAX_CONCURRENCY_LEVELS", levels.len(), MAX_CONCURRENCY_LEVELS)?;
+    let warnings = record.decode.iter().map(|c| c.warnings.len()).max().unwrap_or(0);
+    at_most("warnings in one decode cell", "MAX_WARNINGS", warnings, MAX_WARNINGS)?;
+    text_lengths(&serde_json::to_value(record).unwrap_or(Value::Null), &mut Vec::new())
+}
+
+/// Every string (and object key) of the record, however deep in free-form `extra`.
+fn text_lengths<'a>(value: &'a Value, path: &mut Vec<&'a str>) -> Result<(), Refusal> {
+    let too_long = |path: &[&str], found: usize| Refusal::TextTooLong { path: path.join("."), found };
+    match value {
+        Value::String(s) if s.len() > MAX_TEXT_BYTES => Err(too_long(path, s.len())),
+        Value::Array(items) => {
+            for item in items {
+                path.push("[]");
+                text_lengths(item, path)?;
+                path.pop();
+            }
+            Ok(())
+        }
+        Value::Object(map) => {
+            for (key, item) in map {
+                if key.len() > MAX_TEXT_BYTES {
+                    return Err(too_long(path, key.len()));
+                }
+                path.push(key);
+                text_lengths(item, path)?;
+                path.pop();
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}
+
+fn status_name(status: CellStatus) -> &'static str {
+    match status {
+        CellStatus::Valid => "valid",
+        CellStatus::OverCapacity => "over_capacity",
+        CellStatus::Error => "error",
+        CellStatus::Loop => "loop",
+        CellStatus::Skipped => "skipped",
+    }
+}
+
+fn figure(at: &str, field: &'static str, value: Option<f64>, max: f64) -> Result<(), Refusal> {
+    match value {
+        Some(v) if !(v.is_finite() && (0.0..=max).contains(&v)) => {
+            // 1.7e308 as such, not as 309 digits
+            let value = if v.is_finite() && v.abs() >= 1e15 { format!("{v:e}") } else { v.to_string() };
+            Err(Refusal::BadFigure { at: at.to_string(), field, value, max })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// A decode cell's figures that only a valid cell carries, with their bounds.
+fn decode_figures(c: &DecodeCell) -> [(&'static str, Option<f64>, f64); 15] {
+    let count = |n: Option<u64>| n.map(|n| n as f64);
+    [
+        ("total_tok_s", c.total_tok_s, MAX_TOK_S),
+        ("per_request_tok_s", c.per_request_tok_s, MAX_TOK_S),
+        ("ttft_ms_p50", c.ttft_ms_p50, MAX_MS),
+        ("ttft_ms_p90", c.ttft_ms_p90, MAX_MS),
+        ("ttft_ms_p99", c.ttft_ms_p99, MAX_MS),
+        ("tbt_ms_p50", c.tbt_ms_p50, MAX_MS),
+        ("tbt_ms_p90", c.tbt_ms_p90, MAX_MS),
+        ("tbt_ms_p99", c.tbt_ms_p99, MAX_MS),
+        ("chunk_gap_ms_p50", c.chunk_gap_ms_p50, MAX_MS),
+        ("chunk_gap_ms_p99", c.chunk_gap_ms_p99, MAX_MS),
+        ("avg_active", c.avg_active, MAX_ACTIVE),
+        ("measured_s", c.measured_s, MAX_S),
+        ("completed", count(c.completed), f64::MAX),
+        ("output_tokens", count(c.output_tokens), f64::MAX),
+        ("requests", count(c.requests), f64::MAX),
+    ]
+}
+
+fn decode_cell(c: &DecodeCell) -> Result<(), Refusal> {
+    let at = format!("decode cell {} × {}", c.label, c.concurrency);
+    if c.concurrency < 1 {
+        return Err(Refusal::NoConcurrency { at });
+    }
+    let status = c.status();
+    for (field, value, max) in decode_figures(c) {
+        if status != CellStatus::Valid && value.is_some() {
+            return Err(Refusal::FigureOfInvalid { at, status: status_name(status), field });
+        }
+        figure(&at, field, value, max)?;
+    }
+    if status != CellStatus::Valid && c.token_source.is_some() {
+        return Err(Refusal::FigureOfInvalid { at, status: status_name(status), field: "token_source" });
+    }
+    // client health and cache figures: allowed on any cell, but numbers all the same
+    figure(&at, "client_lag_ms_p99", c.client_lag_ms_p99, MAX_MS)?;
+    figure(&at, "client_cpu_pct", c.client_cpu_pct, MAX_CPU_PCT)?;
+    figure(&at, "prompt_cache_hit_pct", c.prompt_cache_hit_pct, 100.0)
+}
+
+fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
+    let at = format!("prefill row {}", p.label);
+    for (field, value, max) in [("prompt_tok_s", p.prompt_tok_s, MAX_TOK_S), ("ttft_ms", p.ttft_ms, MAX_MS)] {
+        if p.status != CellStatus::Valid && value.is_some() {
+            return Err(Refusal::FigureOfInvalid { at, status: status_name(p.status), field });
+        }
+        figure(&at, field, value, max)?;
+    }
+    Ok(())
+}
+
+/// The figures as the schema defines them.
+pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
+    record.decode.iter().try_for_each(decode_cell)?;
+    record.prefill.iter().try_for_each(prefill_row)?;
+    if let Some(c) = record.settings.concurrency.iter().find(|c| **c < 1) {
+        return Err(Refusal::NoConcurrency { at: format!("settings.concurrency ({c})") });
+    }
+    let s = &record.settings;
+    figure("settings", "duration_s", Some(s.duration_s), MAX_S)?;
+    let t = &s.timing;
+    for (field, value) in [
+        ("warmup_s", t.warmup_s),
+        ("ready_stable_s", t.ready_stable_s),
+        ("ready_timeout_s", t.ready_timeout_s),
+        ("stall_timeout_s", t.stall_timeout_s),
+        ("server_wait_s", t.server_wait_s),
+    ] {
+        figure("settings", field, value, MAX_S)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> RunRecord {
+        let text = include_str!("../../../tests/data/run-sample.json");
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn the_sample_is_accepted() {
+        assert_eq!(check(&sample()), Ok(()));
+    }
+
+    #[test]
+    fn bad_figures_are_named() {
+        let valid = |r: &RunRecord| r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
+        type Change = Box<dyn Fn(&mut RunRecord)>;
+        let cases: Vec<(Change, &str)> = vec![
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].total_tok_s = Some(-5000.0);
+                }),
+                "total_tok_s is -5000",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].total_tok_s = Some(1.7e308);
+                }),
+                "total_tok_s is 1.7e308",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].tbt_ms_p99 = Some(f64::NAN);
+                }),
+                "tbt_ms_p99 is NaN",
+            ),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].avg_active = Some(f64::INFINITY);
+                }),
+                "avg_active is inf",
+            ),
+            (Box::new(|r| r.decode[0].concurrency = 0), "concurrency must be at least 1"),
+            (Box::new(|r| r.settings.concurrency.push(0)), "concurrency must be at least 1"),
+            (Box::new(|r| r.settings.duration_s = -1.0), "duration_s is -1"),
+            (Box::new(|r| r.prefill[0].ttft_ms = Some(-1.0)), "ttft_ms is -1"),
+            (
+                Box::new(move |r| {
+                    let i = valid(r);
+                    r.decode[i].status = Some(CellStatus::Error);
+                }),
+                "is error, yet carries total_tok_s",
+            ),
+            (
+                Box::new(|r| {
+                    r.prefill[0].status = CellStatus::Error;
+                }),
+                "is error, yet carries prompt_tok_s",
+            ),
+        ];
+        for (change, expected) in cases {
+            let mut r = sample();
+            change(&mut r);
+            let err = check(&r).expect_err(expected).to_string();
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+    }
+
+    #[test]
+    fn limits_are_named() {
+        let mut r = sample();
+        let template = r.decode[0].clone();
+        r.decode = (0..40u32).map(|i| DecodeCell { context: 1000 + u64::from(i), ..template.clone() }).collect();
+        let err = check(&r).unwrap_err();
+        assert!(matches!(err, Refusal::TooMany { name: "MAX_CONTEXTS", found: 40.., .. }), "{err}");
+        assert!(err.to_string().contains("distinct contexts") && err.to_string().contains("at most 32"), "{err}");
+
+        let mut r = sample();
+        r.events.push(sm_core::record::Event { t: 1.0, text: "x".repeat(MAX_TEXT_BYTES + 1) });
+        let err = check(&r).unwrap_err().to_string();
+        assert!(err.contains("events.[].text") && err.contains("MAX_TEXT_BYTES"), "{err}");
+
+        let mut r = sample();
+        r.server.extra.insert("k".into(), serde_json::json!({"deep": ["y".repeat(MAX_TEXT_BYTES + 1)]}));
+        assert!(check(&r).unwrap_err().to_string().contains("server.extra.k.deep"));
+    }
+}
