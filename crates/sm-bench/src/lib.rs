@@ -26,5 +26,5 @@ pub mod sizing;
 pub mod tokenizer;
 pub mod window;
 
-pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, controls};
+pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, WarmupCell, controls};
 pub use runner::{RunConfig, RunError, run};
