@@ -53,11 +53,8 @@ impl Source {
 impl Input {
     pub fn open() -> Input {
         use std::io::IsTerminal;
-        let source = if io::stdin().is_terminal() {
-            Some(Source::Stdin)
-        } else {
-            File::open("/dev/tty").ok().map(Source::Tty)
-        };
+        let source =
+            if io::stdin().is_terminal() { Some(Source::Stdin) } else { File::open("/dev/tty").ok().map(Source::Tty) };
         Input { source, parser: Parser::default() }
     }
 
@@ -217,9 +214,8 @@ mod tests {
         use std::os::fd::FromRawFd;
         let (mut master, mut slave) = (0, 0);
         // SAFETY: openpty writes two descriptors that this test then owns.
-        let rc = unsafe {
-            libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null())
-        };
+        let rc =
+            unsafe { libc::openpty(&mut master, &mut slave, std::ptr::null_mut(), std::ptr::null(), std::ptr::null()) };
         assert_eq!(rc, 0, "openpty: {}", io::Error::last_os_error());
         unsafe { (File::from_raw_fd(master), File::from_raw_fd(slave)) }
     }

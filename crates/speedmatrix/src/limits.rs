@@ -143,13 +143,7 @@ impl CountLimit {
             return Ok(value);
         }
         let word = if value < self.min { "too small" } else { "too large" };
-        Err(format!(
-            "{} is {word}: give {} to {}; {}",
-            Tokens(value),
-            Tokens(self.min),
-            Tokens(self.max),
-            self.hint
-        ))
+        Err(format!("{} is {word}: give {} to {}; {}", Tokens(value), Tokens(self.min), Tokens(self.max), self.hint))
     }
 
     pub fn parse_tokens(&self, text: &str) -> Result<Tokens, String> {

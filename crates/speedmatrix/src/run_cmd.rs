@@ -16,9 +16,9 @@ use sm_client::discover::{self, Overrides};
 use sm_core::record::{Api, CellStatus, Gpu, RunRecord, RunStatus};
 use sm_core::{Tokens, redact};
 
+use crate::console::{Console, Mode};
 pub use crate::run_args::RunArgs;
 use crate::run_args::{self as flags, CountList, K, TokenList, load_resume};
-use crate::console::{Console, Mode};
 use crate::signals::{Signal, Signals, Stop};
 use crate::table;
 
@@ -47,7 +47,9 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     };
     // clap checked the flags given; this also covers what a resume took from run.json
     args.validate().map_err(anyhow::Error::msg).with_context(|| match &args.resume {
-        Some(dir) => format!("cannot resume {}: a setting (from its run.json or a flag) is out of range", dir.display()),
+        Some(dir) => {
+            format!("cannot resume {}: a setting (from its run.json or a flag) is out of range", dir.display())
+        }
         None => "a setting is out of range".to_string(),
     })?;
     // at once, before the engine starts or a request is sent: a second process must not even
@@ -101,7 +103,8 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let stop = Stop::new(handle.clone());
     let display = if config.dry_run { Display::Quiet } else { Display::choose(&args) };
     let (reporter, display) = progress_display(display, handle, stop.clone());
-    let _signals = Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
+    let _signals =
+        Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
     let dry_run = config.dry_run;
     let record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
     // gives the terminal back before the summary is printed on it
@@ -338,7 +341,10 @@ fn claim_free(root: &Path, base: &str) -> Result<Journal> {
             r => return Ok(r?),
         }
     }
-    anyhow::bail!("{} and 99 more names like it hold runs already; choose a directory with --out", root.join(base).display())
+    anyhow::bail!(
+        "{} and 99 more names like it hold runs already; choose a directory with --out",
+        root.join(base).display()
+    )
 }
 
 fn print_facts(f: &discover::ServerFacts) {

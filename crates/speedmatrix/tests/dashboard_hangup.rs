@@ -169,7 +169,10 @@ fn args(out: &Path, url: Option<&str>, matrix: &[&str]) -> Vec<String> {
         None => vec!["--sim-profile".into(), "tiny".into()],
     };
     all.extend(matrix.iter().map(|s| s.to_string()));
-    all.extend(["--ready-stable", "300ms", "--no-prefill-at-max", "--max-tokens", "512", "--progress", "dashboard"].map(String::from));
+    all.extend(
+        ["--ready-stable", "300ms", "--no-prefill-at-max", "--max-tokens", "512", "--progress", "dashboard"]
+            .map(String::from),
+    );
     all.extend(["--out".to_string(), out.display().to_string()]);
     all
 }

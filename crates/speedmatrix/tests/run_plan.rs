@@ -137,7 +137,13 @@ async fn nonsense_settings_are_refused_before_anything_is_sent() {
         (&["--contexts", "0"], "too small"),
         (&["--contexts", "16"], "give 128 to"),
         (&["--contexts", ","], "empty"),
-        (&["--contexts", "1k,2k,3k,4k,5k,6k,7k,8k,9k,10k,11k,12k,13k,14k,15k,16k,17k,18k,19k,20k,21k,22k,23k,24k,25k,26k,27k,28k,29k,30k,31k,32k,33k"], "at most 32"),
+        (
+            &[
+                "--contexts",
+                "1k,2k,3k,4k,5k,6k,7k,8k,9k,10k,11k,12k,13k,14k,15k,16k,17k,18k,19k,20k,21k,22k,23k,24k,25k,26k,27k,28k,29k,30k,31k,32k,33k",
+            ],
+            "at most 32",
+        ),
         (&["--prefill-contexts", "0"], "too small"),
         (&["--kv-budget", "0"], "too small"),
         (&["--max-model-len", "0"], "too small"),
@@ -203,7 +209,11 @@ async fn a_new_run_into_a_directory_that_holds_one_is_refused_unless_forced() {
         assert_eq!(r.code, 1, "{extra:?}: {}", r.stderr);
         let why = format!("{} already holds a run", out.display());
         assert!(r.stderr.contains(&why), "{extra:?}: {}", r.stderr);
-        assert!(r.stderr.contains(&format!("--resume {}", out.display())) && r.stderr.contains("--force"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("--resume {}", out.display())) && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
         assert_eq!(std::fs::read_to_string(out.join("run.json")).unwrap(), before, "{extra:?} changed the old run");
         assert!(!out.join("run.lock").exists(), "a refused run left its lock file");
     }
