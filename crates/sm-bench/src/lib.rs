@@ -29,5 +29,5 @@ pub mod tokens;
 pub mod verdict;
 pub mod window;
 
-pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, controls};
+pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, WarmupCell, controls};
 pub use runner::{RunConfig, RunError, run};

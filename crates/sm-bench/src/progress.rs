@@ -28,6 +28,15 @@ pub enum Step {
     Drain { label: String, concurrency: u32 },
 }
 
+/// The hidden decode warm-up cell (methodology §1): the steps between `Started` and `Ended` are
+/// those of a cell that is not measured. `Ended` comes whatever the warm-up's outcome (done,
+/// failed, skipped, stopped), so a display can always leave its warm-up state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WarmupCell {
+    Started,
+    Ended,
+}
+
 /// A sample taken every poll (250 ms) while a decode cell runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveSample {
@@ -49,6 +58,7 @@ pub trait Reporter: Send + Sync {
     fn start(&self, _record: &RunRecord) {}
     fn step(&self, _step: &Step) {}
     fn live(&self, _sample: &LiveSample) {}
+    fn warmup_cell(&self, _phase: WarmupCell) {}
     fn event(&self, _text: &str) {}
     fn prefill_done(&self, _row: &PrefillRow) {}
     fn cell_done(&self, _cell: &DecodeCell) {}

@@ -4,8 +4,10 @@
 //! The runner calls the [`Reporter`] methods from its async tasks, so they only
 //! store what they were told; a render thread draws about ten times a second and
 //! reads the keys (`q` finish after this cell, `s` skip it, Ctrl-C stop now).
-//! Dropping the [`Dashboard`] stops that thread and gives the terminal back.
+//! Dropping the [`Dashboard`] stops that thread and gives the terminal back; a
+//! terminal that goes away ends the thread by itself (see [`Dashboard::start`]).
 
+mod input;
 mod matrix;
 #[cfg(test)]
 mod render_tests;
@@ -15,7 +17,7 @@ mod term;
 mod testdata;
 mod view;
 
-use std::io::stdout;
+use std::io::{ErrorKind, Write, stdout};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -23,10 +25,10 @@ use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use ratatui::crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
-use sm_bench::{ControlHandle, LiveSample, Reporter, Step};
+use sm_bench::{ControlHandle, LiveSample, Reporter, Step, WarmupCell};
 use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
 
+use input::{Input, Key, Wait};
 pub use state::State;
 /// Gives the terminal back now: raw mode off, cursor shown, alternate screen left. Does nothing when
 /// the dashboard does not hold the terminal. For ways out that end the process without dropping the
@@ -52,9 +54,16 @@ pub struct Dashboard {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// Called once, from the drawing thread, when the terminal is gone, with what went wrong.
+type OnLost = Box<dyn Fn(&str) + Send>;
+
 impl Dashboard {
     /// Takes over the terminal and starts drawing. `handle` is how the keys steer the run.
-    pub fn start(handle: ControlHandle) -> Result<Dashboard, TuiError> {
+    ///
+    /// When the terminal goes away (the pty closed, its input ended, a read or a write failed) the
+    /// dashboard stops drawing, gives the terminal back and calls `on_lost` with the reason: nobody
+    /// can see the run or steer it any more, so the caller should stop it as for SIGHUP.
+    pub fn start(handle: ControlHandle, on_lost: impl Fn(&str) + Send + 'static) -> Result<Dashboard, TuiError> {
         term::enter()?;
         let terminal = match Terminal::new(CrosstermBackend::new(stdout())) {
             Ok(t) => t,
@@ -67,9 +76,10 @@ impl Dashboard {
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let (state, stop) = (state.clone(), stop.clone());
+            let on_lost: OnLost = Box::new(on_lost);
             std::thread::Builder::new()
                 .name("sm-dashboard".into())
-                .spawn(move || render_loop(terminal, &state, &stop, &handle))
+                .spawn(move || render_loop(terminal, &state, &stop, &handle, &on_lost))
         };
         let thread = match thread {
             Ok(t) => t,
@@ -112,6 +122,9 @@ impl Reporter for Dashboard {
     fn live(&self, sample: &LiveSample) {
         self.state().live(sample);
     }
+    fn warmup_cell(&self, phase: WarmupCell) {
+        self.state().warmup(phase);
+    }
     fn event(&self, text: &str) {
         self.state().event(text, Instant::now());
     }
@@ -128,74 +141,76 @@ impl Reporter for Dashboard {
 
 type Term = Terminal<CrosstermBackend<std::io::Stdout>>;
 
-fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, handle: &ControlHandle) {
+fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, handle: &ControlHandle, on_lost: &OnLost) {
+    let mut input = Input::open();
     let mut last_full = Instant::now();
     let mut interrupts = 0;
     // a panic anywhere gives the terminal back; drawing on after it would scribble on the shell
-    while !stop.load(Ordering::SeqCst) && term::active() {
+    let gone = loop {
+        if stop.load(Ordering::SeqCst) || !term::active() {
+            break None;
+        }
         // draw from a copy, so the runner never waits for the terminal
         let snapshot = lock(state).clone();
         let now = Instant::now();
+        let mut drawn = Ok(());
         if now.duration_since(last_full) >= FULL_REDRAW {
-            let _ = terminal.clear();
+            drawn = terminal.clear();
             last_full = now;
         }
-        let _ = terminal.draw(|f| view::draw(f, &snapshot, now));
-        let deadline = now + FRAME;
-        loop {
-            match event::poll(deadline.saturating_duration_since(Instant::now())) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(_) => {
-                    // the terminal is gone (SIGHUP from a dropped SSH session): keep the frame rate, not a busy loop
-                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                    break;
-                }
-            }
-            match event::read() {
-                Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => {
-                    on_key(key, state, handle, &mut interrupts);
-                }
-                Ok(Event::Resize(..)) => {
-                    let _ = terminal.clear();
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    std::thread::sleep(deadline.saturating_duration_since(Instant::now()));
-                    break;
-                }
-            }
-            if Instant::now() >= deadline {
-                break;
-            }
+        if drawn.is_ok() {
+            drawn = terminal.draw(|f| view::draw(f, &snapshot, now)).map(|_| ());
+        }
+        if let Err(e) = drawn
+            && !matches!(e.kind(), ErrorKind::Interrupted | ErrorKind::WouldBlock)
+        {
+            break Some(format!("cannot draw on the terminal: {e}"));
+        }
+        let (keys, lost) = match input.wait(now + FRAME) {
+            Wait::Keys(keys) => (keys, None),
+            Wait::Gone(keys, why) => (keys, Some(why)),
+        };
+        for key in keys {
+            on_key(key, state, handle, &mut interrupts);
+        }
+        if lost.is_some() {
+            break lost;
+        }
+    };
+    match gone {
+        // the terminal's own drop shows the cursor; restore() then leaves the screen
+        None => drop(terminal),
+        Some(why) => {
+            // its drop would report the failed write with eprintln!, which panics on a dead terminal
+            std::mem::forget(terminal);
+            term::restore();
+            on_lost(&why);
         }
     }
-    // the terminal's own drop shows the cursor; restore() then leaves the screen
-    drop(terminal);
 }
 
-fn on_key(key: KeyEvent, state: &Mutex<State>, handle: &ControlHandle, interrupts: &mut u32) {
-    let notice = match key.code {
-        // raw mode turns Ctrl-C into a key instead of SIGINT
-        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+fn on_key(key: Key, state: &Mutex<State>, handle: &ControlHandle, interrupts: &mut u32) {
+    let notice = match key {
+        Key::Interrupt => {
             *interrupts += 1;
             if *interrupts > 1 {
                 term::restore();
-                eprintln!("aborted: the files hold what was written before the first Ctrl-C");
+                // destructors do not run on this way out: the lock file goes now, while it is still held
+                sm_bench::journal::remove_held_locks();
+                let _ = writeln!(std::io::stderr(), "aborted: the files hold what was written before the first Ctrl-C");
                 std::process::exit(130);
             }
             handle.stop_now();
             "Ctrl-C: stopping now and writing what was measured (Ctrl-C again aborts at once)"
         }
-        KeyCode::Char('q' | 'Q') => {
+        Key::Finish => {
             handle.finish_after_cell();
             "q: finishing the current cell, then writing the files and stopping"
         }
-        KeyCode::Char('s' | 'S') => {
+        Key::Skip => {
             handle.skip_cell();
             "s: skipping the current cell"
         }
-        _ => return,
     };
     lock(state).notice = Some(notice.to_string());
 }

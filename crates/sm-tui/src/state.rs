@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use sm_bench::{LiveSample, Step};
+use sm_bench::{LiveSample, Step, WarmupCell};
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, RunStatus, ServerInfo};
 
 /// Events kept for the log panel; older ones are in run.json anyway.
@@ -44,7 +44,7 @@ pub struct State {
     pub step_since: Instant,
     /// The decode cell being measured: (context, concurrency, since).
     pub current: Option<(u64, u32, Instant)>,
-    /// Between "decode warm-up at" and "decode warm-up done": the cell is hidden.
+    /// While the hidden warm-up cell runs ([`WarmupCell`]): its steps are not a measured cell.
     pub warmup_cell: bool,
     pub live: Option<LiveSample>,
     /// Recent (at, tokens) of this cell, for the live rate.
@@ -163,12 +163,16 @@ impl State {
         self.live = Some(sample.clone());
     }
 
-    pub fn event(&mut self, text: &str, now: Instant) {
-        if text.starts_with("decode warm-up at") {
-            self.warmup_cell = true;
-        } else if text.starts_with("decode warm-up") {
-            self.warmup_cell = false;
+    pub fn warmup(&mut self, phase: WarmupCell) {
+        self.warmup_cell = phase == WarmupCell::Started;
+        if !self.warmup_cell {
+            // the warm-up's steps say nothing about the cells to come
+            self.current = None;
+            self.live = None;
         }
+    }
+
+    pub fn event(&mut self, text: &str, now: Instant) {
         let t = now.saturating_duration_since(self.started).as_secs_f64();
         self.events.push_back((t, text.to_string()));
         if self.events.len() > MAX_EVENTS {
@@ -200,6 +204,7 @@ impl State {
     pub fn finish(&mut self, record: &RunRecord) {
         self.finished = Some(record.status);
         self.current = None;
+        self.warmup_cell = false;
     }
 
     fn context_of(&self, label: &str) -> Option<u64> {
@@ -325,6 +330,27 @@ mod tests {
         }
         let rate = s.live_rate().unwrap();
         assert!((rate - 400.0).abs() < 1e-6, "{rate}");
+    }
+
+    /// A warm-up that fails (or is skipped, or stopped) ends like one that succeeds: the next cell is
+    /// a measured one, shown and timed as such.
+    #[test]
+    fn the_warm_up_state_ends_whatever_the_warm_up_did() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        s.start(&record());
+        s.warmup(WarmupCell::Started);
+        s.event("decode warm-up at 64K for 3 s", t0);
+        s.step(&Step::Scout { label: "64K".into(), concurrency: 1 }, t0);
+        assert!(s.warmup_cell && s.current.is_none(), "the warm-up cell is not a measured one");
+        s.event("the decode warm-up failed (error): HTTP 500; the run goes on", t0);
+        s.warmup(WarmupCell::Ended);
+        assert!(!s.warmup_cell, "still in the warm-up after it failed");
+        s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0 + Duration::from_secs(1));
+        assert_eq!(s.current.map(|(c, n, _)| (c, n)), Some((8192, 1)), "the first measured cell is the current one");
+        let cell = DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
+        s.cell_done(&cell, t0 + Duration::from_secs(5));
+        assert_eq!(s.cell_times, [Duration::from_secs(4)], "the measured cell is timed for the ETA");
     }
 
     fn row() -> PrefillRow {

@@ -22,7 +22,9 @@ macro_rules! eprintln {
 
 mod console;
 mod import_cmd;
+mod limits;
 mod report_cmd;
+mod run_args;
 mod run_cmd;
 mod serve_cmd;
 mod signals;
@@ -65,11 +67,14 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
     // before anything can print or write: the flags and environment variables that hold secrets
     let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
     let env = std::env::vars_os().map(|(k, v)| (k.to_string_lossy().into_owned(), v.to_string_lossy().into_owned()));
     sm_core::secrets::register_startup(&args, env);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -88,6 +93,15 @@ fn main() -> ExitCode {
             Command::Upload(args) => upload_cmd::main(args).await,
         }
     })
+}
+
+/// clap's message, and its exit code except for `run`: there 2 means "some cells errored", so a bad
+/// flag exits 1, like every other failure to start.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = e.print();
+    let code = e.exit_code();
+    let run = std::env::args_os().nth(1).is_some_and(|a| a == "run");
+    ExitCode::from(if code == 2 && run { 1 } else { u8::try_from(code).unwrap_or(1) })
 }
 
 fn init_tracing() {

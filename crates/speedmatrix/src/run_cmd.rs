@@ -1,7 +1,7 @@
 //! `speedmatrix run`: flags → discovery → plan → measurement → files and a summary.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,174 +9,25 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use sm_bench::RunConfig;
 use sm_bench::cell::CellTiming;
-use sm_bench::journal::Journal;
+use sm_bench::journal::{Journal, JournalError};
 use sm_bench::tokenizer::LocalTokenizer;
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
-use sm_core::capacity::CapacityRule;
 use sm_core::record::{Api, CellStatus, Gpu, RunRecord, RunStatus};
-use sm_core::units::{parse_count_list, parse_duration, parse_token_list, parse_tokens};
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
-use crate::signals::{Signal, Signals};
+pub use crate::run_args::RunArgs;
+use crate::run_args::{self as flags, CountList, K, TokenList, load_resume};
+use crate::signals::{Signal, Signals, Stop};
 use crate::table;
-
-/// The profile the built-in simulated engine uses when no --url is given.
-pub const DEMO_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
-
-#[derive(Debug, clap::Args)]
-pub struct RunArgs {
-    /// Base URL of an OpenAI-compatible server, e.g. http://127.0.0.1:8000. Without it, the built-in
-    /// simulated engine is started and measured with a short demo matrix.
-    #[arg(long)]
-    url: Option<String>,
-    /// API key sent as a bearer token. Never written to any file.
-    #[arg(long, env = "OPENAI_API_KEY", hide_env_values = true)]
-    api_key: Option<String>,
-    /// Model id to measure (default: the first one the server lists).
-    #[arg(long)]
-    model: Option<String>,
-    /// Decode contexts, e.g. 8k,16k,32k (k = 1,024 tokens). Contexts that do not fit the model are trimmed or skipped.
-    #[arg(long, value_parser = token_list)]
-    contexts: Option<TokenList>,
-    /// Concurrency levels, e.g. 1,2,4,8.
-    #[arg(long, value_parser = count_list)]
-    concurrency: Option<CountList>,
-    /// Length of each cell's measurement window, e.g. 30s or 2m.
-    #[arg(long, value_parser = duration)]
-    duration: Option<Duration>,
-    /// Output tokens per decode request (max_tokens).
-    #[arg(long, value_parser = tokens)]
-    max_tokens: Option<Tokens>,
-    /// Extra prefill-only contexts, e.g. 256k (every decode context gets a prefill row anyway).
-    #[arg(long, value_parser = token_list)]
-    prefill_contexts: Option<TokenList>,
-    /// Do not add the largest context that fits max_tokens 1 as a prefill row.
-    #[arg(long)]
-    no_prefill_at_max: bool,
-    /// Output directory (default: results/<UTC time>-<model>/).
-    #[arg(long)]
-    out: Option<PathBuf>,
-    /// API form: chat (/v1/chat/completions) or completions (/v1/completions).
-    #[arg(long, value_parser = ["chat", "completions"], default_value = "chat")]
-    api: String,
-    /// A local tokenizer.json (or a model directory that has one) to size prompts exactly when the
-    /// server has no /tokenize (hosted APIs). Read from disk, never downloaded.
-    #[arg(long, value_name = "PATH")]
-    tokenizer: Option<PathBuf>,
-    /// KV cache budget in tokens; overrides what the server reports.
-    #[arg(long, value_parser = tokens)]
-    kv_budget: Option<Tokens>,
-    /// Maximum concurrent sequences of the server; overrides what is discovered.
-    #[arg(long)]
-    max_num_seqs: Option<u32>,
-    /// The model's context limit; overrides what the server reports.
-    #[arg(long, value_parser = tokens)]
-    max_model_len: Option<Tokens>,
-    /// Over-capacity rule: reference (C × (ctx + max_tokens)) or prefix-shared.
-    #[arg(long, default_value = "reference")]
-    capacity_rule: CapacityRule,
-    /// The server's launch command, for the record (secrets are redacted).
-    #[arg(long)]
-    launch_command: Option<String>,
-    /// GPU name for the record, when nvidia-smi is not on this host.
-    #[arg(long, requires = "gpu_count")]
-    gpu: Option<String>,
-    /// Number of GPUs, with --gpu.
-    #[arg(long, requires = "gpu")]
-    gpu_count: Option<u32>,
-    /// A label for this run.
-    #[arg(long)]
-    label: Option<String>,
-    /// Discover and plan only: print the plan and write run.json with status "planned".
-    #[arg(long)]
-    dry_run: bool,
-    // The timing flags have no clap default so that a resume can tell a flag given from one to
-    // take from run.json; their defaults are the DEFAULT_* constants below.
-    /// How long readiness must hold before the window opens [default: 3s].
-    #[arg(long, value_parser = duration)]
-    ready_stable: Option<Duration>,
-    /// Longest wait for readiness before the window opens anyway (with a warning) [default: 180s].
-    #[arg(long, value_parser = duration)]
-    ready_timeout: Option<Duration>,
-    /// A stream that sends nothing for this long between two tokens is an error (before its first
-    /// token a stream may wait up to --ready-timeout) [default: 15s].
-    #[arg(long, value_parser = duration)]
-    stall_timeout: Option<Duration>,
-    /// How long to wait for a server that stopped responding before the run stops as failed [default: 5m].
-    #[arg(long, value_parser = duration)]
-    server_wait: Option<Duration>,
-    /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it) [default: 3s].
-    #[arg(long, value_parser = duration)]
-    warmup: Option<Duration>,
-    /// Simulated-engine profile used when no --url is given.
-    #[arg(long, default_value = DEMO_PROFILE)]
-    sim_profile: String,
-    /// Continue the interrupted run in DIR: finished cells are kept, the rest is measured. Flags not
-    /// given are taken from DIR/run.json.
-    #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "dry_run"])]
-    resume: Option<PathBuf>,
-    /// With --resume: measure again the cells that ended error, loop or skipped, and the prefill
-    /// rows that failed (e.g. after a transient server fault). Over-capacity cells stay as planned.
-    #[arg(long)]
-    retry_failed: bool,
-    /// Progress display: auto (the dashboard on a terminal, else plain), dashboard, plain (one line
-    /// per event), quiet (only the summary).
-    #[arg(long, value_parser = ["auto", "dashboard", "plain", "quiet"], default_value = "auto")]
-    progress: String,
-    /// Print only the final summary (and warnings): the same as --progress quiet.
-    #[arg(short, long)]
-    quiet: bool,
-}
-
-impl RunArgs {
-    fn quiet(&self) -> bool {
-        self.quiet || self.progress == "quiet"
-    }
-}
-
-/// A parsed `8k,16k` list (a newtype so clap treats it as one value).
-#[derive(Debug, Clone, PartialEq)]
-struct TokenList(Vec<Tokens>);
-/// A parsed `1,2,4` list.
-#[derive(Debug, Clone, PartialEq)]
-struct CountList(Vec<u32>);
-
-fn token_list(s: &str) -> Result<TokenList, String> {
-    parse_token_list(s).map(TokenList).map_err(|e| e.to_string())
-}
-fn count_list(s: &str) -> Result<CountList, String> {
-    parse_count_list(s).map(CountList).map_err(|e| e.to_string())
-}
-fn duration(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-fn tokens(s: &str) -> Result<Tokens, String> {
-    parse_tokens(s).map_err(|e| e.to_string())
-}
-
-const K: u64 = 1024;
-
-const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
-const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
-const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
-const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
-const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
-
-/// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
-fn default_contexts() -> Vec<Tokens> {
-    [8, 16, 32, 64, 128, 256].iter().map(|k| Tokens(k * K)).collect()
-}
-fn default_concurrency() -> Vec<u32> {
-    vec![1, 2, 4, 8, 16, 32, 64, 128]
-}
 
 pub async fn main(args: RunArgs) -> ExitCode {
     match run(args).await {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // the terminal may be gone (SIGHUP): a failed write must not turn into a panic
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
             ExitCode::from(1)
         }
     }
@@ -190,13 +41,23 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
         !args.retry_failed || args.resume.is_some(),
         "--retry-failed works with --resume DIR: it measures again the failed cells of the run in DIR"
     );
-    let (resumed, locked) = match args.resume.clone() {
+    let resumed = match args.resume.clone() {
+        Some(dir) => Some(load_resume(&dir, &mut args)?),
+        None => None,
+    };
+    // clap checked the flags given; this also covers what a resume took from run.json
+    args.validate().map_err(anyhow::Error::msg).with_context(|| match &args.resume {
         Some(dir) => {
-            let old = load_resume(&dir, &mut args)?;
-            // at once: a second process must not even restart the simulated engine on the old port
-            (Some(old), Some(Journal::create(&dir)?))
+            format!("cannot resume {}: a setting (from its run.json or a flag) is out of range", dir.display())
         }
-        None => (None, None),
+        None => "a setting is out of range".to_string(),
+    })?;
+    // at once, before the engine starts or a request is sent: a second process must not even
+    // restart the simulated engine on the old port, and a refused directory costs nothing
+    let locked = match (&args.resume, &args.out) {
+        (Some(dir), _) => Some(Journal::create(dir)?),
+        (None, Some(out)) => Some(claim_out(out, args.force)?),
+        (None, None) => None,
     };
     // read before anything else so that a wrong path fails in a second, not after discovery
     let tokenizer = args.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
@@ -209,7 +70,7 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
         (None, Some(h)) => h.url(),
         (None, None) => unreachable!("a URL or the simulated engine"),
     };
-    let concurrency = args.concurrency.clone().map_or_else(default_concurrency, |c| c.0);
+    let concurrency = args.concurrency.clone().map_or_else(flags::default_concurrency, |c| c.0);
     let pool = concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&url, args.api_key.clone(), pool)?;
     let launch_command = launch_command(&args, &client, sim.is_some());
@@ -234,15 +95,16 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     let mut config = config(&args, concurrency, launch_command, secrets);
     config.resume = resumed;
     config.tokenizer = tokenizer;
-    let out = out_dir(&args, &facts.model);
     let journal = match locked {
         Some(journal) => journal,
-        None => Journal::create(&out)?,
+        None => claim_default(Path::new("results"), &facts.model)?,
     };
     let (handle, controls) = sm_bench::controls();
+    let stop = Stop::new(handle.clone());
     let display = if config.dry_run { Display::Quiet } else { Display::choose(&args) };
-    let (reporter, display) = progress_display(display, handle.clone());
-    let signals = Signals::watch(handle, signal_notice(&reporter, display)).context("cannot watch for signals")?;
+    let (reporter, display) = progress_display(display, handle, stop.clone());
+    let _signals =
+        Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
     let dry_run = config.dry_run;
     let record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
     // gives the terminal back before the summary is printed on it
@@ -264,7 +126,7 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     for path in reports {
         let _ = writeln!(out, "         {}", path.display());
     }
-    Ok(exit_code(&record, signals.first()))
+    Ok(exit_code(&record, stop.first()))
 }
 
 /// How progress is shown while the run works.
@@ -303,12 +165,17 @@ fn signal_notice(reporter: &Arc<dyn sm_bench::Reporter>, display: Display) -> im
 
 /// Starts the progress display, falling back to plain lines when the terminal cannot be taken
 /// over. `handle` lets the dashboard steer the run (finish after the cell, skip the cell, stop);
-/// dropping the returned reporter must restore the terminal.
-fn progress_display(display: Display, handle: sm_bench::ControlHandle) -> (Arc<dyn sm_bench::Reporter>, Display) {
+/// dropping the returned reporter must restore the terminal. A dashboard whose terminal goes away
+/// stops the run as SIGHUP does: nobody can see it or steer it any more.
+fn progress_display(
+    display: Display,
+    handle: sm_bench::ControlHandle,
+    stop: Stop,
+) -> (Arc<dyn sm_bench::Reporter>, Display) {
     match display {
         Display::Quiet => (Arc::new(Console::new(Mode::Quiet)), display),
         Display::Plain => (Arc::new(Console::new(Mode::Plain)), display),
-        Display::Dashboard => match sm_tui::Dashboard::start(handle) {
+        Display::Dashboard => match sm_tui::Dashboard::start(handle, move |why: &str| stop.terminal_lost(why)) {
             Ok(d) => (Arc::new(d), display),
             Err(e) => {
                 eprintln!("warning: {e}; showing plain progress instead");
@@ -399,7 +266,7 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         hardware.gpu_count = count;
     }
     RunConfig {
-        contexts: args.contexts.clone().map_or_else(default_contexts, |c| c.0),
+        contexts: args.contexts.clone().map_or_else(flags::default_contexts, |c| c.0),
         concurrency,
         max_tokens: args.max_tokens.unwrap_or(Tokens(4096)),
         prefill_contexts: args.prefill_contexts.clone().map(|c| c.0).unwrap_or_default(),
@@ -408,12 +275,12 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         rule: args.capacity_rule,
         timing: CellTiming {
             duration: args.duration.unwrap_or(Duration::from_secs(30)),
-            ready_stable: args.ready_stable.unwrap_or(DEFAULT_READY_STABLE),
-            ready_timeout: args.ready_timeout.unwrap_or(DEFAULT_READY_TIMEOUT),
-            idle_timeout: args.stall_timeout.unwrap_or(DEFAULT_STALL_TIMEOUT),
+            ready_stable: args.ready_stable.unwrap_or(flags::DEFAULT_READY_STABLE),
+            ready_timeout: args.ready_timeout.unwrap_or(flags::DEFAULT_READY_TIMEOUT),
+            idle_timeout: args.stall_timeout.unwrap_or(flags::DEFAULT_STALL_TIMEOUT),
             ..CellTiming::default()
         },
-        warmup: args.warmup.unwrap_or(DEFAULT_WARMUP),
+        warmup: args.warmup.unwrap_or(flags::DEFAULT_WARMUP),
         idle_gap: Duration::from_millis(500),
         ignore_eos: true,
         temperature: None,
@@ -426,69 +293,59 @@ fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>,
         secrets,
         resume: None,
         retry_failed: args.retry_failed,
-        server_wait: args.server_wait.unwrap_or(DEFAULT_SERVER_WAIT),
+        server_wait: args.server_wait.unwrap_or(flags::DEFAULT_SERVER_WAIT),
         tokenizer: None,
     }
 }
 
-/// Reads the run to resume and fills every flag the user did not give from it.
-fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
-    let path = dir.join("run.json");
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!("cannot resume: cannot read {} (is DIR the output directory of a run?)", path.display())
-    })?;
-    let old: RunRecord = serde_json::from_str(&text)
-        .with_context(|| format!("cannot resume: {} is not a speedmatrix run", path.display()))?;
-    let simulated = old.launch_command.as_deref().is_some_and(|c| c.starts_with("speedmatrix sim"));
-    if args.url.is_none() && !simulated {
-        args.url = Some(old.server.url.clone());
+/// Takes `--out DIR` for a new run: refused when DIR holds a run already, unless `--force`, which
+/// also removes the old reports (the new run.json replaces the old one when the run starts).
+fn claim_out(dir: &Path, force: bool) -> Result<Journal> {
+    match Journal::create_new(dir, force) {
+        Ok(journal) => {
+            if force {
+                for name in [sm_report::HTML_FILE, sm_report::MARKDOWN_FILE, sm_report::CSV_FILE] {
+                    match std::fs::remove_file(dir.join(name)) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(e).with_context(|| format!("--force: cannot remove the old {name}"));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(journal)
+        }
+        Err(JournalError::HoldsRun { dir }) => anyhow::bail!(
+            "{} already holds a run (run.json): to continue it, use --resume {}; to keep it, choose another --out directory; to replace it, add --force",
+            dir.display(),
+            dir.display()
+        ),
+        Err(e) => Err(e.into()),
     }
-    if simulated && let Some(profile) = old.launch_command.as_deref().and_then(|c| c.split_whitespace().nth(3)) {
-        args.sim_profile = profile.to_string();
-    }
-    let s = &old.settings;
-    if s.prompt_source == "tokenizer_file" && args.tokenizer.is_none() {
-        anyhow::bail!(
-            "cannot resume: this run sized its prompts with a local tokenizer; pass the same --tokenizer PATH again"
-        );
-    }
-    args.model.get_or_insert_with(|| old.server.model.clone());
-    // plan again from what the user asked for (256K, not the 257,984 it was fitted to), so rows keep their names
-    let mml = old.server.max_model_len.map(Tokens);
-    let asked = |kind, list: &[u64], out| {
-        TokenList(list.iter().map(|&c| sm_core::plan::planned_request(&old.plan, kind, c, out, mml)).collect())
-    };
-    args.contexts.get_or_insert_with(|| asked("decode", &s.contexts, Tokens(s.max_tokens)));
-    args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
-    args.duration.get_or_insert(Duration::from_secs_f64(s.duration_s));
-    args.max_tokens.get_or_insert(Tokens(s.max_tokens));
-    args.prefill_contexts.get_or_insert_with(|| asked("prefill", &s.prefill_contexts, Tokens(1)));
-    args.no_prefill_at_max = true;
-    args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
-    args.capacity_rule = s.capacity_rule;
-    // a record written before the timings were kept has none: the flags' defaults apply
-    let secs = |v: Option<f64>| v.filter(|s| s.is_finite() && *s >= 0.0).map(Duration::from_secs_f64);
-    let t = &s.timing;
-    args.warmup = args.warmup.or(secs(t.warmup_s));
-    args.ready_stable = args.ready_stable.or(secs(t.ready_stable_s));
-    args.ready_timeout = args.ready_timeout.or(secs(t.ready_timeout_s));
-    args.stall_timeout = args.stall_timeout.or(secs(t.stall_timeout_s));
-    args.server_wait = args.server_wait.or(secs(t.server_wait_s));
-    if args.label.is_none() {
-        args.label.clone_from(&old.label);
-    }
-    args.out = Some(dir.to_path_buf());
-    Ok(old)
 }
 
-fn out_dir(args: &RunArgs, model: &str) -> PathBuf {
-    if let Some(out) = &args.out {
-        return out.clone();
-    }
+/// The default output directory, `results/<UTC time>-<model>/`. The user did not choose that name,
+/// so a directory that holds a run already (or is in use by a run started in the same second)
+/// is passed over for the same name with `-2`, `-3`, … rather than refused.
+fn claim_default(root: &Path, model: &str) -> Result<Journal> {
     let stamp = sm_core::record::now_rfc3339().replace([':', '-'], "");
     let safe: String =
         model.chars().map(|c| if c.is_ascii_alphanumeric() || c == '.' || c == '_' { c } else { '-' }).collect();
-    Path::new("results").join(format!("{stamp}-{safe}"))
+    claim_free(root, &format!("{stamp}-{safe}"))
+}
+
+fn claim_free(root: &Path, base: &str) -> Result<Journal> {
+    for n in 1..=100 {
+        let name = if n == 1 { base.to_string() } else { format!("{base}-{n}") };
+        match Journal::create_new(&root.join(name), false) {
+            Err(JournalError::HoldsRun { .. } | JournalError::Busy { .. }) => continue,
+            r => return Ok(r?),
+        }
+    }
+    anyhow::bail!(
+        "{} and 99 more names like it hold runs already; choose a directory with --out",
+        root.join(base).display()
+    )
 }
 
 fn print_facts(f: &discover::ServerFacts) {
@@ -516,4 +373,24 @@ fn print_warnings(f: &discover::ServerFacts) {
 
 fn print_plan(record: &RunRecord) {
     println!("{}", table::plan(record));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_directory_passes_over_names_that_hold_a_run_or_are_in_use() {
+        let root = tempfile::tempdir().unwrap();
+        let base = "20261204T093500Z-tiny";
+        std::fs::create_dir_all(root.path().join(base)).unwrap();
+        std::fs::write(root.path().join(base).join("run.json"), "{}").unwrap();
+        let busy = Journal::create(&root.path().join(format!("{base}-2"))).unwrap();
+        let claimed = claim_free(root.path(), base).unwrap();
+        assert_eq!(claimed.dir(), root.path().join(format!("{base}-3")));
+        drop((busy, claimed));
+        // a free name is taken as it is
+        let other = claim_free(root.path(), "20261204T093501Z-tiny").unwrap();
+        assert_eq!(other.dir(), root.path().join("20261204T093501Z-tiny"));
+    }
 }

@@ -2,7 +2,8 @@
 //! does: the cell in progress is dropped, finished cells are kept and every file is written. SIGTERM
 //! is what `kill`, systemd and container runtimes send, SIGHUP what a dropped SSH session sends; both
 //! used to end the process with run.json still saying `running` and no report. A second signal ends
-//! the process at once, after giving the terminal back.
+//! the process at once, after giving the terminal back; a repeated SIGHUP does not (see
+//! [`Signal::insists`]). A dashboard whose terminal goes away stops the run as SIGHUP does.
 
 use std::io::Write;
 use std::sync::{Arc, OnceLock};
@@ -37,6 +38,14 @@ impl Signal {
         128 + number
     }
 
+    /// Whether this signal, coming after the run was already stopping, aborts it. SIGINT and SIGTERM
+    /// are a person or a supervisor insisting. SIGHUP is not: a hang-up often arrives twice (from
+    /// the kernel and from the shell that forwards it), or after the dashboard saw its terminal
+    /// go, and nobody is waiting at a terminal that is gone, so the files are still written.
+    fn insists(self) -> bool {
+        self != Signal::Hup
+    }
+
     /// What the run says when the first signal arrives.
     pub fn notice(self) -> String {
         let why = match self {
@@ -45,27 +54,58 @@ impl Signal {
             Signal::Hup => "the terminal hung up",
         };
         format!(
-            "{} ({why}): stopping the current cell and writing what was measured (a second signal aborts at once)",
+            "{} ({why}): stopping the current cell and writing what was measured (a second Ctrl-C or SIGTERM aborts at once)",
             self.name()
         )
+    }
+}
+
+/// Why the run was asked to stop, shared by the signal listener and the dashboard: the first
+/// signal, or the terminal gone (which counts as SIGHUP, since that is what it is).
+#[derive(Clone)]
+pub struct Stop {
+    first: Arc<OnceLock<Signal>>,
+    handle: ControlHandle,
+}
+
+impl Stop {
+    pub fn new(handle: ControlHandle) -> Stop {
+        Stop { first: Arc::new(OnceLock::new()), handle }
+    }
+
+    /// Stops the run for `signal`; false when it was already stopping (then `signal` is a second one).
+    fn request(&self, signal: Signal) -> bool {
+        let first = self.first.set(signal).is_ok();
+        self.handle.stop_now();
+        first
+    }
+
+    /// The dashboard lost its terminal (pty closed, input ended, a write failed): stop as for
+    /// SIGHUP, which may follow or may have come already. There is no one to tell.
+    pub fn terminal_lost(&self, why: &str) {
+        if self.request(Signal::Hup) {
+            tracing::warn!("{why}: stopping the current cell and writing what was measured");
+        }
+    }
+
+    /// What stopped the run, if anything did.
+    pub fn first(&self) -> Option<Signal> {
+        self.first.get().copied()
     }
 }
 
 /// Listens for the signals while it lives. Handlers stay installed after it is dropped (tokio keeps
 /// them), so a signal then is ignored rather than killing the process half-way through the files.
 pub struct Signals {
-    first: Arc<OnceLock<Signal>>,
     task: JoinHandle<()>,
 }
 
 impl Signals {
     /// `notify` tells the user about the first signal, wherever the display puts such lines.
-    pub fn watch(handle: ControlHandle, notify: impl Fn(&str) + Send + 'static) -> std::io::Result<Signals> {
+    pub fn watch(stop: Stop, notify: impl Fn(&str) + Send + 'static) -> std::io::Result<Signals> {
         let mut int = signal(SignalKind::interrupt())?;
         let mut term = signal(SignalKind::terminate())?;
         let mut hup = signal(SignalKind::hangup())?;
-        let first = Arc::new(OnceLock::new());
-        let seen = first.clone();
         let task = tokio::spawn(async move {
             loop {
                 // biased: two different signals sent back to back are taken in the order sent
@@ -76,20 +116,14 @@ impl Signals {
                     Some(()) = hup.recv() => Signal::Hup,
                     else => return,
                 };
-                if seen.set(got).is_ok() {
+                if stop.request(got) {
                     notify(&got.notice());
-                    handle.stop_now();
-                } else {
+                } else if got.insists() {
                     abort(got);
                 }
             }
         });
-        Ok(Signals { first, task })
-    }
-
-    /// The first signal received, if any.
-    pub fn first(&self) -> Option<Signal> {
-        self.first.get().copied()
+        Ok(Signals { task })
     }
 }
 
@@ -103,6 +137,8 @@ impl Drop for Signals {
 /// would be left in raw mode on the dashboard's screen with no cursor.
 fn abort(signal: Signal) -> ! {
     sm_tui::restore_terminal();
+    // destructors do not run on this way out: the lock file goes now, while it is still held
+    sm_bench::journal::remove_held_locks();
     // the terminal may be gone (SIGHUP): a failed write must not turn into a panic now
     let _ = writeln!(
         std::io::stderr(),
@@ -125,6 +161,6 @@ mod tests {
     fn the_notice_names_the_signal_and_what_happens_next() {
         let text = Signal::Hup.notice();
         assert!(text.starts_with("SIGHUP (the terminal hung up): stopping"), "{text}");
-        assert!(text.contains("second signal aborts"), "{text}");
+        assert!(text.contains("second Ctrl-C or SIGTERM aborts"), "{text}");
     }
 }

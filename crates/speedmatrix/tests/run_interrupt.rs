@@ -56,6 +56,7 @@ fn assert_interrupted_with_complete_files(r: &RunResult, dir: &std::path::Path, 
         let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}\n{}", r.stderr));
         assert!(text.contains("1K"), "{file} has no finished cell:\n{text}");
     }
+    assert!(!dir.join("run.lock").exists(), "run.lock left behind by an interrupted run");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -99,6 +99,7 @@ async fn missing_key_exits_1_and_says_how_to_pass_it() {
     sim.handle.shutdown().await;
 }
 
+/// `run` exits 2 when cells errored, so a bad flag exits 1, like every failure to start.
 #[test]
 fn bad_flags_name_the_flag_and_the_accepted_values() {
     for (args, expect) in [
@@ -107,10 +108,128 @@ fn bad_flags_name_the_flag_and_the_accepted_values() {
         (vec!["--duration", "soon"], "30s, 2m"),
         (vec!["--capacity-rule", "maybe"], "prefix-shared"),
         (vec!["--api", "grpc"], "chat"),
+        (vec!["--no-such-flag"], "--no-such-flag"),
+        (vec!["--force"], "--out"),
     ] {
         let out = common::bin().arg("run").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "clap's usage error for {args:?}");
+        assert_eq!(out.status.code(), Some(1), "a usage error for {args:?}: {err}");
         assert!(err.contains(expect), "{args:?}: {err}");
     }
+}
+
+/// Settings that could only produce a run of errors, or a run that never ends, are refused before
+/// anything is sent: exit 1, the flag, the accepted range, and nothing written.
+#[tokio::test]
+async fn nonsense_settings_are_refused_before_anything_is_sent() {
+    // a port nothing listens on: a setting that got through would fail on the connection instead
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let cases: &[(&[&str], &str)] = &[
+        (&["--max-tokens", "0"], "give 2 to"),
+        (&["--max-tokens", "1"], "give 2 to"),
+        (&["--max-tokens", "99999999m"], "too large"),
+        (&["--duration", "0s"], "give 1s to 24h"),
+        (&["--duration", "99999999999h"], "too long"),
+        (&["--duration", "1e300s"], "not a duration"),
+        (&["--duration", "300ms"], "too short"),
+        (&["--stall-timeout", "0s"], "give 1s to 1h"),
+        (&["--ready-timeout", "0s"], "too short"),
+        (&["--ready-stable", "2h"], "too long"),
+        (&["--ready-stable", "10s", "--ready-timeout", "5s"], "--ready-stable 10s is longer than --ready-timeout 5s"),
+        (&["--ready-stable", "5m"], "longer than --ready-timeout 3m"),
+        (&["--server-wait", "0s"], "too short"),
+        (&["--warmup", "10ms"], "0s skips the warm-up"),
+        (&["--concurrency", "0"], "too small"),
+        (&["--concurrency", ""], "empty"),
+        (&["--concurrency", "1,100000"], "give 1 to 4,096"),
+        (&["--contexts", "0"], "too small"),
+        (&["--contexts", "16"], "give 128 to"),
+        (&["--contexts", ","], "empty"),
+        (
+            &[
+                "--contexts",
+                "1k,2k,3k,4k,5k,6k,7k,8k,9k,10k,11k,12k,13k,14k,15k,16k,17k,18k,19k,20k,21k,22k,23k,24k,25k,26k,27k,28k,29k,30k,31k,32k,33k",
+            ],
+            "at most 32",
+        ),
+        (&["--prefill-contexts", "0"], "too small"),
+        (&["--kv-budget", "0"], "too small"),
+        (&["--max-model-len", "0"], "too small"),
+        (&["--max-num-seqs", "0"], "too small"),
+        (&["--gpu", "H200", "--gpu-count", "0"], "too small"),
+    ];
+    for (flags, expect) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["--url", url.as_str()];
+        args.extend_from_slice(flags);
+        let r = run(dir.path(), &args).await;
+        assert_eq!(r.code, 1, "{flags:?}: {}", r.stderr);
+        assert!(r.stderr.contains(flags[flags.len() - 2]), "{flags:?} names the flag: {}", r.stderr);
+        assert!(r.stderr.contains(expect), "{flags:?} says what to give: {}", r.stderr);
+        assert!(!r.stderr.contains("server running"), "{flags:?} reached the server: {}", r.stderr);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert!(left.is_empty(), "{flags:?} wrote {left:?}");
+    }
+}
+
+/// A resume takes the settings it is not given from run.json; values out of range there (a
+/// hand-edited or damaged record) are refused like flags, before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_refuses_settings_out_of_range_in_run_json() {
+    let sim = sim(SimSpec::default()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let planned = run(dir.path(), &["--url", &sim.handle.url(), "--contexts", "1k", "--dry-run"]).await;
+    assert_eq!(planned.code, 0, "{}", planned.stderr);
+    let path = dir.path().join("run.json");
+    for (key, value, expect) in [
+        ("max_tokens", serde_json::json!(0), "--max-tokens: 0 is too small"),
+        ("duration_s", serde_json::json!(-1.0), "pass --duration"),
+        ("duration_s", serde_json::json!(1e12), "--duration: "),
+        ("concurrency", serde_json::json!([]), "--concurrency: the list is empty"),
+        ("contexts", serde_json::json!([0]), "--contexts: 0 is too small"),
+    ] {
+        let mut record = planned.record().clone();
+        record["settings"][key] = value;
+        std::fs::write(&path, serde_json::to_string(&record).unwrap()).unwrap();
+        let r = run(dir.path(), &["--resume", dir.path().to_str().unwrap()]).await;
+        assert_eq!(r.code, 1, "{key}: {}", r.stderr);
+        assert!(r.stderr.contains("cannot resume") && r.stderr.contains(expect), "{key}: {}", r.stderr);
+        assert_eq!(r.record().to_string(), record.to_string(), "{key}: the refused resume changed run.json");
+    }
+    sim.handle.shutdown().await;
+}
+
+/// `--out DIR` where DIR holds a run: refused with the two ways on, unless `--force`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_run_into_a_directory_that_holds_one_is_refused_unless_forced() {
+    let sim = sim(SimSpec::default()).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path();
+    let first = run(out, &["--url", &url, "--contexts", "1k", "--label", "first", "--dry-run"]).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let before = std::fs::read_to_string(out.join("run.json")).unwrap();
+    std::fs::write(out.join("report.html"), "the first run's report").unwrap();
+    for extra in [&["--dry-run"][..], &["--duration", "1s", "--concurrency", "1", "--warmup", "0s"][..]] {
+        let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--label", "second"];
+        args.extend_from_slice(extra);
+        let r = run(out, &args).await;
+        assert_eq!(r.code, 1, "{extra:?}: {}", r.stderr);
+        let why = format!("{} already holds a run", out.display());
+        assert!(r.stderr.contains(&why), "{extra:?}: {}", r.stderr);
+        assert!(
+            r.stderr.contains(&format!("--resume {}", out.display())) && r.stderr.contains("--force"),
+            "{}",
+            r.stderr
+        );
+        assert_eq!(std::fs::read_to_string(out.join("run.json")).unwrap(), before, "{extra:?} changed the old run");
+        assert!(!out.join("run.lock").exists(), "a refused run left its lock file");
+    }
+    let forced = run(out, &["--url", &url, "--contexts", "1k", "--label", "second", "--dry-run", "--force"]).await;
+    assert_eq!(forced.code, 0, "{}", forced.stderr);
+    assert_eq!(forced.record()["label"], "second");
+    assert!(!out.join("report.html").exists(), "--force left the old run's report beside the new run");
+    assert!(!out.join("run.lock").exists(), "run.lock left behind by a finished run");
+    sim.handle.shutdown().await;
 }

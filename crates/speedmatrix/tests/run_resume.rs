@@ -119,6 +119,8 @@ async fn kill_9_mid_cell_then_resume_measures_each_cell_once() {
     let settings = &r.record()["settings"];
     assert_eq!((settings["warmup_s"].as_f64(), settings["ready_stable_s"].as_f64()), (Some(0.0), Some(0.3)));
     assert!(!events.contains("decode warm-up"), "{events}");
+    // kill -9 left run.lock behind (unlocked); the resume took it and removed it when it ended
+    assert!(!out.join("run.lock").exists(), "run.lock left behind by the resumed run");
     sim.handle.shutdown().await;
 }
 

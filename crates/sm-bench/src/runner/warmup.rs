@@ -10,6 +10,7 @@ use sm_core::record::CellStatus;
 
 use super::{Runner, status_word};
 use crate::cell::CellTiming;
+use crate::progress::WarmupCell;
 use crate::prompt::{self, WARMUP};
 use crate::scout::scout;
 use crate::sizing::Sizer;
@@ -38,10 +39,13 @@ impl Runner<'_> {
                 return;
             }
         };
+        self.reporter.warmup_cell(WarmupCell::Started);
         let at = sm_core::context::shown(&cell.label, cell.context.0);
         self.event(format!("decode warm-up at {at} for {:.0} s", self.config.warmup.as_secs_f64()));
         let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
         let outcome = self.decode_cell(cell, &prompt, timing).await;
+        // on every outcome: a display that waits for "done" would show the warm-up for the rest of the run
+        self.reporter.warmup_cell(WarmupCell::Ended);
         let reason = outcome.reason.unwrap_or_default();
         match outcome.status {
             CellStatus::Valid => {
