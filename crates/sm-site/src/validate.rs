@@ -9,14 +9,18 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
-/// Distinct context lengths in a run (decode, prefill, plan and settings together).
-pub const MAX_CONTEXTS: usize = 32;
+/// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,
+/// `--prefill-contexts`): every run the tool can make must be accepted.
+const RUN_LIST_MAX: usize = 32;
+/// Distinct context lengths in a run (decode, prefill, plan and settings together): the
+/// decode contexts, the prefill-only contexts and the prefill row at the model's maximum.
+pub const MAX_CONTEXTS: usize = 2 * RUN_LIST_MAX + 8;
 /// Distinct concurrency levels in a run.
-pub const MAX_CONCURRENCY_LEVELS: usize = 32;
-/// Decode cells (the matrix is at most contexts × levels anyway).
-pub const MAX_DECODE_CELLS: usize = MAX_CONTEXTS * MAX_CONCURRENCY_LEVELS;
-/// Prefill rows.
-pub const MAX_PREFILL_ROWS: usize = 2 * MAX_CONTEXTS;
+pub const MAX_CONCURRENCY_LEVELS: usize = RUN_LIST_MAX;
+/// Decode cells: one per decode context and level.
+pub const MAX_DECODE_CELLS: usize = RUN_LIST_MAX * MAX_CONCURRENCY_LEVELS;
+/// Prefill rows: one per context.
+pub const MAX_PREFILL_ROWS: usize = MAX_CONTEXTS;
 /// Rows of the plan (decode cells and prefill rows).
 pub const MAX_PLAN_ROWS: usize = MAX_DECODE_CELLS + MAX_PREFILL_ROWS;
 /// Lines of the run's event log.
@@ -282,14 +286,39 @@ mod tests {
         }
     }
 
+    /// The largest run `speedmatrix run` accepts flags for: 32 decode contexts × 32 levels, 32
+    /// prefill-only contexts and the prefill row at the model's maximum.
+    #[test]
+    fn the_largest_run_the_tool_makes_is_accepted() {
+        let mut r = sample();
+        let cell = r.decode[0].clone();
+        let row = r.prefill[0].clone();
+        let decode_ctx = |i: u64| 1024 * (i + 1);
+        let prefill_ctx = |i: u64| 1024 * (i + 1) + 512;
+        r.decode = (0..32u64)
+            .flat_map(|i| (1..=32u32).map(move |c| (decode_ctx(i), c)))
+            .map(|(context, concurrency)| DecodeCell { context, concurrency, ..cell.clone() })
+            .collect();
+        r.prefill = (0..32u64)
+            .flat_map(|i| [decode_ctx(i), prefill_ctx(i)])
+            .chain([1_000_000])
+            .map(|context| PrefillRow { context, ..row.clone() })
+            .collect();
+        r.plan.clear();
+        r.settings.contexts = (0..32).map(decode_ctx).collect();
+        r.settings.prefill_contexts = (0..32).map(prefill_ctx).collect();
+        r.settings.concurrency = (1..=32).collect();
+        assert_eq!(check(&r), Ok(()));
+    }
+
     #[test]
     fn limits_are_named() {
         let mut r = sample();
         let template = r.decode[0].clone();
-        r.decode = (0..40u32).map(|i| DecodeCell { context: 1000 + u64::from(i), ..template.clone() }).collect();
+        r.decode = (0..80u32).map(|i| DecodeCell { context: 1000 + u64::from(i), ..template.clone() }).collect();
         let err = check(&r).unwrap_err();
-        assert!(matches!(err, Refusal::TooMany { name: "MAX_CONTEXTS", found: 40.., .. }), "{err}");
-        assert!(err.to_string().contains("distinct contexts") && err.to_string().contains("at most 32"), "{err}");
+        assert!(matches!(err, Refusal::TooMany { name: "MAX_CONTEXTS", found: 80.., .. }), "{err}");
+        assert!(err.to_string().contains("distinct contexts") && err.to_string().contains("at most 72"), "{err}");
 
         let mut r = sample();
         r.events.push(sm_core::record::Event { t: 1.0, text: "x".repeat(MAX_TEXT_BYTES + 1) });
