@@ -262,7 +262,10 @@ where
 {
     let ratio = ChunkRatio::of_logs(logs);
     let mut f = figures(logs, window, samples, ratio);
-    if usage_at_end && f.token_source == Some(TokenSource::Chunks) {
+    // a request that ended without any usage total shows the server sent none for it: its tokens
+    // are counted from chunks, whatever the scout saw, and the cell says so
+    let ended_without_usage = logs.iter().any(|r| r.ended.is_some() && !r.usage && !r.usage_at_end);
+    if usage_at_end && !ended_without_usage && f.token_source == Some(TokenSource::Chunks) {
         f.token_source = Some(TokenSource::UsageAtEnd);
     }
     if ratio.is_none() && f.estimated_tokens > 0 && f.token_source == Some(TokenSource::UsageAtEnd) {
