@@ -69,3 +69,36 @@ fn profile_files_are_validated_with_key_and_reason() {
     let e = Profile::resolve("no-such-profile").unwrap_err().to_string();
     assert!(e.contains("seed-ling-3.0-flash-h200nvl-x2, tiny"), "{e}");
 }
+
+/// A request's arrival is when its head reached the server, not when its body was read and
+/// tokenized: a long prompt's upload and tokenization are part of the TTFT a client sees from a
+/// real engine, and the profile's TTFTs were measured by a client. Here the body follows its head
+/// by a pause, so the first token cannot leave before the pause has passed since the arrival.
+#[tokio::test]
+async fn arrival_is_stamped_when_the_request_head_arrives() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(400);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let p2 = path.clone();
+    let sim = sim_with(move |o| o.trace = Some(p2)).await;
+    let body = json!({"prompt": words(50, "h"), "max_tokens": 2, "ignore_eos": true}).to_string();
+    let mut tcp = tokio::net::TcpStream::connect(sim.addr()).await.unwrap();
+    let head = format!(
+        "POST /v1/completions HTTP/1.1\r\nhost: sim\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.flush().await.unwrap();
+    tokio::time::sleep(PAUSE).await;
+    tcp.write_all(body.as_bytes()).await.unwrap();
+    let mut answer = String::new();
+    tcp.read_to_string(&mut answer).await.unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    sim.shutdown().await;
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    let r: Value = serde_json::from_str(text.lines().next().expect("one request traced")).unwrap();
+    let ttft = r["first_token"].as_f64().unwrap() - r["arrival"].as_f64().unwrap();
+    assert!(ttft >= PAUSE.as_secs_f64(), "arrival to first token {ttft:.3} s: the arrival was stamped after the body");
+}

@@ -8,30 +8,55 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::AppState;
 use super::chunks::{ChunkWriter, DONE, Usage};
 use super::error::ApiError;
 use super::request::{self, Kind, Parsed};
+use super::{AppState, Arrival};
 use crate::engine::{Command, Event, FinishReason, NewRequest};
 use crate::fault::{self, FaultSet, RequestView};
 use crate::flavor::Flavor;
 use crate::text::TextGen;
 
-pub(crate) async fn chat(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(st, Kind::Chat, headers, body).await
+pub(crate) async fn chat(
+    State(st): State<Arc<AppState>>,
+    Extension(arrival): Extension<Arrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(st, Kind::Chat, arrival, headers, body).await
 }
 
-pub(crate) async fn completion(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Bytes) -> Response {
-    handle(st, Kind::Completion, headers, body).await
+pub(crate) async fn completion(
+    State(st): State<Arc<AppState>>,
+    Extension(arrival): Extension<Arrival>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(st, Kind::Completion, arrival, headers, body).await
 }
 
-async fn handle(st: Arc<AppState>, kind: Kind, headers: HeaderMap, body: Bytes) -> Response {
-    match start(&st, kind, &headers, &body) {
+/// Bodies above this are parsed and tokenized on the blocking pool: a 64K-token prompt takes
+/// milliseconds to tokenize, and a burst of them on the runtime's threads would hold back the
+/// other requests' intake and every open stream's tokens. Smaller ones are cheaper in place than
+/// the hand-over.
+const PARSE_INLINE_MAX: usize = 4 * 1024;
+
+async fn handle(st: Arc<AppState>, kind: Kind, arrival: Arrival, headers: HeaderMap, body: Bytes) -> Response {
+    let started = if body.len() <= PARSE_INLINE_MAX {
+        start(&st, kind, arrival, &headers, &body)
+    } else {
+        let st = st.clone();
+        match tokio::task::spawn_blocking(move || start(&st, kind, arrival, &headers, &body)).await {
+            Ok(started) => started,
+            Err(_) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "The request's intake failed")),
+        }
+    };
+    match started {
         Ok((run, parsed)) if parsed.stream => stream_response(run, parsed),
         Ok((run, parsed)) => collect_response(run, parsed).await,
         Err(e) => e.into_response(),
@@ -81,8 +106,13 @@ struct Run {
     prompt_tokens: u32,
 }
 
-fn start(st: &Arc<AppState>, kind: Kind, headers: &HeaderMap, body: &[u8]) -> Result<(Run, Parsed), ApiError> {
-    let arrival = st.clock.now();
+fn start(
+    st: &Arc<AppState>,
+    kind: Kind,
+    Arrival(arrival): Arrival,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Run, Parsed), ApiError> {
     let request_faults = match headers.get("x-sim-fault") {
         None => Vec::new(),
         Some(v) => {

@@ -52,7 +52,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/v1/models", get(discovery::models))
         .route("/v1/chat/completions", post(completions::chat))
         .route("/v1/completions", post(completions::completion))
-        .route_layer(middleware::from_fn_with_state(state.clone(), auth));
+        .route_layer(middleware::from_fn_with_state(state.clone(), auth))
+        // outermost: the stamp is taken before authentication and before the body is read
+        .route_layer(middleware::from_fn_with_state(state.clone(), stamp_arrival));
     let mut r = v1.route("/health", get(|| async { StatusCode::OK }));
     r = match state.flavor {
         Flavor::Vllm => r
@@ -75,6 +77,19 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
     };
     let r = if state.flavor == Flavor::Generic { r.fallback(bad_gateway) } else { r.fallback(not_found) };
     r.with_state(state)
+}
+
+/// When a request's head arrived, on the engine's clock.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Arrival(pub f64);
+
+/// A server's TTFT counts from when the request reached it, not from when its handler got round to
+/// it: a burst of long prompts spends time in the body's transfer and in tokenization, and on a real
+/// engine that time is part of the TTFT the page measured. So the arrival is stamped as soon as the
+/// request's head is parsed, before its body is read.
+async fn stamp_arrival(State(st): State<Arc<AppState>>, mut req: Request, next: Next) -> Response {
+    req.extensions_mut().insert(Arrival(st.clock.now()));
+    next.run(req).await
 }
 
 /// Only `/v1/*` needs the key, as with vLLM's `--api-key`.
