@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::Client;
 use sm_client::discover::{self, Engine};
+use sm_client::{Client, JsonBody};
 use sm_core::record::{CellStatus, TokenSource};
 use tokio::sync::watch;
 
@@ -173,12 +173,13 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
     let (cancel_tx, cancel_rx) = watch::channel(false);
+    let wire = JsonBody::new(&body);
     let workers: Vec<_> = (0..concurrency)
         .map(|_| {
             tokio::spawn(worker(
                 target.clone(),
                 path,
-                body.clone(),
+                wire.clone(),
                 timing.stream_timeouts(),
                 cancel_rx.clone(),
                 live.clone(),
@@ -434,7 +435,7 @@ fn readiness(
 async fn worker(
     target: Target,
     path: &'static str,
-    body: Arc<Value>,
+    body: JsonBody,
     timeouts: StreamTimeouts,
     mut cancel: watch::Receiver<bool>,
     live: Arc<Live>,

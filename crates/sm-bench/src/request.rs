@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::http::{Client, ClientError, EventStream};
+use sm_client::http::{Client, ClientError, EventStream, JsonBody};
 use sm_client::openai::parse_chunk;
 use sm_client::sse::SseEvent;
 use tokio::sync::watch;
@@ -55,7 +55,7 @@ pub struct StreamTimeouts {
 pub async fn stream_request<F, Fut>(
     client: &Client,
     path: &str,
-    body: &Value,
+    body: &JsonBody,
     timeouts: StreamTimeouts,
     cancel: &mut watch::Receiver<bool>,
     observer: &dyn Observer,
@@ -124,7 +124,7 @@ where
 async fn start(
     client: &Client,
     path: &str,
-    body: &Value,
+    body: &JsonBody,
     idle_timeout: Duration,
     cancel: &mut watch::Receiver<bool>,
 ) -> (Option<Result<EventStream, ClientError>>, bool) {
@@ -145,7 +145,7 @@ async fn start(
 pub(crate) async fn stream_retrying(
     client: &Client,
     path: &str,
-    body: &Value,
+    body: &JsonBody,
     idle_timeout: Duration,
 ) -> (Result<EventStream, ClientError>, bool) {
     match client.stream(path, body, idle_timeout).await {

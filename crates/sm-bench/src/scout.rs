@@ -5,9 +5,9 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::Client;
 use sm_client::openai::parse_chunk;
 use sm_client::sse::SseEvent;
+use sm_client::{Client, JsonBody};
 
 use crate::request::{describe, stream_retrying};
 use crate::tokens::{ChunkRatio, RatioSource};
@@ -39,7 +39,8 @@ impl ScoutResult {
 /// `body` must ask for `max_tokens: 1`, streamed with usage.
 pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration) -> Result<ScoutResult, String> {
     // a retry here is logged, not counted: the scout's figures are its TTFT and usage
-    let mut stream = stream_retrying(client, path, body, timeout).await.0.map_err(|e| describe(&e))?;
+    let body = JsonBody::new(body);
+    let mut stream = stream_retrying(client, path, &body, timeout).await.0.map_err(|e| describe(&e))?;
     let sent: Instant = stream.sent_at;
     let mut first: Option<Instant> = None;
     let mut prompt_tokens = None;

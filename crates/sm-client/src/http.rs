@@ -56,6 +56,24 @@ impl TextResponse {
     }
 }
 
+/// A JSON request body, serialised once. A cell sends the same body on every request of every
+/// stream; serialising a long prompt anew for each would put the client's CPU between one
+/// request's `sent_at` and its bytes on the wire, and a wave of C requests would wait on each
+/// other's serialisation: C × 64K tokens measured +4 % TTFT from that alone. Cloning shares the bytes.
+#[derive(Debug, Clone)]
+pub struct JsonBody(bytes::Bytes);
+
+impl JsonBody {
+    pub fn new(value: &Value) -> JsonBody {
+        // serialising a `Value` cannot fail: its keys are strings and it holds no non-finite number
+        JsonBody(serde_json::to_vec(value).unwrap_or_default().into())
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Client {
     http: reqwest::Client,
@@ -138,10 +156,15 @@ impl Client {
         json_of(path, read_text(path, resp).await?)
     }
 
-    /// Starts a streamed POST. `sent_at` is taken just before the request is handed
+    /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken just before the request is handed
     /// to the connection; the call returns once the response headers arrived.
     /// A non-2xx answer is an error carrying its body.
-    pub async fn stream(&self, path: &str, body: &Value, idle_timeout: Duration) -> Result<EventStream, ClientError> {
+    pub async fn stream(
+        &self,
+        path: &str,
+        body: &JsonBody,
+        idle_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
         self.stream_on(&self.http, path, body, idle_timeout).await
     }
 
@@ -149,7 +172,7 @@ impl Client {
     pub async fn stream_on_new_connection(
         &self,
         path: &str,
-        body: &Value,
+        body: &JsonBody,
         idle_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
         self.stream_on(&self.fresh, path, body, idle_timeout).await
@@ -159,10 +182,13 @@ impl Client {
         &self,
         http: &reqwest::Client,
         path: &str,
-        body: &Value,
+        body: &JsonBody,
         idle_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        let rb = self.request_on(http, reqwest::Method::POST, path).json(body);
+        let rb = self
+            .request_on(http, reqwest::Method::POST, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.0.clone());
         let sent_at = Instant::now();
         let resp = tokio::time::timeout(idle_timeout, rb.send())
             .await

@@ -13,4 +13,4 @@ pub mod metrics;
 pub mod openai;
 pub mod sse;
 
-pub use http::{Client, ClientError};
+pub use http::{Client, ClientError, JsonBody};

@@ -262,7 +262,10 @@ async fn scheduler_gauges_follow_a_stream() {
         // short enough for llama.cpp's per-slot context.
         let spec = stream_spec(&f.model, f.max_model_len.unwrap().min(5000) - 64);
         let prompt = Prompt { messages: vec![("user".into(), "Tell me a long story.".into())] };
-        let mut stream = c.stream(spec.path(), &spec.body(&prompt), Duration::from_secs(10)).await.unwrap();
+        let mut stream = c
+            .stream(spec.path(), &sm_client::JsonBody::new(&spec.body(&prompt)), Duration::from_secs(10))
+            .await
+            .unwrap();
         let mut rid = None;
         while rid.is_none() {
             match stream.next().await.unwrap().expect("the stream produces chunks").event {
