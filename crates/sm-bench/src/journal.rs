@@ -46,8 +46,11 @@ impl Journal {
     /// Creates `dir` and takes its lock for as long as the journal (or a clone) lives: for a run
     /// that continues the one in `dir`.
     pub fn create(dir: &Path) -> Result<Journal, JournalError> {
+        let existed = dir.try_exists().unwrap_or(true);
         fs::create_dir_all(dir).map_err(|source| JournalError::Create { dir: dir.to_path_buf(), source })?;
-        Ok(Journal { dir: dir.to_path_buf(), _lock: Arc::new(Lock::acquire(dir)?) })
+        let mut lock = Lock::acquire(dir)?;
+        lock.made_dir = (!existed).then(|| dir.to_path_buf());
+        Ok(Journal { dir: dir.to_path_buf(), _lock: Arc::new(lock) })
     }
 
     /// Like [`Journal::create`], for a new run: a directory that holds a run already is refused
@@ -87,6 +90,9 @@ struct Lock {
     /// Which entry of [`HELD`] is this lock.
     id: u64,
     _file: File,
+    /// The directory, when this process created it: a run that ends before writing anything
+    /// (the server could not be reached) leaves no empty directory behind.
+    made_dir: Option<PathBuf>,
 }
 
 /// Locks whose files this process holds, so that [`remove_held_locks`] can remove them on the
@@ -137,7 +143,7 @@ impl Lock {
         writeln!(file, "{}", std::process::id()).map_err(create)?;
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         held().push((id, path.to_path_buf()));
-        Ok(Some(Lock { path: path.to_path_buf(), id, _file: file }))
+        Ok(Some(Lock { path: path.to_path_buf(), id, _file: file, made_dir: None }))
     }
 }
 
@@ -149,6 +155,10 @@ impl Drop for Lock {
             held.remove(i);
             // while the file is still open and locked (it closes after this)
             let _ = fs::remove_file(&self.path);
+            if let Some(dir) = &self.made_dir {
+                // fails, as it should, unless the directory is empty
+                let _ = fs::remove_dir(dir);
+            }
         }
     }
 }
@@ -186,6 +196,26 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_directory_made_for_a_run_that_wrote_nothing_is_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let new = root.path().join("a/new");
+        drop(Journal::create_new(&new, false).unwrap());
+        assert!(!new.exists(), "an empty directory the journal made is removed");
+        assert!(root.path().join("a").exists(), "only the run's own directory");
+
+        let written = root.path().join("written");
+        let j = Journal::create_new(&written, false).unwrap();
+        write_atomic(&j.path(), b"{}").unwrap();
+        drop(j);
+        assert!(written.join(RUN_FILE).exists(), "a directory with a run is kept");
+
+        let existing = root.path().join("existing");
+        fs::create_dir(&existing).unwrap();
+        drop(Journal::create_new(&existing, false).unwrap());
+        assert!(existing.exists(), "a directory the user made is kept, empty or not");
+    }
 
     #[test]
     fn replaces_whole_file_and_leaves_no_temporary() {
