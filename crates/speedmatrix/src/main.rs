@@ -27,6 +27,7 @@ mod report_cmd;
 mod run_args;
 mod run_cmd;
 mod serve_cmd;
+mod settings;
 mod signals;
 mod sim_cmd;
 mod table;

@@ -1,20 +1,15 @@
-//! The flags of `speedmatrix run`, their defaults, and the settings a resume takes from run.json.
-//! Every numeric value is checked against its range in [`crate::limits`]: by clap as it parses a
-//! flag, and by [`RunArgs::validate`] once a resume has filled in the rest.
+//! The flags of `speedmatrix run` and the defaults of what they set. Every numeric value is
+//! checked against its range in [`crate::limits`] by clap as it parses a flag; the settings are
+//! resolved from the flags (and a resumed run) in [`crate::settings`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use sm_bench::journal::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, RunRecord};
+use sm_core::record::Api;
 
 use crate::limits;
-
-/// The profile the built-in simulated engine uses when no --url is given.
-pub const DEMO_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -53,9 +48,9 @@ pub struct RunArgs {
     /// With --out: overwrite the run that DIR holds (its run.json and reports) instead of refusing.
     #[arg(long, requires = "out")]
     pub(crate) force: bool,
-    /// API form: chat (/v1/chat/completions) or completions (/v1/completions).
-    #[arg(long, value_parser = ["chat", "completions"], default_value = "chat")]
-    pub(crate) api: String,
+    /// API form: chat (/v1/chat/completions) or completions (/v1/completions) [default: chat].
+    #[arg(long, value_enum)]
+    pub(crate) api: Option<ApiFlag>,
     /// A local tokenizer.json (or a model directory that has one) to size prompts exactly when the
     /// server has no /tokenize (hosted APIs). Read from disk, never downloaded.
     #[arg(long, value_name = "PATH")]
@@ -69,9 +64,9 @@ pub struct RunArgs {
     /// The model's context limit; overrides what the server reports.
     #[arg(long, value_parser = |s: &str| limits::MAX_MODEL_LEN.parse_tokens(s))]
     pub(crate) max_model_len: Option<Tokens>,
-    /// Over-capacity rule: reference (C × (ctx + max_tokens)) or prefix-shared.
-    #[arg(long, default_value = "reference")]
-    pub(crate) capacity_rule: CapacityRule,
+    /// Over-capacity rule: reference (C × (ctx + max_tokens)) or prefix-shared [default: reference].
+    #[arg(long)]
+    pub(crate) capacity_rule: Option<CapacityRule>,
     /// The server's launch command, for the record (secrets are redacted).
     #[arg(long)]
     pub(crate) launch_command: Option<String>,
@@ -87,8 +82,8 @@ pub struct RunArgs {
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,
-    // The timing flags have no clap default so that a resume can tell a flag given from one to
-    // take from run.json; their defaults are the DEFAULT_* constants below.
+    // The flags that a resume can take from run.json have no clap default, so that a flag given can
+    // be told from one not given; their defaults are the DEFAULT_* constants below.
     /// How long readiness must hold before the window opens [default: 3s].
     #[arg(long, value_parser = |s: &str| limits::READY_STABLE.parse(s))]
     pub(crate) ready_stable: Option<Duration>,
@@ -105,9 +100,9 @@ pub struct RunArgs {
     /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it) [default: 3s].
     #[arg(long, value_parser = |s: &str| limits::WARMUP.parse(s))]
     pub(crate) warmup: Option<Duration>,
-    /// Simulated-engine profile used when no --url is given.
-    #[arg(long, default_value = DEMO_PROFILE)]
-    pub(crate) sim_profile: String,
+    /// Simulated-engine profile used when no --url is given [default: seed-ling-3.0-flash-h200nvl-x2].
+    #[arg(long)]
+    pub(crate) sim_profile: Option<String>,
     /// Continue the interrupted run in DIR: finished cells are kept, the rest is measured. Flags not
     /// given are taken from DIR/run.json.
     #[arg(long, value_name = "DIR", conflicts_with_all = ["out", "dry_run"])]
@@ -118,59 +113,36 @@ pub struct RunArgs {
     pub(crate) retry_failed: bool,
     /// Progress display: auto (the dashboard on a terminal, else plain), dashboard, plain (one line
     /// per event), quiet (only the summary).
-    #[arg(long, value_parser = ["auto", "dashboard", "plain", "quiet"], default_value = "auto")]
-    pub(crate) progress: String,
+    #[arg(long, value_enum, default_value_t = Progress::Auto)]
+    pub(crate) progress: Progress,
     /// Print only the final summary (and warnings): the same as --progress quiet.
     #[arg(short, long)]
     pub(crate) quiet: bool,
 }
 
-impl RunArgs {
-    pub(crate) fn quiet(&self) -> bool {
-        self.quiet || self.progress == "quiet"
-    }
+/// `--api`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ApiFlag {
+    Chat,
+    Completions,
+}
 
-    /// Every numeric setting in its range, and the ones that depend on each other consistent.
-    /// For the values a resume took from run.json (clap checked the flags given).
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        use limits::*;
-        let tokens = |l: &Option<TokenList>| l.iter().flat_map(|l| l.0.iter().map(|t| t.0)).collect::<Vec<_>>();
-        if self.contexts.is_some() {
-            CONTEXT.check_list_flag(tokens(&self.contexts))?;
+impl From<ApiFlag> for Api {
+    fn from(f: ApiFlag) -> Api {
+        match f {
+            ApiFlag::Chat => Api::Chat,
+            ApiFlag::Completions => Api::Completions,
         }
-        // a run may have no extra prefill rows
-        if self.prefill_contexts.as_ref().is_some_and(|l| !l.0.is_empty()) {
-            PREFILL_CONTEXT.check_list_flag(tokens(&self.prefill_contexts))?;
-        }
-        if let Some(c) = &self.concurrency {
-            CONCURRENCY.check_list_flag(c.0.iter().map(|&n| u64::from(n)))?;
-        }
-        let durations = [
-            (DURATION, self.duration),
-            (STALL_TIMEOUT, self.stall_timeout),
-            (READY_STABLE, self.ready_stable),
-            (READY_TIMEOUT, self.ready_timeout),
-            (SERVER_WAIT, self.server_wait),
-            (WARMUP, self.warmup),
-        ];
-        for (limit, value) in durations {
-            value.map_or(Ok(()), |v| limit.check_flag(v))?;
-        }
-        let counts = [
-            (MAX_TOKENS, self.max_tokens.map(|t| t.0)),
-            (KV_BUDGET, self.kv_budget.map(|t| t.0)),
-            (MAX_MODEL_LEN, self.max_model_len.map(|t| t.0)),
-            (MAX_NUM_SEQS, self.max_num_seqs.map(u64::from)),
-            (GPU_COUNT, self.gpu_count.map(u64::from)),
-        ];
-        for (limit, value) in counts {
-            value.map_or(Ok(()), |v| limit.check_flag(v))?;
-        }
-        check_readiness(
-            self.ready_stable.unwrap_or(DEFAULT_READY_STABLE),
-            self.ready_timeout.unwrap_or(DEFAULT_READY_TIMEOUT),
-        )
     }
+}
+
+/// `--progress`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Progress {
+    Auto,
+    Dashboard,
+    Plain,
+    Quiet,
 }
 
 /// A parsed `8k,16k` list (a newtype so clap treats it as one value).
@@ -203,6 +175,8 @@ fn split_list(text: &str) -> impl Iterator<Item = &str> {
 
 pub(crate) const K: u64 = 1024;
 
+pub(crate) const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_MAX_TOKENS: Tokens = Tokens(4096);
 pub(crate) const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
 pub(crate) const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
 pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
@@ -215,59 +189,4 @@ pub(crate) fn default_contexts() -> Vec<Tokens> {
 }
 pub(crate) fn default_concurrency() -> Vec<u32> {
     vec![1, 2, 4, 8, 16, 32, 64, 128]
-}
-
-/// Reads the run to resume and fills every flag the user did not give from it.
-pub(crate) fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
-    let path = dir.join(RUN_FILE);
-    let text = std::fs::read_to_string(&path).with_context(|| {
-        format!("cannot resume: cannot read {} (is DIR the output directory of a run?)", path.display())
-    })?;
-    let old: RunRecord = serde_json::from_str(&text)
-        .with_context(|| format!("cannot resume: {} is not a speedmatrix run", path.display()))?;
-    let simulated = old.launch_command.as_deref().is_some_and(|c| c.starts_with("speedmatrix sim"));
-    if args.url.is_none() && !simulated {
-        args.url = Some(old.server.url.clone());
-    }
-    if simulated && let Some(profile) = old.launch_command.as_deref().and_then(|c| c.split_whitespace().nth(3)) {
-        args.sim_profile = profile.to_string();
-    }
-    let s = &old.settings;
-    if s.prompt_source == "tokenizer_file" && args.tokenizer.is_none() {
-        anyhow::bail!(
-            "cannot resume: this run sized its prompts with a local tokenizer; pass the same --tokenizer PATH again"
-        );
-    }
-    args.model.get_or_insert_with(|| old.server.model.clone());
-    // plan again from what the user asked for (256K, not the 257,984 it was fitted to), so rows keep their names
-    let mml = old.server.max_model_len.map(Tokens);
-    let asked = |kind, list: &[u64], out| {
-        TokenList(list.iter().map(|&c| sm_core::plan::planned_request(&old.plan, kind, c, out, mml)).collect())
-    };
-    args.contexts.get_or_insert_with(|| asked("decode", &s.contexts, Tokens(s.max_tokens)));
-    args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
-    if args.duration.is_none() {
-        let window = Duration::try_from_secs_f64(s.duration_s).ok();
-        args.duration = Some(window.with_context(|| {
-            format!("cannot resume: {} has no valid window ({} s); pass --duration", path.display(), s.duration_s)
-        })?);
-    }
-    args.max_tokens.get_or_insert(Tokens(s.max_tokens));
-    args.prefill_contexts.get_or_insert_with(|| asked("prefill", &s.prefill_contexts, Tokens(1)));
-    args.no_prefill_at_max = true;
-    args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
-    args.capacity_rule = s.capacity_rule;
-    // a record written before the timings were kept has none: the flags' defaults apply
-    let secs = |v: Option<f64>| v.and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let t = &s.timing;
-    args.warmup = args.warmup.or(secs(t.warmup_s));
-    args.ready_stable = args.ready_stable.or(secs(t.ready_stable_s));
-    args.ready_timeout = args.ready_timeout.or(secs(t.ready_timeout_s));
-    args.stall_timeout = args.stall_timeout.or(secs(t.stall_timeout_s));
-    args.server_wait = args.server_wait.or(secs(t.server_wait_s));
-    if args.label.is_none() {
-        args.label.clone_from(&old.label);
-    }
-    args.out = Some(dir.to_path_buf());
-    Ok(old)
 }

@@ -13,12 +13,13 @@ use sm_bench::journal::{Journal, JournalError};
 use sm_bench::tokenizer::LocalTokenizer;
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
-use sm_core::record::{Api, CellStatus, Gpu, RunRecord, RunStatus};
+use sm_core::record::{CellStatus, Gpu, RunRecord, RunStatus};
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
+use crate::run_args::Progress;
 pub use crate::run_args::RunArgs;
-use crate::run_args::{self as flags, CountList, K, TokenList, load_resume};
+use crate::settings::{Engine, Output, SIM_PROFILE_KEY, Settings, local_port};
 use crate::signals::{Signal, Signals, Stop};
 use crate::table;
 
@@ -33,67 +34,56 @@ pub async fn main(args: RunArgs) -> ExitCode {
     }
 }
 
-async fn run(mut args: RunArgs) -> Result<ExitCode> {
-    let secrets: Vec<String> = args.api_key.iter().cloned().collect();
-    let user_model = args.model.is_some();
-    // clap's `requires` does not fire for a plain bool flag
-    anyhow::ensure!(
-        !args.retry_failed || args.resume.is_some(),
-        "--retry-failed works with --resume DIR: it measures again the failed cells of the run in DIR"
-    );
-    let resumed = match args.resume.clone() {
-        Some(dir) => Some(load_resume(&dir, &mut args)?),
-        None => None,
-    };
-    // clap checked the flags given; this also covers what a resume took from run.json
-    args.validate().map_err(anyhow::Error::msg).with_context(|| match &args.resume {
-        Some(dir) => {
-            format!("cannot resume {}: a setting (from its run.json or a flag) is out of range", dir.display())
-        }
-        None => "a setting is out of range".to_string(),
-    })?;
+async fn run(args: RunArgs) -> Result<ExitCode> {
+    let settings = Settings::resolve(args)?;
     // at once, before the engine starts or a request is sent: a second process must not even
     // restart the simulated engine on the old port, and a refused directory costs nothing
-    let locked = match (&args.resume, &args.out) {
-        (Some(dir), _) => Some(Journal::create(dir)?),
-        (None, Some(out)) => Some(claim_out(out, args.force)?),
-        (None, None) => None,
+    let locked = match &settings.output {
+        Output::Resume { dir, .. } => Some(Journal::create(dir)?),
+        Output::New { dir, force } => Some(claim_out(dir, *force)?),
+        Output::Default => None,
     };
     // read before anything else so that a wrong path fails in a second, not after discovery
-    let tokenizer = args.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
-    let sim = match &args.url {
-        Some(_) => None,
-        None => Some(start_demo_sim(&mut args, resumed.as_ref()).await?),
+    let tokenizer = settings.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
+    let sim = match &settings.engine {
+        Engine::Server { .. } => None,
+        Engine::Demo { profile, port, demo_matrix } => {
+            Some(start_demo_sim(profile, *port, *demo_matrix, &settings).await?)
+        }
     };
-    let url = match (&args.url, &sim) {
-        (Some(u), _) => u.clone(),
-        (None, Some(h)) => h.url(),
-        (None, None) => unreachable!("a URL or the simulated engine"),
+    let url = match (&settings.engine, &sim) {
+        (Engine::Server { url }, _) => url.clone(),
+        (Engine::Demo { .. }, Some(h)) => h.url(),
+        (Engine::Demo { .. }, None) => unreachable!("the simulated engine was started"),
     };
-    let concurrency = args.concurrency.clone().map_or_else(flags::default_concurrency, |c| c.0);
-    let pool = concurrency.iter().copied().max().unwrap_or(1) as usize;
-    let client = Client::new(&url, args.api_key.clone(), pool)?;
-    let launch_command = launch_command(&args, &client, sim.is_some());
+    let pool = settings.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let client = Client::new(&url, settings.api_key.clone(), pool)?;
+    let launch_command = launch_command(&settings, &client);
     let overrides = Overrides {
-        model: args.model.clone(),
-        kv_budget: args.kv_budget.map(|t| t.0),
-        max_num_seqs: args.max_num_seqs,
-        max_model_len: args.max_model_len.map(|t| t.0),
+        model: settings.model.clone(),
+        kv_budget: settings.kv_budget.map(|t| t.0),
+        max_num_seqs: settings.max_num_seqs,
+        max_model_len: settings.max_model_len.map(|t| t.0),
         launch_command: launch_command.clone(),
     };
-    let facts = match discover::discover(&client, &overrides).await {
+    let mut facts = match discover::discover(&client, &overrides).await {
         // resuming against a server without the old model: the refusal lists that with every other difference
-        Err(discover::DiscoverError::UnknownModel { .. }) if resumed.is_some() && !user_model => {
+        Err(discover::DiscoverError::UnknownModel { .. })
+            if settings.resumed.is_some() && !settings.model_from_user =>
+        {
             discover::discover(&client, &Overrides { model: None, ..overrides }).await?
         }
         r => r?,
     };
-    if !args.quiet() {
+    if let Engine::Demo { profile, .. } = &settings.engine {
+        // so that a resume restarts the same engine without reading it back out of a command line
+        facts.extra.insert(SIM_PROFILE_KEY.into(), profile.clone().into());
+    }
+    if !settings.quiet() {
         print_facts(&facts);
     }
     print_warnings(&facts);
-    let mut config = config(&args, concurrency, launch_command, secrets);
-    config.resume = resumed;
+    let mut config = config(&settings, launch_command);
     config.tokenizer = tokenizer;
     let journal = match locked {
         Some(journal) => journal,
@@ -101,7 +91,7 @@ async fn run(mut args: RunArgs) -> Result<ExitCode> {
     };
     let (handle, controls) = sm_bench::controls();
     let stop = Stop::new(handle.clone());
-    let display = if config.dry_run { Display::Quiet } else { Display::choose(&args) };
+    let display = if config.dry_run { Display::Quiet } else { Display::choose(settings.progress) };
     let (reporter, display) = progress_display(display, handle, stop.clone());
     let _signals =
         Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
@@ -138,13 +128,13 @@ enum Display {
 }
 
 impl Display {
-    fn choose(args: &RunArgs) -> Display {
+    fn choose(progress: Progress) -> Display {
         use std::io::IsTerminal;
-        match args.progress.as_str() {
-            _ if args.quiet() => Display::Quiet,
-            "dashboard" => Display::Dashboard,
-            "auto" if std::io::stdout().is_terminal() => Display::Dashboard,
-            _ => Display::Plain,
+        match progress {
+            Progress::Quiet => Display::Quiet,
+            Progress::Dashboard => Display::Dashboard,
+            Progress::Auto if std::io::stdout().is_terminal() => Display::Dashboard,
+            Progress::Auto | Progress::Plain => Display::Plain,
         }
     }
 }
@@ -210,90 +200,73 @@ fn exit_code(record: &RunRecord, signal: Option<Signal>) -> ExitCode {
     }
 }
 
-async fn start_demo_sim(args: &mut RunArgs, resumed: Option<&RunRecord>) -> Result<sm_sim::SimHandle> {
-    let profile = sm_sim::Profile::resolve(&args.sim_profile)?;
-    let name = profile.name.clone();
-    let mut options = sm_sim::SimOptions::new(profile);
+async fn start_demo_sim(
+    profile: &str,
+    port: Option<u16>,
+    demo_matrix: bool,
+    settings: &Settings,
+) -> Result<sm_sim::SimHandle> {
+    let mut options = sm_sim::SimOptions::new(sm_sim::Profile::resolve(profile)?);
     // a resumed run must find the engine at the URL it recorded
-    if let Some(port) = resumed.and_then(|r| local_port(&r.server.url)) {
+    if let Some(port) = port {
         options.port = port;
     }
     let handle = sm_sim::start(options).await.context("cannot start the built-in simulated engine")?;
-    let user_matrix = args.contexts.is_some() || args.concurrency.is_some() || args.duration.is_some();
-    if !user_matrix {
-        // Short enough to finish in about two minutes, and wide enough to show an over-capacity cell.
-        args.contexts = Some(TokenList(vec![Tokens(8 * K), Tokens(64 * K), Tokens(256 * K)]));
-        args.concurrency = Some(CountList(vec![1, 16, 64]));
-        args.duration = Some(Duration::from_secs(5));
-        args.ready_stable = Some(Duration::from_secs(1));
-        args.warmup = Some(Duration::ZERO);
+    if !settings.quiet() {
+        eprintln!(
+            "No --url given: measuring the built-in simulated engine (profile {profile}) at {}{}.\nPass --url to measure a real server.",
+            handle.url(),
+            if demo_matrix { " with a short demo matrix (8K, 64K, 256K × 1, 16, 64; 5 s windows)" } else { "" }
+        );
     }
-    args.label.get_or_insert_with(|| format!("simulated engine, profile {name}"));
-    if args.quiet() {
-        return Ok(handle);
-    }
-    eprintln!(
-        "No --url given: measuring the built-in simulated engine (profile {name}) at {}{}.\nPass --url to measure a real server.",
-        handle.url(),
-        if user_matrix { "" } else { " with a short demo matrix (8K, 64K, 256K × 1, 16, 64; 5 s windows)" }
-    );
     Ok(handle)
 }
 
-fn launch_command(args: &RunArgs, client: &Client, simulated: bool) -> Option<String> {
-    if let Some(cmd) = &args.launch_command {
+fn launch_command(settings: &Settings, client: &Client) -> Option<String> {
+    if let Some(cmd) = &settings.launch_command {
         return Some(redact::redact_command(cmd));
     }
-    if simulated {
-        return Some(format!("speedmatrix sim --profile {}", args.sim_profile));
+    if let Engine::Demo { profile, .. } = &settings.engine {
+        return Some(format!("speedmatrix sim --profile {profile}"));
     }
     local_port(client.base()).and_then(discover::launch_command_for_port)
 }
 
-/// The port of a URL that points at this host.
-fn local_port(base: &str) -> Option<u16> {
-    let rest = base.split_once("://")?.1;
-    let hostport = rest.split('/').next()?;
-    let (host, port) = hostport.rsplit_once(':')?;
-    let local = matches!(host, "127.0.0.1" | "localhost" | "[::1]" | "0.0.0.0") || host.starts_with("127.");
-    local.then(|| port.parse().ok()).flatten()
-}
-
-fn config(args: &RunArgs, concurrency: Vec<u32>, launch_command: Option<String>, secrets: Vec<String>) -> RunConfig {
+fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
     let mut hardware = discover::hardware();
-    if let (Some(name), Some(count)) = (&args.gpu, args.gpu_count) {
-        hardware.gpus = (0..count).map(|_| Gpu { name: name.clone(), memory_mib: None }).collect();
-        hardware.gpu_count = count;
+    if let Some((name, count)) = &s.gpu {
+        hardware.gpus = (0..*count).map(|_| Gpu { name: name.clone(), memory_mib: None }).collect();
+        hardware.gpu_count = *count;
     }
     RunConfig {
-        contexts: args.contexts.clone().map_or_else(flags::default_contexts, |c| c.0),
-        concurrency,
-        max_tokens: args.max_tokens.unwrap_or(Tokens(4096)),
-        prefill_contexts: args.prefill_contexts.clone().map(|c| c.0).unwrap_or_default(),
-        prefill_at_max: !args.no_prefill_at_max,
-        api: if args.api == "completions" { Api::Completions } else { Api::Chat },
-        rule: args.capacity_rule,
+        contexts: s.contexts.clone(),
+        concurrency: s.concurrency.clone(),
+        max_tokens: s.max_tokens,
+        prefill_contexts: s.prefill_contexts.clone(),
+        prefill_at_max: s.prefill_at_max,
+        api: s.api,
+        rule: s.capacity_rule,
         timing: CellTiming {
-            duration: args.duration.unwrap_or(Duration::from_secs(30)),
-            ready_stable: args.ready_stable.unwrap_or(flags::DEFAULT_READY_STABLE),
-            ready_timeout: args.ready_timeout.unwrap_or(flags::DEFAULT_READY_TIMEOUT),
-            idle_timeout: args.stall_timeout.unwrap_or(flags::DEFAULT_STALL_TIMEOUT),
+            duration: s.duration,
+            ready_stable: s.ready_stable,
+            ready_timeout: s.ready_timeout,
+            idle_timeout: s.stall_timeout,
             ..CellTiming::default()
         },
-        warmup: args.warmup.unwrap_or(flags::DEFAULT_WARMUP),
+        warmup: s.warmup,
         idle_gap: Duration::from_millis(500),
         ignore_eos: true,
         temperature: None,
         // a label is free text: a secret written into it is redacted like one in a launch command
-        label: args.label.as_deref().map(redact::redact_command),
+        label: s.label.as_deref().map(redact::redact_command),
         launch_command,
         hardware,
-        dry_run: args.dry_run,
+        dry_run: s.dry_run,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        secrets,
-        resume: None,
-        retry_failed: args.retry_failed,
-        server_wait: args.server_wait.unwrap_or(flags::DEFAULT_SERVER_WAIT),
+        secrets: s.api_key.iter().cloned().collect(),
+        resume: s.resumed.clone(),
+        retry_failed: matches!(s.output, Output::Resume { retry_failed: true, .. }),
+        server_wait: s.server_wait,
         tokenizer: None,
     }
 }

@@ -1,0 +1,124 @@
+use clap::Parser;
+
+use super::*;
+
+#[derive(Debug, clap::Parser)]
+struct Cli {
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+fn args(flags: &[&str]) -> RunArgs {
+    Cli::try_parse_from(std::iter::once("run").chain(flags.iter().copied())).expect("valid flags").run
+}
+
+const SAMPLE: &str = include_str!("../../../../tests/data/run-sample.json");
+
+/// A directory holding the sample run, edited by `edit`.
+fn resumable(edit: impl FnOnce(&mut serde_json::Value)) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut v: serde_json::Value = serde_json::from_str(SAMPLE).unwrap();
+    edit(&mut v);
+    std::fs::write(dir.path().join(RUN_FILE), v.to_string()).unwrap();
+    dir
+}
+
+#[test]
+fn without_flags_a_server_run_gets_the_defaults() {
+    let s = Settings::resolve(args(&["--url", "http://h:1"])).unwrap();
+    assert_eq!(s.engine, Engine::Server { url: "http://h:1".into() });
+    assert_eq!(s.output, Output::Default);
+    assert_eq!(s.contexts, flags::default_contexts());
+    assert_eq!(s.concurrency, flags::default_concurrency());
+    assert_eq!((s.duration, s.max_tokens), (flags::DEFAULT_DURATION, flags::DEFAULT_MAX_TOKENS));
+    assert_eq!((s.warmup, s.ready_stable), (flags::DEFAULT_WARMUP, flags::DEFAULT_READY_STABLE));
+    assert_eq!((s.api, s.capacity_rule, s.prefill_at_max), (Api::Chat, CapacityRule::Reference, true));
+    assert_eq!((s.label.as_deref(), s.progress), (None, Progress::Auto));
+}
+
+#[test]
+fn the_built_in_engine_gets_the_demo_matrix_unless_a_matrix_is_chosen() {
+    let s = Settings::resolve(args(&[])).unwrap();
+    let Engine::Demo { ref profile, port: None, demo_matrix: true } = s.engine else { panic!("{:?}", s.engine) };
+    assert_eq!(profile, DEMO_PROFILE);
+    assert_eq!(s.contexts, vec![Tokens(8 * K), Tokens(64 * K), Tokens(256 * K)]);
+    assert_eq!((s.concurrency.as_slice(), s.duration), (&[1, 16, 64][..], Duration::from_secs(5)));
+    assert_eq!((s.warmup, s.ready_stable), (Duration::ZERO, Duration::from_secs(1)));
+    assert_eq!(s.label.as_deref(), Some(format!("simulated engine, profile {DEMO_PROFILE}").as_str()));
+
+    // one matrix flag and the demo's matrix is off as a whole; the label stays, a flag's wins
+    let s = Settings::resolve(args(&["--concurrency", "2", "--sim-profile", "tiny", "--label", "mine"])).unwrap();
+    assert!(matches!(s.engine, Engine::Demo { ref profile, demo_matrix: false, .. } if profile == "tiny"));
+    assert_eq!((s.contexts, s.concurrency), (flags::default_contexts(), vec![2]));
+    assert_eq!((s.duration, s.warmup), (flags::DEFAULT_DURATION, flags::DEFAULT_WARMUP));
+    assert_eq!(s.label.as_deref(), Some("mine"));
+}
+
+#[test]
+fn a_resume_takes_what_the_run_recorded_and_flags_win_over_it() {
+    let dir = resumable(|v| {
+        v["settings"]["warmup_s"] = 0.0.into();
+        v["settings"]["stall_timeout_s"] = 9.0.into();
+    });
+    let d = dir.path().to_str().unwrap();
+    let s = Settings::resolve(args(&["--resume", d])).unwrap();
+    assert_eq!(s.engine, Engine::Server { url: "http://127.0.0.1:8000".into() });
+    assert_eq!(s.output, Output::Resume { dir: dir.path().to_path_buf(), retry_failed: false });
+    assert_eq!(s.concurrency, vec![1, 64, 128]);
+    assert_eq!(s.contexts, vec![Tokens(8192), Tokens(131_072)]);
+    // the recorded extra row (the one at the maximum) is asked for again, not added a second time
+    assert_eq!((s.prefill_contexts.as_slice(), s.prefill_at_max), (&[Tokens(262_144)][..], false));
+    assert_eq!(
+        (s.duration, s.warmup, s.stall_timeout),
+        (Duration::from_secs(30), Duration::ZERO, Duration::from_secs(9))
+    );
+    assert_eq!(s.ready_timeout, flags::DEFAULT_READY_TIMEOUT, "not recorded: the default");
+    assert_eq!((s.model.as_deref(), s.model_from_user), (Some("ling"), false));
+    assert_eq!(s.label.as_deref(), Some("Ling-3.0-flash-int4 on 2× H200 NVL (sample)"));
+    assert!(s.resumed.is_some());
+
+    let s = Settings::resolve(args(&["--resume", d, "--duration", "5s", "--warmup", "1s", "--retry-failed"])).unwrap();
+    assert_eq!(
+        (s.duration, s.warmup, s.stall_timeout),
+        (Duration::from_secs(5), Duration::from_secs(1), Duration::from_secs(9))
+    );
+    assert_eq!(s.output, Output::Resume { dir: dir.path().to_path_buf(), retry_failed: true });
+}
+
+#[test]
+fn a_resumed_built_in_engine_is_restarted_with_its_recorded_profile_on_its_port() {
+    // recorded as data
+    let dir = resumable(|v| {
+        v["server"]["url"] = "http://127.0.0.1:40123".into();
+        v["server"]["extra"][SIM_PROFILE_KEY] = "tiny".into();
+    });
+    let s = Settings::resolve(args(&["--resume", dir.path().to_str().unwrap()])).unwrap();
+    assert_eq!(s.engine, Engine::Demo { profile: "tiny".into(), port: Some(40123), demo_matrix: false });
+    // a record from before the profile was kept as data: from its launch command
+    let dir = resumable(|v| {
+        v["server"]["url"] = "http://127.0.0.1:40124".into();
+        v["launch_command"] = format!("{SIM_LAUNCH}seed-x").into();
+    });
+    let s = Settings::resolve(args(&["--resume", dir.path().to_str().unwrap()])).unwrap();
+    assert_eq!(s.engine, Engine::Demo { profile: "seed-x".into(), port: Some(40124), demo_matrix: false });
+}
+
+#[test]
+fn bad_combinations_and_recorded_values_out_of_range_are_refused_with_what_to_do() {
+    let e = Settings::resolve(args(&["--retry-failed"])).unwrap_err();
+    assert!(format!("{e:#}").contains("--retry-failed works with --resume DIR"), "{e:#}");
+    let dir = resumable(|v| v["settings"]["duration_s"] = 0.0.into());
+    let e = Settings::resolve(args(&["--resume", dir.path().to_str().unwrap()])).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("cannot resume") && msg.contains("out of range"), "{msg}");
+    let dir = resumable(|v| v["settings"]["prompt_source"] = "tokenizer_file".into());
+    let e = Settings::resolve(args(&["--resume", dir.path().to_str().unwrap()])).unwrap_err();
+    assert!(format!("{e:#}").contains("pass the same --tokenizer PATH again"), "{e:#}");
+}
+
+#[test]
+fn quiet_is_a_progress_setting() {
+    assert_eq!(Settings::resolve(args(&["--url", "http://h:1", "-q"])).unwrap().progress, Progress::Quiet);
+    let s = Settings::resolve(args(&["--url", "http://h:1", "--progress", "plain", "--api", "completions"])).unwrap();
+    assert_eq!((s.progress, s.api), (Progress::Plain, Api::Completions));
+}
