@@ -1,10 +1,8 @@
 //! The engine model seen from outside: prefix cache, queueing on KV, disconnect, decode speed.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::json;
 
 #[tokio::test]

@@ -1,10 +1,8 @@
 //! Every fault, per request (header) and per server.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sm_sim::Fault;

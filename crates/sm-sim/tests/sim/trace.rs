@@ -1,8 +1,6 @@
 //! `--trace`: ground truth per finished request, and profile files.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use sm_sim::{Profile, ProfileError};
 
@@ -50,10 +48,11 @@ async fn trace_records_every_request() {
 fn profile_files_are_validated_with_key_and_reason() {
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good.toml");
-    std::fs::write(&good, include_str!("../profiles/tiny.toml").replace("name = \"tiny\"", "name = \"mine\"")).unwrap();
+    std::fs::write(&good, include_str!("../../profiles/tiny.toml").replace("name = \"tiny\"", "name = \"mine\""))
+        .unwrap();
     assert_eq!(Profile::resolve(good.to_str().unwrap()).unwrap().name, "mine");
     let bad = dir.path().join("bad.toml");
-    let text = include_str!("../profiles/tiny.toml").replace("  [2.1, 2.3],\n", "  [2.1],\n");
+    let text = include_str!("../../profiles/tiny.toml").replace("  [2.1, 2.3],\n", "  [2.1],\n");
     std::fs::write(&bad, text).unwrap();
     let e = Profile::from_file(&bad).unwrap_err();
     let ProfileError::File { ref path, ref error } = e else { panic!("not a file error: {e}") };

@@ -1,10 +1,8 @@
 //! Other engines' discovery endpoints, metric names and quirks.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sm_sim::Flavor;

@@ -1,11 +1,9 @@
 //! measurements.csv carries every field of a prefill row and a decode cell
 //! (docs/report.md), and its values are the record's, unformatted.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
 

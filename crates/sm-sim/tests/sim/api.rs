@@ -1,8 +1,6 @@
 //! The vLLM-flavor HTTP API: shapes, usage, tokenizer agreement, errors, auth.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 
 #[tokio::test]

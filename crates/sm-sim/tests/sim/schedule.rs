@@ -2,12 +2,10 @@
 //! times by context and batch, read from `--trace` (the engine's own release times) rather than from
 //! a client's clock, so that a loaded machine adds no noise of its own to the figures compared.
 
-mod common;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use sm_sim::{Profile, SimHandle};
 

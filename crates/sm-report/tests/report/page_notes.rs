@@ -3,9 +3,7 @@
 //! whole page, the over-capacity reason on the page, "simulated" hardware, a
 //! trimmed context's exact count beside its label, the prefill charts' log axis.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use sm_core::record::RunRecord;
 use sm_report::view::{MEASUREMENTS_NOTE, NOT_MEASURED_NOTE, OVER_CAPACITY_NOTE, TTFT_NOTE};

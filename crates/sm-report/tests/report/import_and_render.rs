@@ -1,9 +1,7 @@
 //! Import of the 0.4.18 bench JSON, rejection of other files, escaping of
 //! hostile text, and renders of a speedmatrix run.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use sm_core::record::{CellStatus, RunRecord};
 use sm_report::ImportError;
 

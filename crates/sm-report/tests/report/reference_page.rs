@@ -2,11 +2,9 @@
 //! rendered, gives the published page's numbers cell by cell. The expected
 //! values are read from the published page's text, never typed in here.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 
 struct Published {

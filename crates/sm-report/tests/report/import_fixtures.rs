@@ -4,9 +4,7 @@
 //! than capacity. Each test renders the page too: a status the importer gets
 //! right can still be shown wrong.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use serde_json::{Value, json};
 use sm_core::record::{CellStatus, RunRecord, TokenSource};
 

@@ -1,0 +1,7 @@
+//! sm-client's integration tests: discovery against the simulated engine, and the parsers' properties.
+//!
+//! One integration-test binary for the crate, its parts as modules: the crate and its
+//! dependencies are linked once, not once per test file.
+
+mod discover_sim;
+mod parsers_prop;

@@ -1,0 +1,13 @@
+//! sm-report's integration tests: importers, the page, its notes, style and CSV.
+//!
+//! One integration-test binary for the crate, its parts as modules: the crate and its
+//! dependencies are linked once, not once per test file.
+
+mod common;
+mod csv_columns;
+mod import_and_render;
+mod import_fixtures;
+mod import_prop;
+mod page_notes;
+mod page_style;
+mod reference_page;
