@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The fidelity benchmark: speedmatrix, AIPerf, guidellm and `vllm bench serve` against the simulated
-# engine's ground truth. See docs/fidelity.md. Not part of CI (tests/fidelity.rs is its reduced form).
+# engine's ground truth. See docs/fidelity.md. Not part of CI (crates/speedmatrix/tests/cli/fidelity.rs is its reduced form).
 #
 #   bench/fidelity/run.sh                 the full table: 1, 10, 100, 1,000 streams × 4 tools, 10,000 streams (speedmatrix)
 #   bench/fidelity/run.sh --quick         speedmatrix only, 1, 100 and 1,000 streams, 5 s windows

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs crates/speedmatrix/tests/real_engines.rs against real engines on this machine's CPU.
+# Runs crates/speedmatrix/tests/cli/real_engines.rs against real engines on this machine's CPU.
 # Each server is started once, its tests run, and it is stopped before the next starts (they
 # all want the two cores):
 #   1. vLLM "tiny": --api-key (so that key redaction is tested) and --enable-prompt-tokens-details
@@ -57,11 +57,11 @@ free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1
 # cargo test … --ignored FILTERS: the real-engine tests are #[ignore]d so that the workspace's
 # plain `cargo test` does not run them without servers.
 run_tests() {
-  cargo test -p speedmatrix --locked --test real_engines -- --ignored --test-threads=1 "$@"
+  cargo test -p speedmatrix --locked --test cli -- --ignored --test-threads=1 "$@"
 }
 
 note "building the test binary"
-cargo test -p speedmatrix --locked --test real_engines --no-run
+cargo test -p speedmatrix --locked --test cli --no-run
 
 if [ "$want_llamacpp" = 1 ]; then
   note "building llama-server in the background (log $WORK/logs/llamacpp-build-step.log)"

@@ -2,18 +2,16 @@
 //! saying so, the run waits (bounded) for the server, then continues — or stops
 //! as `failed` with everything measured kept.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Stdio};
 
-use common::QUICK;
+use crate::common::QUICK;
 
 /// A simulated engine in its own process, so it can be killed like a real server.
 fn sim_process(port: u16) -> (Child, String) {
-    let mut child = common::bin()
+    let mut child = crate::common::bin()
         .args(["sim", "--profile", "tiny", "--port", &port.to_string()])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -46,7 +44,7 @@ async fn wait_for_cells(path: &std::path::Path, n: usize) {
 }
 
 fn spawn_run(url: &str, out: &std::path::Path, server_wait: &str) -> std::process::Child {
-    common::bin()
+    crate::common::bin()
         .args(["run", "--url", url, "--contexts", "1k", "--concurrency", "1,2,4", "--duration", "2s"])
         .args(QUICK)
         .args(["--max-tokens", "4096", "--server-wait", server_wait, "--stall-timeout", "5s", "--out"])
@@ -70,7 +68,7 @@ async fn the_run_waits_for_the_server_and_continues() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (mut second, _) = sim_process(port_of(&url));
     let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
-    let r = common::result(dir.path(), output);
+    let r = crate::common::result(dir.path(), output);
     second.kill().unwrap();
     second.wait().unwrap();
     assert_eq!(r.code, 2, "one cell errored; stderr:\n{}", r.stderr);
@@ -93,7 +91,7 @@ async fn the_run_fails_when_the_server_stays_away_and_keeps_what_it_measured() {
     server.kill().unwrap();
     server.wait().unwrap();
     let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
-    let r = common::result(dir.path(), output);
+    let r = crate::common::result(dir.path(), output);
     assert_eq!(r.code, 1, "{}", r.stderr);
     let rec = r.record();
     assert_eq!(rec["status"], "failed");

@@ -4,15 +4,13 @@
 //! and the directory untouched.
 //! Also the `--progress plain` format that logs rely on.
 
-mod common;
-
 use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, run, sim};
 
 fn cells(record: &serde_json::Value) -> Vec<(u64, u64, String)> {
     record["decode"]
@@ -59,7 +57,7 @@ async fn kill_9_mid_cell_then_resume_measures_each_cell_once() {
     let out = dir.path().join("run");
     let resume = ["--resume", out.to_str().unwrap()];
     let matrix = ["--contexts", "1k,2k", "--concurrency", "1,2", "--duration", "3s", "--max-tokens", "512"];
-    let mut child = common::bin()
+    let mut child = crate::common::bin()
         .args(["run", "--url", &url, "--progress", "plain"])
         .args(matrix)
         .args(QUICK)

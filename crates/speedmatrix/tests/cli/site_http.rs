@@ -5,21 +5,19 @@
 //! Runs on SQLite always and on PostgreSQL when `SPEEDMATRIX_TEST_POSTGRES`
 //! names a database (required under CI=true; scripts/postgres-test.sh sets it).
 
-mod site_common;
-
 use std::io::Write;
 use std::time::Duration;
 
+use crate::site_common::{Server, serve};
 use reqwest::StatusCode;
 use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
-use site_common::{Server, serve};
 use sm_site::db::Inserted;
 use sm_site::{Db, tokens};
 
-const SAMPLE: &str = include_str!("../../../tests/data/run-sample.json");
-const LIL: &str = include_str!("../../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json");
-const BENCH: &str = include_str!("../../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json");
+const SAMPLE: &str = include_str!("../../../../tests/data/run-sample.json");
+const LIL: &str = include_str!("../../../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json");
+const BENCH: &str = include_str!("../../../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json");
 
 struct Site {
     /// The test's own connection, for tokens and for reading every row.
@@ -645,7 +643,7 @@ async fn raw_site(flags: &[&str]) -> (Server, String, String, tempfile::TempDir)
     let db = Db::connect(&url).await.unwrap();
     let token = tokens::create(&db, "slow").await.unwrap();
     db.close().await;
-    let (server, addr) = site_common::serve_with(&url, flags).await;
+    let (server, addr) = crate::site_common::serve_with(&url, flags).await;
     (server, addr, token, dir)
 }
 

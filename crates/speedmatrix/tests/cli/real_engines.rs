@@ -14,9 +14,6 @@
 //! The machine is shared and small: the tests assert counts, statuses and
 //! relations, never absolute speeds.
 
-#[path = "real_engines/llamacpp.rs"]
 mod llamacpp;
-#[path = "real_engines/support.rs"]
 mod support;
-#[path = "real_engines/vllm.rs"]
 mod vllm;

@@ -9,11 +9,9 @@
 //! within [`REPLAY_PCT`], total tok/s within that of C × 1000 / the page's TBT (the page's own total
 //! differs from that by −10 … +8 %), and the page's TTFT within the same [`REPLAY_PCT`].
 
-mod common;
-
 use std::path::Path;
 
-use common::run;
+use crate::common::run;
 use sm_core::Tokens;
 use sm_core::capacity::{CapacityRule, kv_need};
 use sm_core::record::CellStatus;

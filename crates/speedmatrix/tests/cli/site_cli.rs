@@ -3,8 +3,6 @@
 //! answers 503 or hangs up before passing requests to the site, a gzipped
 //! file uploaded as it is, and an unreachable database reported with its cause.
 
-mod site_common;
-
 use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
@@ -13,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
-use site_common::serve;
+use crate::site_common::serve;
 
 const BIN: &str = env!("CARGO_BIN_EXE_speedmatrix");
 

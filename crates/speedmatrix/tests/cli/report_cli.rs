@@ -2,12 +2,10 @@
 //! codes, where files go by default, only the named files with flags, the
 //! `--open` warnings, and the three files a run writes when it ends.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{QUICK, SimSpec, bin, run, sim};
+use crate::common::{QUICK, SimSpec, bin, run, sim};
 
 fn reference(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/reference").join(name)

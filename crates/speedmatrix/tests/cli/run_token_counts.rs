@@ -3,9 +3,7 @@
 //! for requests that end inside the window, span its start, or outlast it; and a stream that
 //! goes silent shortly before the window closes.
 
-mod common;
-
-use common::{QUICK, SimSpec, run, sim, trace_lines};
+use crate::common::{QUICK, SimSpec, run, sim, trace_lines};
 use serde_json::Value;
 
 /// The server's decode rate per request (tok/s), from the trace: over each request that made more

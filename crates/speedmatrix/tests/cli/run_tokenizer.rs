@@ -1,11 +1,9 @@
 //! `--tokenizer`: a server without /tokenize (a hosted API, say) gets exact prompt lengths from a
 //! local tokenizer file; a file that is not the server's tokenizer is refused, not trusted.
 
-mod common;
-
 use std::path::Path;
 
-use common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, run, sim};
 use sm_sim::Flavor;
 
 /// The sim's own tokenizer, as `speedmatrix sim --write-tokenizer` writes it.
@@ -13,7 +11,7 @@ fn write_sim_tokenizer(dir: &Path) {
     sm_sim::hf_tokenizer::write(dir, 32_768).unwrap();
 }
 
-async fn generic_run(tokenizer: &Path, api: &str) -> common::RunResult {
+async fn generic_run(tokenizer: &Path, api: &str) -> crate::common::RunResult {
     let sim = sim(SimSpec { flavor: Flavor::Generic, ..SimSpec::default() }).await;
     let dir = tempfile::tempdir().unwrap();
     let url = sim.handle.url();
@@ -70,7 +68,7 @@ async fn a_tokenizer_that_is_not_the_servers_is_refused() {
 async fn a_missing_tokenizer_fails_at_once_and_says_what_to_pass() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("nope");
-    let out = common::bin()
+    let out = crate::common::bin()
         .args(["run", "--url", "http://127.0.0.1:9", "--tokenizer"])
         .arg(&missing)
         .env_remove("OPENAI_API_KEY")

@@ -3,9 +3,7 @@
 //! prefill rows cold and the decode requests cached, and every cell must leave
 //! the server idle.
 
-mod common;
-
-use common::{QUICK, SimSpec, run, scheduler, sim, trace_lines};
+use crate::common::{QUICK, SimSpec, run, scheduler, sim, trace_lines};
 use sm_sim::Profile;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,9 +1,7 @@
 //! `--progress plain` says where the run is, one stamped line per event, with the figures of every
 //! row and cell; `--quiet` says nothing until the summary.
 
-mod common;
-
-use common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, run, sim};
 
 /// The `[    12.3s] ` stamp taken off, or None for a line that has none.
 fn unstamped(line: &str) -> Option<&str> {

@@ -2,7 +2,7 @@
 //! metrics dialect (`llamacpp:*`), slots instead of a block pool, and usage only
 //! in a stream's last chunk.
 
-use crate::support::{Metrics, Poll, check_drained_between_cells, counter_delta, get_json, run, server, window_span};
+use super::support::{Metrics, Poll, check_drained_between_cells, counter_delta, get_json, run, server, window_span};
 
 const URL: &str = "SPEEDMATRIX_LLAMACPP_URL";
 /// Polled during the run; the counters give the server's own time per output token over each cell.
@@ -160,7 +160,7 @@ fn llamacpp_short_matrix() {
 /// 125 ms per token against 49 ms in the window). Returns whether the cell was compared: not
 /// where a request lasts over half the window, the server lacks either counter, or fewer than
 /// two requests' tokens ended inside the window.
-fn check_server_tbt(r: &crate::support::Run, c: &serde_json::Value, check: &mut impl FnMut(bool, String)) -> bool {
+fn check_server_tbt(r: &super::support::Run, c: &serde_json::Value, check: &mut impl FnMut(bool, String)) -> bool {
     let (label, conc) = (c["label"].as_str().unwrap(), c["concurrency"].as_u64().unwrap());
     let window_s = c["measured_s"].as_f64().unwrap();
     let Some((from, to)) = window_span(r, label, conc, window_s) else {

@@ -1,11 +1,9 @@
 //! Ctrl-C, SIGTERM (kill, systemd, containers) and SIGHUP (a dropped SSH session) each keep every
 //! finished cell, mark the run interrupted, write the reports and exit 128 + the signal's number.
 
-mod common;
-
 use std::time::{Duration, Instant};
 
-use common::{QUICK, RunResult, SimSpec, sim};
+use crate::common::{QUICK, RunResult, SimSpec, sim};
 
 /// Runs a plain-progress matrix, sends `signal` once a cell has finished, and returns what the
 /// process left behind.
@@ -14,7 +12,7 @@ async fn stopped_by(signal: &str) -> (RunResult, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().to_path_buf();
     let url = sim.handle.url();
-    let child = common::bin()
+    let child = crate::common::bin()
         .args(["run", "--url", &url, "--contexts", "1k", "--concurrency", "1,2,4,8", "--duration", "2s"])
         .args(QUICK)
         .args(["--progress", "plain"])
@@ -42,7 +40,7 @@ async fn stopped_by(signal: &str) -> (RunResult, tempfile::TempDir) {
     assert!(status.success());
     let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
     sim.handle.shutdown().await;
-    (common::result(&out, output), dir)
+    (crate::common::result(&out, output), dir)
 }
 
 fn assert_interrupted_with_complete_files(r: &RunResult, dir: &std::path::Path, code: i32) {

@@ -22,11 +22,9 @@
 //! median release-to-write lag, read from its emission statistics. CPU time and memory are not
 //! asserted here: CI machines are shared.
 
-mod common;
-
 use std::path::Path;
 
-use common::{run, trace_lines};
+use crate::common::{run, trace_lines};
 use serde_json::Value;
 use sm_sim::{Profile, SimOptions};
 

@@ -2,12 +2,10 @@
 //! prompts the server answered from its prefix cache, and the requests sent a second time
 //! because a pooled keep-alive connection had been closed under them (llama.cpp does that).
 
-mod common;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, run, sim};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -46,7 +44,7 @@ async fn a_prefill_row_measured_again_is_cold() {
     let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
     args.extend_from_slice(QUICK);
     let first = run(&out, &args).await;
-    let row = |r: &common::RunResult| r.record()["prefill"][0].clone();
+    let row = |r: &crate::common::RunResult| r.record()["prefill"][0].clone();
     assert_eq!(row(&first)["status"], "error", "{}", first.stderr);
     assert_eq!(first.cell(1024, 1)["status"], "valid");
     let again = run(&out, &["--resume", out.to_str().unwrap(), "--retry-failed"]).await;
@@ -145,7 +143,7 @@ async fn relay(
     Ok(())
 }
 
-async fn run_through(skip: u64, cut: Cut) -> (common::RunResult, u64) {
+async fn run_through(skip: u64, cut: Cut) -> (crate::common::RunResult, u64) {
     let sim = sim(SimSpec::default()).await;
     let (url, cuts) = proxy(sim.handle.url().trim_end_matches('/').to_string(), skip, cut).await;
     let dir = tempfile::tempdir().unwrap();

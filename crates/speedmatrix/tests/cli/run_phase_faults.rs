@@ -4,9 +4,7 @@
 //! the phased run puts each phase on its own context, so one run per fault covers four phases and
 //! a last, clean cell shows that the run goes on.
 
-mod common;
-
-use common::{RunResult, SimSpec, run, sim};
+use crate::common::{RunResult, SimSpec, run, sim};
 use serde_json::Value;
 
 /// One fault and what it should do to the phase it hits.
@@ -96,7 +94,7 @@ async fn run_with(faults: &[String], args: &[&str]) -> RunResult {
     let mut all = vec!["--url", url.as_str()];
     all.extend_from_slice(args);
     let r = run(dir.path(), &all).await;
-    assert_eq!(common::scheduler(&url).await, (0.0, 0.0), "{faults:?}: the server is idle after the run");
+    assert_eq!(crate::common::scheduler(&url).await, (0.0, 0.0), "{faults:?}: the server is idle after the run");
     sim.handle.shutdown().await;
     r
 }

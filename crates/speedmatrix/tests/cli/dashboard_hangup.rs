@@ -5,8 +5,6 @@
 //! to spin on the closed terminal for ever, keeping the lock. Also: a failed hidden warm-up must
 //! not leave the dashboard in its warm-up state.
 
-mod common;
-
 use std::fs::File;
 use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -17,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{SimSpec, sim};
+use crate::common::{SimSpec, sim};
 
 const ROWS: u16 = 24;
 const COLS: u16 = 80;

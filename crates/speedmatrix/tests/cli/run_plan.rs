@@ -1,8 +1,6 @@
 //! `speedmatrix run`: the plan, start-up errors and exit codes (secrets: `run_secrets.rs`).
 
-mod common;
-
-use common::{SimSpec, run, sim};
+use crate::common::{SimSpec, run, sim};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_profile_plan_equals_the_published_page() {
@@ -111,7 +109,7 @@ fn bad_flags_name_the_flag_and_the_accepted_values() {
         (vec!["--no-such-flag"], "--no-such-flag"),
         (vec!["--force"], "--out"),
     ] {
-        let out = common::bin().arg("run").args(&args).output().unwrap();
+        let out = crate::common::bin().arg("run").args(&args).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "a usage error for {args:?}: {err}");
         assert!(err.contains(expect), "{args:?}: {err}");

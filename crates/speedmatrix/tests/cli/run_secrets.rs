@@ -4,14 +4,12 @@
 //! `speedmatrix serve` and `speedmatrix upload` of its run.json, every page of the site about it,
 //! the consoles, and the site's SQLite files.
 
-mod common;
-
 use std::collections::{BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{SimSpec, sim};
+use crate::common::{SimSpec, sim};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const KEY: &str = "sk-test-SECRET-4242";
@@ -127,7 +125,7 @@ async fn serve_one(
 }
 
 fn command(args: &[&str]) -> Command {
-    let mut cmd = common::bin();
+    let mut cmd = crate::common::bin();
     cmd.args(args).env("OPENAI_API_KEY", KEY).env_remove("SPEEDMATRIX_DB").env_remove("SPEEDMATRIX_TOKEN");
     // everything speedmatrix logs goes to the console too
     cmd.env("SPEEDMATRIX_LOG", "debug");
@@ -249,7 +247,7 @@ async fn secrets_never_reach_files_pages_databases_or_consoles() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut args = vec!["run", "--url", &url, "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
-    args.extend_from_slice(common::QUICK);
+    args.extend_from_slice(crate::common::QUICK);
     args.extend_from_slice(&["--prefill-contexts", "8k", "--max-tokens", "256", "--progress", "plain"]);
     args.extend_from_slice(&["--launch-command", LAUNCH, "--label", LABEL, "--out", out.to_str().unwrap()]);
     let (code, run_console) = output(command(&args)).await;

@@ -1,0 +1,29 @@
+//! speedmatrix's integration tests: the binary end to end against the simulated engine (run,
+//! resume, faults, secrets, the dashboard, reports, the site), and against real engines
+//! (`real_engines`: ignored unless scripts/engines/real-engine-tests.sh runs them).
+//!
+//! One integration-test binary for the crate, its parts as modules: the crate and its
+//! dependencies are linked once, not once per test file.
+
+mod common;
+mod dashboard;
+mod dashboard_hangup;
+mod fidelity;
+mod progress;
+mod real_engines;
+mod report_cli;
+mod run_cache_and_retry;
+mod run_faults;
+mod run_interrupt;
+mod run_measure;
+mod run_phase_faults;
+mod run_plan;
+mod run_resume;
+mod run_secrets;
+mod run_server_down;
+mod run_token_counts;
+mod run_tokenizer;
+mod seed_profile;
+mod site_cli;
+mod site_common;
+mod site_http;
