@@ -6,6 +6,7 @@ use std::fmt::Write;
 
 use sm_core::record::RunRecord;
 
+use crate::charts::{PrefillCharts, PrefillRun};
 use crate::escape::html as esc;
 use crate::format::{self, opt};
 use crate::svg::{self, Chart, Series};
@@ -33,7 +34,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
     header(&mut s, &page);
     facts(&mut s, &page);
     launch(&mut s, &page);
-    prefill(&mut s, &page);
+    prefill(&mut s, &page, record);
     decode(&mut s, &page);
     all_measurements(&mut s, &page);
     methodology(&mut s, &page);
@@ -110,7 +111,7 @@ fn launch(s: &mut String, page: &Page) {
     }
 }
 
-fn prefill(s: &mut String, page: &Page) {
+fn prefill(s: &mut String, page: &Page, record: &RunRecord) {
     s.push_str("<h2 id=\"prefill\">Prefill</h2>\n<p class=\"caption\">prompt tok/s by context length</p>\n");
     if page.prefill.is_empty() {
         s.push_str("<p class=\"caption\">No prefill rows were measured.</p>\n");
@@ -136,40 +137,7 @@ fn prefill(s: &mut String, page: &Page) {
     }
     s.push_str("</tbody></table></div>\n");
     footnote_list(s, &page.notes_for(page.prefill.iter().map(|p| p.footnote)));
-    s.push_str("<div class=\"charts\">\n");
-    let labels: Vec<String> = page.prefill.iter().map(|p| p.label.clone()).collect();
-    // contexts sit on a log axis: 64K→128K is the same step as 128K→256K, 251K→256K a small one
-    let contexts: Vec<f64> = page.prefill.iter().map(|p| p.context as f64).collect();
-    let charts = [
-        Chart {
-            title: "Prompt tok/s by context",
-            x_title: "context",
-            y_title: "prompt tok/s",
-            x_labels: labels.clone(),
-            series: vec![Series {
-                name: "prompt tok/s".into(),
-                values: page.prefill.iter().map(|p| p.tok_s).collect(),
-                color: Some(0),
-            }],
-            value_fmt: format::kilo,
-        },
-        Chart {
-            title: "TTFT by context (cold prompt)",
-            x_title: "context",
-            y_title: "TTFT, ms",
-            x_labels: labels,
-            series: vec![Series {
-                name: "TTFT".into(),
-                values: page.prefill.iter().map(|p| p.ttft_ms).collect(),
-                color: Some(1),
-            }],
-            value_fmt: format::ms,
-        },
-    ];
-    for c in &charts {
-        let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart_log_x(c, &contexts));
-    }
-    s.push_str("</div>\n");
+    s.push_str(&PrefillCharts::new(&[PrefillRun { rows: &record.prefill, name: None, color: 0 }]).html());
 }
 
 /// The superscript link to footnote `n`.

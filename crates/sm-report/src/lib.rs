@@ -8,6 +8,7 @@
 //! disagree about a figure; numbers are formatted as on the published page
 //! ([`format`]).
 
+pub mod charts;
 mod csv;
 pub mod escape;
 mod facts;

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 use sm_core::record::{CellStatus, RunRecord};
+use sm_report::charts::{PrefillCharts, PrefillRun};
 use sm_report::format::{self, NONE};
 use sm_report::svg::{self, Chart, Series};
 use sm_report::view::{self, DecodeIndex};
@@ -243,50 +244,18 @@ fn decode_section(s: &mut String, runs: &[Compared]) {
 }
 
 fn prefill_section(s: &mut String, runs: &[Compared]) {
-    let mut ctxs: BTreeMap<u64, String> = BTreeMap::new();
-    for r in runs {
-        for p in &r.record.prefill {
-            ctxs.entry(p.context).or_insert_with(|| p.label.clone());
-        }
-    }
+    let lines: Vec<PrefillRun> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| PrefillRun { rows: &r.record.prefill, name: Some(LETTERS[i].into()), color: i })
+        .collect();
+    let charts = PrefillCharts::new(&lines);
     s.push_str("<h2 id=\"prefill-curves\">Prefill curves</h2>\n<p class=\"caption\">cold prompt by context length, runs overlaid</p>\n");
-    if ctxs.is_empty() {
+    if charts.is_empty() {
         s.push_str("<p class=\"caption\">None of these runs measured prefill.</p>\n");
         return;
     }
-    let labels: Vec<String> = ctxs.values().cloned().collect();
-    let value = |r: &RunRecord, ctx: u64, f: fn(&sm_core::record::PrefillRow) -> Option<f64>| {
-        r.prefill.iter().find(|p| p.context == ctx && p.status == CellStatus::Valid).and_then(f)
-    };
-    let series = |f: fn(&sm_core::record::PrefillRow) -> Option<f64>| -> Vec<Series> {
-        runs.iter()
-            .enumerate()
-            .map(|(i, r)| Series {
-                name: LETTERS[i].into(),
-                values: ctxs.keys().map(|&ctx| value(&r.record, ctx, f)).collect(),
-                color: Some(i),
-            })
-            .collect()
-    };
-    let charts = [
-        Chart {
-            title: "Prompt tok/s by context",
-            x_title: "context",
-            y_title: "prompt tok/s",
-            x_labels: labels.clone(),
-            series: series(|p| p.prompt_tok_s),
-            value_fmt: format::kilo,
-        },
-        Chart {
-            title: "TTFT by context (cold prompt)",
-            x_title: "context",
-            y_title: "TTFT, ms",
-            x_labels: labels,
-            series: series(|p| p.ttft_ms),
-            value_fmt: format::ms,
-        },
-    ];
-    s.push_str(&svg::charts_row(&charts));
+    s.push_str(&charts.html());
 }
 
 /// The comparison page of 2–4 runs.
