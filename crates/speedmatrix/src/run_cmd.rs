@@ -59,26 +59,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let pool = settings.concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&url, settings.api_key.clone(), pool)?;
     let launch_command = launch_command(&settings, &client);
-    let overrides = Overrides {
-        model: settings.model.clone(),
-        kv_budget: settings.kv_budget.map(|t| t.0),
-        max_num_seqs: settings.max_num_seqs,
-        max_model_len: settings.max_model_len.map(|t| t.0),
-        launch_command: launch_command.clone(),
-    };
-    let mut facts = match discover::discover(&client, &overrides).await {
-        // resuming against a server without the old model: the refusal lists that with every other difference
-        Err(discover::DiscoverError::UnknownModel { .. })
-            if settings.resumed.is_some() && !settings.model_from_user =>
-        {
-            discover::discover(&client, &Overrides { model: None, ..overrides }).await?
-        }
-        r => r?,
-    };
-    if let Engine::Demo { profile, .. } = &settings.engine {
-        // so that a resume restarts the same engine without reading it back out of a command line
-        facts.extra.insert(SIM_PROFILE_KEY.into(), profile.clone().into());
-    }
+    let facts = discover_server(&settings, &client, launch_command.clone()).await?;
     if !settings.quiet() {
         print_facts(&facts);
     }
@@ -107,16 +88,52 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         println!("results: {}", journal.path().display());
         return Ok(exit_code(&record, None));
     }
+    publish(&record, &journal)?;
+    Ok(exit_code(&record, stop.first()))
+}
+
+/// What the server is and holds, with `--model` and the limits the user gave; a built-in engine's
+/// profile is added as data.
+async fn discover_server(
+    settings: &Settings,
+    client: &Client,
+    launch_command: Option<String>,
+) -> Result<discover::ServerFacts> {
+    let overrides = Overrides {
+        model: settings.model.clone(),
+        kv_budget: settings.kv_budget.map(|t| t.0),
+        max_num_seqs: settings.max_num_seqs,
+        max_model_len: settings.max_model_len.map(|t| t.0),
+        launch_command,
+    };
+    let mut facts = match discover::discover(client, &overrides).await {
+        // resuming against a server without the old model: the refusal lists that with every other difference
+        Err(discover::DiscoverError::UnknownModel { .. })
+            if settings.resumed.is_some() && !settings.model_from_user =>
+        {
+            discover::discover(client, &Overrides { model: None, ..overrides }).await?
+        }
+        r => r?,
+    };
+    if let Engine::Demo { profile, .. } = &settings.engine {
+        // so that a resume restarts the same engine without reading it back out of a command line
+        facts.extra.insert(SIM_PROFILE_KEY.into(), profile.clone().into());
+    }
+    Ok(facts)
+}
+
+/// Writes the reports beside run.json, then prints the summary and where the files are.
+fn publish(record: &RunRecord, journal: &Journal) -> Result<()> {
     // the files first: after SIGHUP there may be no terminal to print the summary on
-    let reports = sm_report::write_all(&record, journal.dir())
+    let reports = sm_report::write_all(record, journal.dir())
         .with_context(|| format!("cannot write the reports into {}", journal.dir().display()))?;
     let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "\n{}", sm_report::terminal(&record, terminal_width()));
+    let _ = writeln!(out, "\n{}", sm_report::terminal(record, terminal_width()));
     let _ = writeln!(out, "results: {}", journal.path().display());
     for path in reports {
         let _ = writeln!(out, "         {}", path.display());
     }
-    Ok(exit_code(&record, stop.first()))
+    Ok(())
 }
 
 /// How progress is shown while the run works.
