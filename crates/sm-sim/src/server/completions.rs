@@ -106,13 +106,13 @@ struct Run {
     prompt_tokens: u32,
 }
 
-fn start(
-    st: &Arc<AppState>,
+/// The faults this request meets: the server's (those whose scope matches it) under the header's.
+fn faults_for(
+    st: &AppState,
     kind: Kind,
-    Arrival(arrival): Arrival,
     headers: &HeaderMap,
-    body: &[u8],
-) -> Result<(Run, Parsed), ApiError> {
+    body: &Result<serde_json::Value, ApiError>,
+) -> Result<FaultSet, ApiError> {
     let request_faults = match headers.get("x-sim-fault") {
         None => Vec::new(),
         Some(v) => {
@@ -120,15 +120,25 @@ fn start(
             fault::parse_list(s).map_err(|e| ApiError::bad_request(format!("x-sim-fault: {e}")))?
         }
     };
-    let body = request::parse_json(body);
     // a body that is not JSON still meets the faults for every request, as before scopes existed;
     // the prompt's text is copied only when a scope may look at it
-    let text = match &body {
+    let text = match body {
         Ok(b) if st.faults.scoped() => request::fault_text(kind, b),
         _ => String::new(),
     };
     let view = RequestView { text: &text, max_tokens: body.as_ref().ok().and_then(request::asked_max_tokens) };
-    let faults = FaultSet::new(&st.faults.select(&view), &request_faults);
+    Ok(FaultSet::new(&st.faults.select(&view), &request_faults))
+}
+
+fn start(
+    st: &Arc<AppState>,
+    kind: Kind,
+    Arrival(arrival): Arrival,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Run, Parsed), ApiError> {
+    let body = request::parse_json(body);
+    let faults = faults_for(st, kind, headers, &body)?;
     if let Some(code) = faults.status {
         let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Err(ApiError::new(status, format!("Simulated failure (fault status={code})")));
