@@ -29,6 +29,9 @@ for c in rustfmt clippy; do
 done
 cargo --version
 
+step "shell library (the build cache: keys, hits, interrupted and concurrent builds)"
+scripts/lib-test.sh
+
 step "format (cargo fmt --check)"
 cargo fmt --all -- --check
 
