@@ -13,6 +13,8 @@
 # Exit code 75 from build/install: it failed for a reason outside the project (the registry is
 # unreachable, no C or C++ compiler); callers may skip llama.cpp. A cmake configure or compile
 # failure exits 1: the pins and flags are the project's, so that is a failure to fix, not a skip.
+# The binary and the GGUF are kept in the build cache (SPEEDMATRIX_CACHE, default
+# ~/.cache/speedmatrix; docs/real-engines.md): a second build on this machine takes seconds.
 set -euo pipefail
 # shellcheck source=common.sh
 source "$(dirname "$0")/common.sh"
@@ -118,7 +120,7 @@ case "$cmd" in
   stop) stop_server "${1:-llamacpp}" ;;
   url) server_url "${1:-llamacpp}" ;;
   *)
-    sed -n '2,15p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
     ;;
 esac
