@@ -115,6 +115,11 @@ SPEEDMATRIX_CACHE=${SPEEDMATRIX_CACHE:-${XDG_CACHE_HOME:-${HOME:?set HOME or SPE
 # Resolved once and exported: the engine scripts point XDG_CACHE_HOME at their work directory
 # for the servers' own caches, and the scripts they start must still find this cache.
 export SPEEDMATRIX_CACHE
+# A venv keeps the path it was built at: a relative one would break as soon as a script cd's.
+case $SPEEDMATRIX_CACHE in
+  /*) ;;
+  *) lib_die "SPEEDMATRIX_CACHE must be an absolute path, not '$SPEEDMATRIX_CACHE'" ;;
+esac
 
 # cache_key TEXT: the key of an entry whose inputs TEXT describes.
 cache_key() { printf '%s' "$1" | sha256sum | cut -c1-16; }
