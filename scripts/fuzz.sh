@@ -14,6 +14,8 @@
 # from fuzz/, and add it to corpus/TARGET/ with a regression test next to the parser.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib.sh
+source scripts/lib.sh
 ROOT=$PWD
 TARGETS=(sse openai_chunk metrics import)
 what=${1:-all}
@@ -22,6 +24,7 @@ if [ "$what" = list ]; then
   printf '%s\n' "${TARGETS[@]}"
   exit 0
 fi
+# shellcheck disable=SC2076 # a literal match of " NAME " in the list, not a regex
 if [ "$what" != all ] && [[ ! " ${TARGETS[*]} " =~ " $what " ]]; then
   echo "unknown fuzz target '$what': use one of ${TARGETS[*]}, all or list" >&2
   exit 2
@@ -30,7 +33,7 @@ fi
 
 export PATH=$ROOT/.work/cargo-bin/bin:$PATH
 if ! cargo fuzz --version >/dev/null 2>&1; then
-  echo "==> installing cargo-fuzz into .work/cargo-bin (a few minutes, once)"
+  step "installing cargo-fuzz into .work/cargo-bin (a few minutes, once)"
   cargo install cargo-fuzz --locked --root "$ROOT/.work/cargo-bin"
 fi
 export RUSTC_BOOTSTRAP=1
@@ -44,7 +47,7 @@ cd fuzz
 cargo fuzz build -a
 [ "$what" = all ] && run=("${TARGETS[@]}") || run=("$what")
 for t in "${run[@]}"; do
-  echo "==> fuzz $t for ${seconds}s"
+  step "fuzz $t for ${seconds}s"
   mkdir -p "work/$t"
   log=work/$t.log
   if ! cargo fuzz run -a "$t" "work/$t" "corpus/$t" -- \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs the results site's tests against PostgreSQL (issue 7).
+# Runs the results site's tests against PostgreSQL (the site also runs on SQLite, which needs no
+# setup; this script gives the PostgreSQL side a real server).
 #
 # Installs Debian's postgresql when it is missing, starts a private cluster in
 # .work/pg (as the postgres user when run as root) on a free loopback port,
@@ -12,14 +13,12 @@
 #   scripts/postgres-test.sh cargo test --workspace  any command, with the variable set
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib.sh
+source scripts/lib.sh
 PG=$PWD/.work/pg
 
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-    echo "postgres-test: installing Debian's postgresql"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql >/dev/null
+    apt_install postgresql || lib_die "could not install postgresql with apt-get"
 fi
 BIN=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
 
@@ -42,7 +41,7 @@ rm -rf "$PG"
 mkdir -p "$PG"
 [ "$(id -u)" -ne 0 ] || chown postgres: "$PG"
 
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 "${AS[@]}" "$BIN/initdb" -D "$PG/data" -U postgres -A trust -E UTF8 --no-sync >"$PG/initdb.log" 2>&1 || {
     echo "postgres-test: FAIL: initdb failed; see $PG/initdb.log" >&2
     tail -20 "$PG/initdb.log" >&2

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Uses the results site's forms in headless Chromium as a person would (issue 7).
+"""Uses the results site's forms in headless Chromium as a person would (part of scripts/site-browser-test.sh).
 
 Drives Chromium over the DevTools protocol on a pipe (--remote-debugging-pipe:
 JSON messages separated by NUL on fds 3 and 4, no websocket library needed).
@@ -37,7 +37,7 @@ class Browser:
         self.from_chrome_r, from_chrome_w = os.pipe()
         # Chromium reads commands on fd 3 and writes replies on fd 4: the shell
         # moves the pipe's ends there, whatever numbers they have here
-        chromium = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        chromium = [os.environ.get("CHROMIUM", "chromium"), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                     "--remote-debugging-pipe", f"--user-data-dir={self.profile}", "--window-size=1280,1600",
                     *extra_args, "about:blank"]
         # (copied above 10 first, so that neither end already is 3 or 4)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Browser test of the results site (issue 7).
+# Browser test of the results site (`speedmatrix serve`, where people upload and compare runs).
 #
 # Starts `speedmatrix serve` on a fresh SQLite file, uploads three runs with
 # `speedmatrix upload`, then, in headless Chromium with the network disabled,
@@ -16,17 +16,12 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=lib.sh
+source scripts/lib.sh
 OUT=target/site-browser
 rm -rf "$OUT"
 mkdir -p "$OUT"
-
-if ! command -v chromium >/dev/null 2>&1; then
-    echo "site-browser-test: installing Debian's chromium"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-fi
+find_chromium
 
 BIN="${SPEEDMATRIX_BIN:-target/debug/speedmatrix}"
 if [ -z "${SPEEDMATRIX_BIN:-}" ]; then
@@ -78,9 +73,6 @@ VARIANT=$(upload "$OUT/variant.json")
 
 # Every request that leaves the machine fails (unknown hosts, a dead proxy); the site is on 127.0.0.1.
 NO_NETWORK=(--proxy-server=127.0.0.1:9 --host-resolver-rules="MAP * ~NOTFOUND , EXCLUDE localhost , EXCLUDE 127.0.0.1")
-COMMON=(--headless --no-sandbox --disable-gpu --disable-background-networking --disable-component-update
-    --no-first-run --disable-sync --disable-extensions --disable-default-apps --mute-audio
-    --hide-scrollbars --enable-logging=stderr --v=0 --virtual-time-budget=3000 "${NO_NETWORK[@]}")
 
 FAILED=0
 fail() {
@@ -88,14 +80,11 @@ fail() {
     FAILED=1
 }
 
-# chromium_run LOG ARGS...: one headless Chromium with a fresh profile.
-chromium_run() {
+# page_run LOG ARGS...: one headless Chromium (scripts/lib.sh), offline but for the site.
+page_run() {
     local log="$1"
     shift
-    local profile
-    profile="$(mktemp -d)"
-    timeout 120 chromium "${COMMON[@]}" --user-data-dir="$profile" "$@" >"$log.out" 2>"$log" || true
-    rm -rf "$profile"
+    chromium_run "$log" "${NO_NETWORK[@]}" "$@"
 }
 
 # check NAME PATH NEEDLE... : the page's DOM holds every needle; screenshots light and dark.
@@ -103,7 +92,7 @@ check() {
     local name="$1" path="$2"
     shift 2
     local log="$OUT/$name.chromium.log"
-    chromium_run "$log" --dump-dom "$SITE$path"
+    page_run "$log" --dump-dom "$SITE$path"
     for needle in "$@"; do
         if [[ "$needle" == '!'* ]]; then
             if grep -qF -- "${needle:1}" "$log.out"; then fail "$name ($path): shows '${needle:1}'"; fi
@@ -111,8 +100,8 @@ check() {
             fail "$name ($path): '$needle' not rendered"
         fi
     done
-    chromium_run "$log.light" --window-size=1280,"${HEIGHT:-2200}" --screenshot="$OUT/$name.png" "$SITE$path"
-    chromium_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,"${HEIGHT:-2200}" \
+    page_run "$log.light" --window-size=1280,"${HEIGHT:-2200}" --screenshot="$OUT/$name.png" "$SITE$path"
+    page_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,"${HEIGHT:-2200}" \
         --screenshot="$OUT/$name-dark.png" "$SITE$path"
     for l in "$log" "$log.light" "$log.dark"; do
         local found

@@ -11,6 +11,8 @@
 # (llama.cpp when it cannot be built for a reason outside the project) is listed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=lib.sh
+source scripts/lib.sh
 ROOT=$PWD
 WORK=$ROOT/.work
 mkdir -p "$WORK"
@@ -19,8 +21,6 @@ export CARGO_TERM_COLOR=never
 export SPEEDMATRIX_SKIPPED=$WORK/skipped.txt
 : >"$SPEEDMATRIX_SKIPPED"
 
-step() { printf '\n==> %s\n' "$*"; }
-
 step "toolchain"
 for c in rustfmt clippy; do
   if ! cargo "${c/rustfmt/fmt}" --version >/dev/null 2>&1; then
@@ -28,6 +28,9 @@ for c in rustfmt clippy; do
   fi
 done
 cargo --version
+
+step "shell library (the build cache: keys, hits, interrupted and concurrent builds)"
+scripts/lib-test.sh
 
 step "format (cargo fmt --check)"
 cargo fmt --all -- --check
@@ -47,25 +50,16 @@ step "real engines (vLLM CPU build, llama.cpp server) — scripts/engines/real-e
 scripts/engines/real-engine-tests.sh
 
 step "Python environment (the official openai client, pytest, jsonschema)"
-VENV=$WORK/venv
 REQS=tests/python/requirements.txt
-# the venv is stamped with its requirements' hash: an edited requirements file rebuilds it
-REQS_SHA=$(sha256sum "$REQS" | cut -d' ' -f1)
-if [ ! -x "$VENV/bin/pytest" ] || [ "$(cat "$VENV/.requirements.sha256" 2>/dev/null)" != "$REQS_SHA" ]; then
-  rm -rf "$VENV"
-  if ! python3 -m venv "$VENV" >/dev/null 2>&1; then
-    # Debian ships venv (and the pip it bootstraps) as a separate package
-    echo "test.sh: installing Debian's python3-venv"
-    rm -rf "$VENV"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-    python3 -m venv "$VENV"
-  fi
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check -r "$REQS"
-  echo "$REQS_SHA" >"$VENV/.requirements.sha256"
-fi
+# Kept in the cache, keyed by the requirements and the interpreter: an edited requirements file
+# gets a new venv, and a fresh clone on this machine reuses the one it has.
+build_test_venv() {
+  make_venv python3 "$1"
+  "$1/bin/pip" install --quiet --disable-pip-version-check -r "$REQS"
+}
+cache_ensure test-venv "$(printf 'test venv\npython %s\n' "$(python_id python3)"; cat "$REQS"; declare -f build_test_venv make_venv)" \
+  build_test_venv
+VENV=$CACHE_DIR
 
 step "Python tests (real third-party clients against speedmatrix)"
 SPEEDMATRIX_BIN=$ROOT/target/debug/speedmatrix "$VENV/bin/pytest" -q tests/python

