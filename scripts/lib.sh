@@ -3,8 +3,9 @@
 # that are expensive to build (the llama-server binary, the vLLM and Python venvs, the models).
 # shellcheck shell=bash
 
-# step TEXT: a section header, so that a long log shows where each part starts.
-step() { printf '\n==> %s\n' "$*"; }
+# step TEXT: a section header, so that a long log shows where each part starts, with the time
+# since the script started, so that it also shows where the minutes go.
+step() { printf '\n==> %s  [%dm%02ds]\n' "$*" $((SECONDS / 60)) $((SECONDS % 60)); }
 
 # lib_die TEXT: what went wrong and what to do, on stderr, then exit 1.
 lib_die() {
