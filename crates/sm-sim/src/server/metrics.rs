@@ -8,6 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
+use crate::engine::EngineStats;
 use crate::flavor::Flavor;
 
 struct Out {
@@ -32,133 +33,124 @@ impl Out {
 
 pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     let s = st.stats();
-    let p = &st.profile;
-    let kv_perc = if s.kv_total_blocks == 0 { 0.0 } else { s.kv_used_blocks as f64 / s.kv_total_blocks as f64 };
     let mut o = Out { s: String::with_capacity(4096), labels: String::new() };
     match st.flavor {
-        Flavor::Vllm | Flavor::Generic => {
-            o.labels = format!(r#"engine="0",model_name="{}""#, st.model);
-            let l = o.labels.clone();
-            o.metric(
-                "vllm:num_requests_running",
-                "gauge",
-                "Number of requests in model execution batches.",
-                s.running as f64,
-            );
-            o.metric(
-                "vllm:num_requests_waiting",
-                "gauge",
-                "Number of requests waiting to be processed.",
-                s.waiting as f64,
-            );
-            o.metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv_perc);
-            o.metric(
-                "vllm:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-                s.prompt_tokens_total as f64,
-            );
-            o.metric(
-                "vllm:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-                s.generation_tokens_total as f64,
-            );
-            o.metric(
-                "vllm:prefix_cache_queries_total",
-                "counter",
-                "Prefix cache queries, in terms of number of queried tokens.",
-                s.prefix_queries_total as f64,
-            );
-            o.metric(
-                "vllm:prefix_cache_hits_total",
-                "counter",
-                "Prefix cache hits, in terms of number of cached tokens.",
-                s.prefix_hits_total as f64,
-            );
-            o.metric(
-                "vllm:num_preemptions_total",
-                "counter",
-                "Cumulative number of preemption from the engine.",
-                s.preemptions_total as f64,
-            );
-            let (stop, length, abort) = (
-                format!(r#"{l},finished_reason="stop""#),
-                format!(r#"{l},finished_reason="length""#),
-                format!(r#"{l},finished_reason="abort""#),
-            );
-            o.family(
-                "vllm:request_success_total",
-                "counter",
-                "Count of successfully processed requests.",
-                &[
-                    (&stop, s.finished_stop as f64),
-                    (&length, s.finished_length as f64),
-                    (&abort, s.finished_abort as f64),
-                ],
-            );
-            let info = format!(
-                r#"block_size="{}",cache_dtype="auto",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",kv_cache_size_tokens="{}",num_gpu_blocks="{}""#,
-                p.block_size,
-                p.kv_cache_tokens,
-                p.num_gpu_blocks()
-            );
-            o.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", &[(&info, 1.0)]);
-        }
-        Flavor::Sglang => {
-            o.labels = format!(r#"model_name="{}""#, st.model);
-            o.metric("sglang:num_running_reqs", "gauge", "The number of running requests.", s.running as f64);
-            o.metric(
-                "sglang:num_queue_reqs",
-                "gauge",
-                "The number of requests in the waiting queue.",
-                s.waiting as f64,
-            );
-            o.metric("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", s.gen_throughput);
-            o.metric("sglang:token_usage", "gauge", "The token usage.", kv_perc);
-            o.metric(
-                "sglang:prompt_tokens_total",
-                "counter",
-                "Number of prefill tokens processed.",
-                s.prompt_tokens_total as f64,
-            );
-            o.metric(
-                "sglang:generation_tokens_total",
-                "counter",
-                "Number of generation tokens processed.",
-                s.generation_tokens_total as f64,
-            );
-        }
-        Flavor::Llamacpp => {
-            // llama.cpp's exporter writes unlabelled samples
-            o.metric(
-                "llamacpp:prompt_tokens_total",
-                "counter",
-                "Number of prompt tokens processed.",
-                s.prompt_tokens_total as f64,
-            );
-            o.metric(
-                "llamacpp:tokens_predicted_total",
-                "counter",
-                "Number of generation tokens processed.",
-                s.generation_tokens_total as f64,
-            );
-            o.metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", s.running as f64);
-            o.metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", s.waiting as f64);
-            o.metric("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv_perc);
-        }
-        Flavor::Tgi => {
-            o.metric("tgi_batch_current_size", "gauge", "Current batch size", s.running as f64);
-            o.metric("tgi_queue_size", "gauge", "Current queue size", s.waiting as f64);
-            o.metric(
-                "tgi_request_generated_tokens_total",
-                "counter",
-                "Generated tokens",
-                s.generation_tokens_total as f64,
-            );
-        }
+        Flavor::Vllm | Flavor::Generic => vllm(&mut o, &st, &s),
+        Flavor::Sglang => sglang(&mut o, &st, &s),
+        Flavor::Llamacpp => llamacpp(&mut o, &s),
+        Flavor::Tgi => tgi(&mut o, &s),
     }
     // unlabelled samples render as `name{}`; drop the empty braces as real exporters do
     let text = o.s.replace("{} ", " ");
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+/// KV-cache usage, 0 … 1.
+fn kv_perc(s: &EngineStats) -> f64 {
+    if s.kv_total_blocks == 0 { 0.0 } else { s.kv_used_blocks as f64 / s.kv_total_blocks as f64 }
+}
+
+fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
+    let p = &st.profile;
+    let kv_perc = kv_perc(s);
+    o.labels = format!(r#"engine="0",model_name="{}""#, st.model);
+    let l = o.labels.clone();
+    o.metric("vllm:num_requests_running", "gauge", "Number of requests in model execution batches.", s.running as f64);
+    o.metric("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed.", s.waiting as f64);
+    o.metric("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv_perc);
+    o.metric(
+        "vllm:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+        s.prompt_tokens_total as f64,
+    );
+    o.metric(
+        "vllm:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+        s.generation_tokens_total as f64,
+    );
+    o.metric(
+        "vllm:prefix_cache_queries_total",
+        "counter",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        s.prefix_queries_total as f64,
+    );
+    o.metric(
+        "vllm:prefix_cache_hits_total",
+        "counter",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        s.prefix_hits_total as f64,
+    );
+    o.metric(
+        "vllm:num_preemptions_total",
+        "counter",
+        "Cumulative number of preemption from the engine.",
+        s.preemptions_total as f64,
+    );
+    let (stop, length, abort) = (
+        format!(r#"{l},finished_reason="stop""#),
+        format!(r#"{l},finished_reason="length""#),
+        format!(r#"{l},finished_reason="abort""#),
+    );
+    o.family(
+        "vllm:request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+        &[(&stop, s.finished_stop as f64), (&length, s.finished_length as f64), (&abort, s.finished_abort as f64)],
+    );
+    let info = format!(
+        r#"block_size="{}",cache_dtype="auto",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",kv_cache_size_tokens="{}",num_gpu_blocks="{}""#,
+        p.block_size,
+        p.kv_cache_tokens,
+        p.num_gpu_blocks()
+    );
+    o.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", &[(&info, 1.0)]);
+}
+
+fn sglang(o: &mut Out, st: &AppState, s: &EngineStats) {
+    let kv_perc = kv_perc(s);
+    o.labels = format!(r#"model_name="{}""#, st.model);
+    o.metric("sglang:num_running_reqs", "gauge", "The number of running requests.", s.running as f64);
+    o.metric("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", s.waiting as f64);
+    o.metric("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", s.gen_throughput);
+    o.metric("sglang:token_usage", "gauge", "The token usage.", kv_perc);
+    o.metric(
+        "sglang:prompt_tokens_total",
+        "counter",
+        "Number of prefill tokens processed.",
+        s.prompt_tokens_total as f64,
+    );
+    o.metric(
+        "sglang:generation_tokens_total",
+        "counter",
+        "Number of generation tokens processed.",
+        s.generation_tokens_total as f64,
+    );
+}
+
+fn llamacpp(o: &mut Out, s: &EngineStats) {
+    let kv_perc = kv_perc(s);
+    // llama.cpp's exporter writes unlabelled samples
+    o.metric(
+        "llamacpp:prompt_tokens_total",
+        "counter",
+        "Number of prompt tokens processed.",
+        s.prompt_tokens_total as f64,
+    );
+    o.metric(
+        "llamacpp:tokens_predicted_total",
+        "counter",
+        "Number of generation tokens processed.",
+        s.generation_tokens_total as f64,
+    );
+    o.metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", s.running as f64);
+    o.metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", s.waiting as f64);
+    o.metric("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.", kv_perc);
+}
+
+fn tgi(o: &mut Out, s: &EngineStats) {
+    o.metric("tgi_batch_current_size", "gauge", "Current batch size", s.running as f64);
+    o.metric("tgi_queue_size", "gauge", "Current queue size", s.waiting as f64);
+    o.metric("tgi_request_generated_tokens_total", "counter", "Generated tokens", s.generation_tokens_total as f64);
 }
