@@ -29,6 +29,48 @@ pub enum CellStatus {
     Skipped,
 }
 
+impl CellStatus {
+    /// The status as the console, the tables and the dashboard say it ("over capacity").
+    pub fn word(self) -> &'static str {
+        match self {
+            CellStatus::Valid => "valid",
+            CellStatus::OverCapacity => "over capacity",
+            CellStatus::Error => "error",
+            CellStatus::Loop => "loop",
+            CellStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// How prompt lengths were made exact (methodology: prompt sizing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Bisection with the server's `/tokenize`.
+    ServerTokenize,
+    /// `--tokenizer tokenizer.json` plus the server's fixed template cost.
+    TokenizerFile,
+    /// `usage.prompt_tokens` of `max_tokens: 1` requests.
+    UsageCalibration,
+}
+
+impl PromptSource {
+    /// The name run.json records.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptSource::ServerTokenize => "server_tokenize",
+            PromptSource::TokenizerFile => "tokenizer_file",
+            PromptSource::UsageCalibration => "usage_calibration",
+        }
+    }
+}
+
+impl std::fmt::Display for PromptSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a decode cell's output-token count comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,7 +131,7 @@ pub struct Settings {
     pub capacity_rule: CapacityRule,
     pub api: Api,
     /// How prompt lengths were made exact: `server_tokenize`, `tokenizer_file`, `usage_calibration`.
-    pub prompt_source: String,
+    pub prompt_source: PromptSource,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
     /// The waits and limits of the run; absent (null) in records written before they were recorded.

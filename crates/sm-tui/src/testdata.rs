@@ -41,7 +41,7 @@ pub fn record() -> RunRecord {
             prefill_contexts: vec![],
             capacity_rule: CapacityRule::Reference,
             api: Api::Chat,
-            prompt_source: "server_tokenize".into(),
+            prompt_source: sm_core::record::PromptSource::ServerTokenize,
             ignore_eos: true,
             temperature: None,
             timing: Default::default(),

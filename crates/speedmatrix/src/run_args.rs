@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use sm_bench::journal::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, RunRecord};
+use sm_core::record::{Api, PromptSource, RunRecord};
 
 use crate::limits;
 
@@ -233,7 +233,7 @@ pub(crate) fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
         args.sim_profile = profile.to_string();
     }
     let s = &old.settings;
-    if s.prompt_source == "tokenizer_file" && args.tokenizer.is_none() {
+    if s.prompt_source == PromptSource::TokenizerFile && args.tokenizer.is_none() {
         anyhow::bail!(
             "cannot resume: this run sized its prompts with a local tokenizer; pass the same --tokenizer PATH again"
         );

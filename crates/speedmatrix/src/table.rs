@@ -17,7 +17,7 @@ pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
             format!(
                 "prefill {:>5}  {}: {}",
                 shown(&row.label, row.context),
-                word(status),
+                status.word(),
                 row.reason.as_deref().unwrap_or("")
             )
         }
@@ -43,12 +43,8 @@ pub fn cell_line(cell: &DecodeCell) -> String {
             }
             s
         }
-        status => format!("{head} {}: {}", word(status), cell.reason.as_deref().unwrap_or("")),
+        status => format!("{head} {}: {}", status.word(), cell.reason.as_deref().unwrap_or("")),
     }
-}
-
-fn word(s: CellStatus) -> &'static str {
-    sm_bench::runner::status_word(s)
 }
 
 /// The `--dry-run` view: fitted contexts, over-capacity cells with reasons, an estimate.

@@ -317,7 +317,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             capacity_rule: CapacityRule::Reference,
             api: Api::Chat,
             // the reference tool sizes prompts from a characters-per-token probe
-            prompt_source: "usage_calibration".into(),
+            prompt_source: sm_core::record::PromptSource::UsageCalibration,
             ignore_eos: bool_at(md, "ignore_eos").unwrap_or(true),
             temperature: f64_at(md, "temperature"),
             timing: Default::default(),
