@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use sm_core::record::{CellStatus, DecodeCell};
+use sm_core::record::{CellStatus, DecodeCell, PlanKind};
 use sm_progress::SchedulerState;
 use sm_progress::{LiveSample, RunEvent, Step};
 
@@ -108,12 +108,12 @@ fn ramp_up_waiting_for_streams_names_the_wait_once() {
 fn six_contexts(t0: Instant) -> State {
     let mut rec = record();
     let contexts = [(4096, "4K"), (8192, "8K"), (16384, "16K"), (32768, "32K"), (65536, "64K"), (131072, "128K")];
-    rec.plan.retain(|p| p.kind == "prefill");
+    rec.plan.retain(|p| p.kind == PlanKind::Prefill);
     for (ctx, label) in contexts {
         for c in [1, 4, 16] {
             let mut p = rec.plan[0].clone();
             (p.kind, p.context, p.requested_context, p.label, p.concurrency) =
-                ("decode".into(), ctx, ctx, label.into(), c);
+                (PlanKind::Decode, ctx, ctx, label.into(), c);
             rec.plan.push(p);
         }
     }

@@ -95,27 +95,11 @@ impl State {
         self.server = Some(record.server.clone());
         self.window = Duration::from_secs_f64(record.settings.duration_s.max(0.0));
         self.concurrency = record.settings.concurrency.clone();
-        self.contexts.clear();
-        self.prefill_plan.clear();
-        self.planned_cells = 0;
-        self.over_capacity = 0;
-        for p in &record.plan {
-            match (p.kind.as_str(), p.status.as_str()) {
-                ("decode", "skipped") => {}
-                ("decode", status) => {
-                    if !self.contexts.iter().any(|(c, _)| *c == p.context) {
-                        self.contexts.push((p.context, p.label.clone()));
-                    }
-                    if status == "over_capacity" {
-                        self.over_capacity += 1;
-                    } else {
-                        self.planned_cells += 1;
-                    }
-                }
-                ("prefill", "planned") => self.prefill_plan.push((p.context, p.label.clone())),
-                _ => {}
-            }
-        }
+        let plan = sm_core::plan::PlanSummary::of(&record.plan);
+        self.contexts = plan.decode_rows;
+        self.prefill_plan = plan.prefill_planned.iter().map(|p| (p.context, p.label.clone())).collect();
+        self.planned_cells = plan.decode_planned;
+        self.over_capacity = plan.over_capacity.len();
         if self.contexts.is_empty() {
             // a record without a plan (older schema): the settings still name the rows
             self.contexts =

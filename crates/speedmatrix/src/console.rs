@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sm_bench::{LiveSample, Reporter, RunEvent, Step, WarmupFailure, WarmupStage};
+use sm_core::plan::PlanSummary;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
 use crate::table;
@@ -145,22 +146,22 @@ impl Phase {
 
 /// The plan line and, under it, each cell that will not run and why.
 fn plan_text(record: &RunRecord) -> (String, usize, usize) {
-    let decode = |status: &'static str| record.plan.iter().filter(move |p| p.kind == "decode" && p.status == status);
+    let plan = PlanSummary::of(&record.plan);
     let done = record.decode.iter().filter(|c| c.status() != CellStatus::OverCapacity).count();
-    let cells_left = decode("planned").count().saturating_sub(done);
-    let rows = record.plan.iter().filter(|p| p.kind == "prefill" && p.status == "planned").count();
+    let cells_left = plan.decode_planned.saturating_sub(done);
+    let rows = plan.prefill_planned.len();
     let rows_left = rows.saturating_sub(record.prefill.len());
     let mut text = format!(
         "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {} s windows",
-        decode("planned").count(),
-        decode("over_capacity").count(),
+        plan.decode_planned,
+        plan.over_capacity.len(),
         rows,
         record.settings.duration_s
     );
     if done > 0 || rows_left < rows {
         text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
     }
-    for p in decode("over_capacity") {
+    for p in &plan.over_capacity {
         text.push_str(&format!(
             "\nover capacity: {} × {}: {}",
             sm_core::context::shown(&p.label, p.context),
@@ -168,7 +169,7 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
             p.reason.as_deref().unwrap_or("")
         ));
     }
-    for p in record.plan.iter().filter(|p| p.status == "skipped") {
+    for p in &plan.skipped {
         let label = sm_core::context::shown(&p.label, p.context);
         text.push_str(&format!("\nnot run: {} {label}: {}", p.kind, p.reason.as_deref().unwrap_or("")));
     }

@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use sm_bench::journal::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, PromptSource, RunRecord};
+use sm_core::record::{Api, PlanKind, PromptSource, RunRecord};
 
 use crate::limits;
 
@@ -244,7 +244,7 @@ pub(crate) fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
     let asked = |kind, list: &[u64], out| {
         TokenList(list.iter().map(|&c| sm_core::plan::planned_request(&old.plan, kind, c, out, mml)).collect())
     };
-    args.contexts.get_or_insert_with(|| asked("decode", &s.contexts, Tokens(s.max_tokens)));
+    args.contexts.get_or_insert_with(|| asked(PlanKind::Decode, &s.contexts, Tokens(s.max_tokens)));
     args.concurrency.get_or_insert_with(|| CountList(s.concurrency.clone()));
     if args.duration.is_none() {
         let window = Duration::try_from_secs_f64(s.duration_s).ok();
@@ -253,7 +253,7 @@ pub(crate) fn load_resume(dir: &Path, args: &mut RunArgs) -> Result<RunRecord> {
         })?);
     }
     args.max_tokens.get_or_insert(Tokens(s.max_tokens));
-    args.prefill_contexts.get_or_insert_with(|| asked("prefill", &s.prefill_contexts, Tokens(1)));
+    args.prefill_contexts.get_or_insert_with(|| asked(PlanKind::Prefill, &s.prefill_contexts, Tokens(1)));
     args.no_prefill_at_max = true;
     args.api = if s.api == Api::Completions { "completions".into() } else { "chat".into() };
     args.capacity_rule = s.capacity_rule;

@@ -88,7 +88,8 @@ impl Runner<'_> {
 
     /// The plan's label of a prefill context: what the user asked for (methodology §3.1).
     fn prefill_label(&self, ctx: Tokens) -> String {
-        let planned = self.record.plan.iter().find(|p| p.kind == "prefill" && p.context == ctx.0);
+        let planned =
+            self.record.plan.iter().find(|p| p.kind == sm_core::record::PlanKind::Prefill && p.context == ctx.0);
         planned.map_or_else(|| label(ctx), |p| p.label.clone())
     }
 
