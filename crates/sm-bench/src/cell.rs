@@ -70,11 +70,21 @@ pub struct CellOutcome {
     pub warnings: Vec<String>,
     /// The client's own health over the window.
     pub health: Option<Health>,
+    /// The server went away during the cell (or before it): the reason then starts with
+    /// [`SERVER_LOST`], and the runner waits for the server before the next cell.
+    pub server_lost: bool,
 }
 
 impl CellOutcome {
     pub fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
-        CellOutcome { status, reason: Some(reason.into()), figures: None, warnings: Vec::new(), health: None }
+        CellOutcome {
+            status,
+            reason: Some(reason.into()),
+            figures: None,
+            warnings: Vec::new(),
+            health: None,
+            server_lost: false,
+        }
     }
 }
 
@@ -167,7 +177,8 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if target.metrics
         && let Err(e) = drain(target, timing.drain_timeout).await
     {
-        return CellOutcome::failed(CellStatus::Error, before_reason(e));
+        let lost = matches!(e, DrainError::Unreachable);
+        return CellOutcome { server_lost: lost, ..CellOutcome::failed(CellStatus::Error, before_reason(e)) };
     }
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
@@ -230,6 +241,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     };
     if server_lost && outcome.status == CellStatus::Error {
         outcome.reason = outcome.reason.map(|r| format!("{SERVER_LOST} ({r})"));
+        outcome.server_lost = true;
     } else if server_lost {
         warnings.push("the server stopped responding after the cell".into());
     }

@@ -10,7 +10,8 @@
 //! * [`server`] — scheduler scrapes and the drain barrier.
 //! * [`health`] — whether the client itself was the bottleneck.
 //! * [`runner`] — the run in order; [`journal`] — `run.json`, written atomically;
-//!   [`resume`] — continuing an interrupted run; [`progress`] — what a run reports and how it is steered.
+//!   [`resume`] — continuing an interrupted run; [`progress`] — the runner's side of the run protocol
+//!   (`sm-progress`: what a run reports and how it is steered).
 
 pub mod cell;
 pub mod health;
@@ -29,5 +30,7 @@ pub mod tokens;
 pub mod verdict;
 pub mod window;
 
-pub use progress::{ControlHandle, Controls, LiveSample, NoReport, Reporter, Step, WarmupCell, controls};
+pub use progress::{
+    ControlHandle, Controls, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage, controls,
+};
 pub use runner::{RunConfig, RunError, run};

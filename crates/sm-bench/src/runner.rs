@@ -12,13 +12,13 @@ use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::shown;
 use sm_core::plan::{Cell, Plan, PlanInput};
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings, Tool,
-    now_rfc3339,
+    Api, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings,
+    Tool, now_rfc3339,
 };
 
 use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
 use crate::journal::Journal;
-use crate::progress::{Controls, Reporter, Scrubbed, Step};
+use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
 use crate::resume;
 use crate::scout::scout;
 use crate::tokenizer::LocalTokenizer;
@@ -140,22 +140,18 @@ pub async fn run(
     }
     r.record.status = RunStatus::Running;
     if r.record.events.is_empty() {
-        r.event("run started".into());
+        r.event(RunEvent::RunStarted);
     } else {
-        r.event("run resumed: finished cells are kept".into());
+        r.event(RunEvent::RunResumed);
         if let Some((cells, rows)) = retried {
-            r.event(format!("measuring again {cells} cell(s) and {rows} prefill row(s) that failed or were skipped"));
+            r.event(RunEvent::Retrying { cells, rows });
         }
     }
     r.journal.write(&r.record)?;
     let status = r.measure(&plan, prompts.map(|(p, _)| p)).await?;
     r.record.status = status;
     r.record.finished = Some(now_rfc3339());
-    r.event(match status {
-        RunStatus::Interrupted => "run interrupted: finished cells are kept".to_string(),
-        RunStatus::Failed => "run failed".to_string(),
-        _ => "run complete".to_string(),
-    });
+    r.event(RunEvent::RunEnded(status));
     r.journal.write(&r.record)?;
     r.reporter.finish(&r.record);
     Ok(sm_core::secrets::scrubbed(&r.record)?)
@@ -208,11 +204,10 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             api: config.api,
             // what sizing will use; confirmed (or corrected) once prompts are sized
             prompt_source: match (&facts.tokenize, &config.tokenizer) {
-                (sm_client::discover::TokenizeApi::None, None) => "usage_calibration",
-                (sm_client::discover::TokenizeApi::None, Some(_)) => "tokenizer_file",
-                _ => "server_tokenize",
-            }
-            .into(),
+                (sm_client::discover::TokenizeApi::None, None) => PromptSource::UsageCalibration,
+                (sm_client::discover::TokenizeApi::None, Some(_)) => PromptSource::TokenizerFile,
+                _ => PromptSource::ServerTokenize,
+            },
             ignore_eos: config.ignore_eos,
             temperature: config.temperature,
             timing: TimingSettings {
@@ -263,10 +258,11 @@ fn run_id() -> String {
 }
 
 impl Runner<'_> {
-    fn event(&mut self, text: String) {
-        let text = sm_core::secrets::scrub(&text).into_owned();
+    /// Tells the listener (scrubbed by [`Scrubbed`]) and keeps the event's line in the record.
+    fn event(&mut self, event: RunEvent) {
+        let text = sm_core::secrets::scrub(&event.to_string()).into_owned();
         tracing::info!("{text}");
-        self.reporter.event(&text);
+        self.reporter.event(&event);
         let t = self.t0.elapsed().as_secs_f64();
         self.record.events.push(Event { t: (t * 1000.0).round() / 1000.0, text });
     }
@@ -305,15 +301,15 @@ impl Runner<'_> {
         let prompts = match prompts {
             Ok(p) => p,
             Err(e) => {
-                self.event(format!("cannot size prompts: {e}"));
+                self.event(RunEvent::SizingFailed { reason: e });
                 return Ok(RunStatus::Failed);
             }
         };
-        let method = prompts.sizer.method.name();
-        self.record.settings.prompt_source = method.to_string();
-        self.event(format!("prompt lengths by {method}"));
+        let source = prompts.sizer.method.source();
+        self.record.settings.prompt_source = source;
+        self.event(RunEvent::PromptsSizedBy(source));
         for note in &prompts.sizer.notes {
-            self.event(note.clone());
+            self.event(RunEvent::SizingNote(note.clone()));
         }
         self.reporter.step(&Step::Warmup);
         self.warm_up().await;
@@ -344,11 +340,12 @@ impl Runner<'_> {
                 // the cell in progress was dropped: it is measured again on resume
                 return Ok(RunStatus::Interrupted);
             }
-            let marked = outcome.reason.as_deref().is_some_and(|r| r.starts_with(SERVER_LOST));
+            let marked = outcome.server_lost;
             let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
             if server_down && !marked {
                 let reason = outcome.reason.take().unwrap_or_default();
                 outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
+                outcome.server_lost = true;
             }
             self.finish_cell(cell, outcome)?;
             if server_down && !self.wait_for_server().await {
@@ -368,25 +365,19 @@ impl Runner<'_> {
     /// to come back. `false` when it did not, or the user stopped the run.
     async fn wait_for_server(&mut self) -> bool {
         let limit = self.config.server_wait;
-        self.event(format!(
-            "server stopped responding; waiting up to {:.0} s for it to come back",
-            limit.as_secs_f64()
-        ));
+        self.event(RunEvent::ServerLost { wait: limit });
         let start = Instant::now();
         while start.elapsed() < limit {
             if self.stopped() {
                 return false;
             }
             if self.server_answers().await {
-                self.event(format!("server is back after {:.0} s; continuing", start.elapsed().as_secs_f64()));
+                self.event(RunEvent::ServerBack { after: start.elapsed() });
                 return true;
             }
             tokio::time::sleep(Duration::from_secs(2).min(limit)).await;
         }
-        self.event(format!(
-            "server did not come back within {:.0} s; stopping (everything measured is kept; --resume continues later)",
-            limit.as_secs_f64()
-        ));
+        self.event(RunEvent::ServerGone { wait: limit });
         false
     }
 
@@ -402,7 +393,7 @@ impl Runner<'_> {
         };
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
-        self.event(format!("cell {} × {} started", shown(&cell.label, cell.context.0), cell.concurrency));
+        self.event(RunEvent::CellStarted { cell: shown(&cell.label, cell.context.0), concurrency: cell.concurrency });
         let target = self.target();
         let cell_spec = CellSpec {
             target: &target,
@@ -421,35 +412,23 @@ impl Runner<'_> {
         let mut dc = decode_cell(cell, outcome);
         dc.warnings.extend(self.take_warmup_warning());
         self.event(match dc.status() {
-            CellStatus::Valid => format!(
-                "cell {} × {} done: {:.1} tok/s total, {:.1} tok/s per request, TTFT {:.0} ms",
-                dc.label,
-                dc.concurrency,
-                dc.total_tok_s.unwrap_or(0.0),
-                dc.per_request_tok_s.unwrap_or(0.0),
-                dc.ttft_ms_p50.unwrap_or(0.0)
-            ),
-            s => format!(
-                "cell {} × {} {}: {}",
-                dc.label,
-                dc.concurrency,
-                status_word(s),
-                dc.reason.clone().unwrap_or_default()
-            ),
+            CellStatus::Valid => RunEvent::CellDone {
+                label: dc.label.clone(),
+                concurrency: dc.concurrency,
+                total_tok_s: dc.total_tok_s.unwrap_or(0.0),
+                per_request_tok_s: dc.per_request_tok_s.unwrap_or(0.0),
+                ttft_ms: dc.ttft_ms_p50.unwrap_or(0.0),
+            },
+            status => RunEvent::CellEnded {
+                label: dc.label.clone(),
+                concurrency: dc.concurrency,
+                status,
+                reason: dc.reason.clone().unwrap_or_default(),
+            },
         });
         self.reporter.cell_done(&dc);
         self.record.decode.push(dc);
         self.journal.write(&self.record)
-    }
-}
-
-pub fn status_word(s: CellStatus) -> &'static str {
-    match s {
-        CellStatus::Valid => "valid",
-        CellStatus::OverCapacity => "over capacity",
-        CellStatus::Error => "error",
-        CellStatus::Loop => "loop",
-        CellStatus::Skipped => "skipped",
     }
 }
 

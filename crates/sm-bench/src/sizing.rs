@@ -10,7 +10,7 @@ use serde_json::json;
 use sm_client::Client;
 use sm_client::discover::{self, ServerFacts};
 use sm_client::openai::{Prompt, RequestSpec};
-use sm_core::record::Api;
+use sm_core::record::{Api, PromptSource};
 
 use crate::prompt::{self, CALIBRATION};
 use crate::tokenizer::LocalTokenizer;
@@ -30,11 +30,12 @@ pub enum Method {
 }
 
 impl Method {
-    pub fn name(&self) -> &'static str {
+    /// The prompt source run.json records for this method.
+    pub fn source(&self) -> PromptSource {
         match self {
-            Method::ServerTokenize => "server_tokenize",
-            Method::LocalTokenizer { .. } => "tokenizer_file",
-            Method::Calibrated { .. } => "usage_calibration",
+            Method::ServerTokenize => PromptSource::ServerTokenize,
+            Method::LocalTokenizer { .. } => PromptSource::TokenizerFile,
+            Method::Calibrated { .. } => PromptSource::UsageCalibration,
         }
     }
 }

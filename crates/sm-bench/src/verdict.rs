@@ -38,7 +38,14 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         let who = if metrics { "the server ran" } else { "streams were generating" };
         warnings.push(format!("{who} only {:.1} of {concurrency} requests on average", f.avg_active));
     }
-    CellOutcome { status: CellStatus::Valid, reason: None, figures: Some(f), warnings, health: None }
+    CellOutcome {
+        status: CellStatus::Valid,
+        reason: None,
+        figures: Some(f),
+        warnings,
+        health: None,
+        server_lost: false,
+    }
 }
 
 /// A token count known to be off by more than this share is not a valid cell's.

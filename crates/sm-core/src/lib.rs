@@ -16,6 +16,7 @@ pub mod context;
 pub mod plan;
 pub mod record;
 pub mod redact;
+pub mod scheduler;
 pub mod secrets;
 pub mod stats;
 pub mod units;

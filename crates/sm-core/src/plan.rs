@@ -4,7 +4,7 @@
 use crate::Tokens;
 use crate::capacity::{CapacityRule, Limits, kv_need, over_capacity_reason};
 use crate::context::{Fit, fit_context, label};
-use crate::record::PlannedCell;
+use crate::record::{PlanKind, PlanStatus, PlannedCell};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PlanInput {
@@ -91,44 +91,44 @@ impl Plan {
             .prefill
             .iter()
             .map(|p| PlannedCell {
-                kind: "prefill".into(),
+                kind: PlanKind::Prefill,
                 requested_context: p.requested.0,
                 context: p.context.0,
                 label: p.label.clone(),
                 concurrency: 1,
-                status: "planned".into(),
+                status: PlanStatus::Planned,
                 reason: None,
             })
             .collect();
         out.extend(self.prefill_skipped.iter().map(|(req, reason)| PlannedCell {
-            kind: "prefill".into(),
+            kind: PlanKind::Prefill,
             requested_context: req.0,
             context: 0,
             label: label(*req),
             concurrency: 1,
-            status: "skipped".into(),
+            status: PlanStatus::Skipped,
             reason: Some(reason.clone()),
         }));
         for row in &self.rows {
             if let Fit::Skipped { requested, reason } = &row.fit {
                 out.push(PlannedCell {
-                    kind: "decode".into(),
+                    kind: PlanKind::Decode,
                     requested_context: requested.0,
                     context: 0,
                     label: label(*requested),
                     concurrency: 0,
-                    status: "skipped".into(),
+                    status: PlanStatus::Skipped,
                     reason: Some(reason.clone()),
                 });
             }
         }
         out.extend(self.cells.iter().map(|c| PlannedCell {
-            kind: "decode".into(),
+            kind: PlanKind::Decode,
             requested_context: self.requested_of(c.context).0,
             context: c.context.0,
             label: c.label.clone(),
             concurrency: c.concurrency,
-            status: if c.over_capacity.is_some() { "over_capacity" } else { "planned" }.into(),
+            status: if c.over_capacity.is_some() { PlanStatus::OverCapacity } else { PlanStatus::Planned },
             reason: c.over_capacity.clone(),
         }));
         out
@@ -139,13 +139,52 @@ impl Plan {
     }
 }
 
-/// The label the plan gave a context of this `kind` (`"decode"`, `"prefill"`), so every view of a
+/// The label the plan gave a context of this `kind`, so every view of a
 /// record names a row as its plan did; the context's own label when the plan has none (an old or
 /// imported record).
-pub fn planned_label(plan: &[PlannedCell], kind: &str, context: u64) -> String {
+pub fn planned_label(plan: &[PlannedCell], kind: PlanKind, context: u64) -> String {
     plan.iter()
         .find(|p| p.kind == kind && p.context == context && p.context > 0)
         .map_or_else(|| label(Tokens(context)), |p| p.label.clone())
+}
+
+/// What a plan holds, counted once for every view of it (the console, the `--dry-run` table, the
+/// dashboard, the page).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PlanSummary<'a> {
+    /// Decode cells that will be measured.
+    pub decode_planned: usize,
+    /// Decode cells the server cannot hold, with their reasons.
+    pub over_capacity: Vec<&'a PlannedCell>,
+    /// Prefill rows that will be measured.
+    pub prefill_planned: Vec<&'a PlannedCell>,
+    /// Contexts (decode or prefill) that are not run, with their reasons.
+    pub skipped: Vec<&'a PlannedCell>,
+    /// The decode matrix's rows, (context, label) in plan order: every decode context not skipped.
+    pub decode_rows: Vec<(u64, String)>,
+}
+
+impl<'a> PlanSummary<'a> {
+    pub fn of(plan: &'a [PlannedCell]) -> PlanSummary<'a> {
+        let mut s = PlanSummary::default();
+        for p in plan {
+            match (p.kind, p.status) {
+                (_, PlanStatus::Skipped) => s.skipped.push(p),
+                (PlanKind::Prefill, PlanStatus::Planned) => s.prefill_planned.push(p),
+                (PlanKind::Prefill, PlanStatus::OverCapacity) => {}
+                (PlanKind::Decode, status) => {
+                    if !s.decode_rows.iter().any(|(c, _)| *c == p.context) {
+                        s.decode_rows.push((p.context, p.label.clone()));
+                    }
+                    match status {
+                        PlanStatus::OverCapacity => s.over_capacity.push(p),
+                        _ => s.decode_planned += 1,
+                    }
+                }
+            }
+        }
+        s
+    }
 }
 
 /// What the user asked for to get `context` (of `kind`, fitted with `output_tokens`), as the plan
@@ -153,7 +192,7 @@ pub fn planned_label(plan: &[PlannedCell], kind: &str, context: u64) -> String {
 /// would no longer fit to the same context. Resuming plans again from these, so a row keeps its name.
 pub fn planned_request(
     plan: &[PlannedCell],
-    kind: &str,
+    kind: PlanKind,
     context: u64,
     output_tokens: Tokens,
     max_model_len: Option<Tokens>,
@@ -271,16 +310,19 @@ mod tests {
         let first = Plan::build(&input).to_record();
         let requested: Vec<Tokens> = [8192, 16384, 32768, 65536, 131072, 257_984]
             .iter()
-            .map(|&c| planned_request(&first, "decode", c, input.max_tokens, input.max_model_len))
+            .map(|&c| planned_request(&first, PlanKind::Decode, c, input.max_tokens, input.max_model_len))
             .collect();
         assert_eq!(requested, input.contexts);
-        let at_max = planned_request(&first, "prefill", 262_079, Tokens(1), input.max_model_len);
+        let at_max = planned_request(&first, PlanKind::Prefill, 262_079, Tokens(1), input.max_model_len);
         assert_eq!(at_max, Tokens(262_144));
         // a decode row's prefill point was asked for with max_tokens, not 1: it is not re-requested
-        assert_eq!(planned_request(&first, "prefill", 257_984, Tokens(1), input.max_model_len), Tokens(257_984));
-        assert_eq!(planned_label(&first, "decode", 257_984), "256K");
-        assert_eq!(planned_label(&first, "prefill", 262_079), "256K");
-        assert_eq!(planned_label(&[], "decode", 257_984), "251K");
+        assert_eq!(
+            planned_request(&first, PlanKind::Prefill, 257_984, Tokens(1), input.max_model_len),
+            Tokens(257_984)
+        );
+        assert_eq!(planned_label(&first, PlanKind::Decode, 257_984), "256K");
+        assert_eq!(planned_label(&first, PlanKind::Prefill, 262_079), "256K");
+        assert_eq!(planned_label(&[], PlanKind::Decode, 257_984), "251K");
     }
 
     #[test]
@@ -296,7 +338,29 @@ mod tests {
         input.max_model_len = Some(Tokens(65_536));
         let plan = Plan::build(&input);
         let rec = plan.to_record();
-        assert!(rec.iter().any(|p| p.kind == "decode" && p.status == "skipped" && p.label == "128K"));
-        assert_eq!(rec.iter().filter(|p| p.kind == "decode" && p.concurrency > 0).count(), 4 * 8);
+        assert!(rec.iter().any(|p| p.kind == PlanKind::Decode && p.status == PlanStatus::Skipped && p.label == "128K"));
+        assert_eq!(rec.iter().filter(|p| p.kind == PlanKind::Decode && p.concurrency > 0).count(), 4 * 8);
+    }
+
+    /// One summary of a plan for every view: what will be measured, what is over capacity, what is
+    /// not run, and the matrix's rows (skipped contexts are not rows).
+    #[test]
+    fn summary_counts_each_kind_and_status_once() {
+        let mut input = seed_input();
+        input.max_model_len = Some(Tokens(65_536));
+        input.limits.kv_budget = Some(Tokens(200_000));
+        let rec = Plan::build(&input).to_record();
+        let s = PlanSummary::of(&rec);
+        let count = |k, st| rec.iter().filter(|p| p.kind == k && p.status == st).count();
+        assert_eq!(s.decode_planned, count(PlanKind::Decode, PlanStatus::Planned));
+        assert_eq!(s.over_capacity.len(), count(PlanKind::Decode, PlanStatus::OverCapacity));
+        assert!(!s.over_capacity.is_empty(), "the small KV budget puts some cells over capacity");
+        assert_eq!(s.prefill_planned.len(), count(PlanKind::Prefill, PlanStatus::Planned));
+        assert_eq!(s.skipped.len(), rec.iter().filter(|p| p.status == PlanStatus::Skipped).count());
+        assert!(s.skipped.iter().any(|p| p.label == "128K"));
+        assert!(s.decode_rows.iter().all(|(_, l)| l != "128K"), "a skipped context is no row: {:?}", s.decode_rows);
+        let mut rows: Vec<u64> = s.decode_rows.iter().map(|(c, _)| *c).collect();
+        rows.dedup();
+        assert_eq!(rows.len(), s.decode_rows.len(), "each context is one row");
     }
 }

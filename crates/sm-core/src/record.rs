@@ -29,6 +29,48 @@ pub enum CellStatus {
     Skipped,
 }
 
+impl CellStatus {
+    /// The status as the console, the tables and the dashboard say it ("over capacity").
+    pub fn word(self) -> &'static str {
+        match self {
+            CellStatus::Valid => "valid",
+            CellStatus::OverCapacity => "over capacity",
+            CellStatus::Error => "error",
+            CellStatus::Loop => "loop",
+            CellStatus::Skipped => "skipped",
+        }
+    }
+}
+
+/// How prompt lengths were made exact (methodology: prompt sizing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Bisection with the server's `/tokenize`.
+    ServerTokenize,
+    /// `--tokenizer tokenizer.json` plus the server's fixed template cost.
+    TokenizerFile,
+    /// `usage.prompt_tokens` of `max_tokens: 1` requests.
+    UsageCalibration,
+}
+
+impl PromptSource {
+    /// The name run.json records.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptSource::ServerTokenize => "server_tokenize",
+            PromptSource::TokenizerFile => "tokenizer_file",
+            PromptSource::UsageCalibration => "usage_calibration",
+        }
+    }
+}
+
+impl std::fmt::Display for PromptSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Where a decode cell's output-token count comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -89,7 +131,7 @@ pub struct Settings {
     pub capacity_rule: CapacityRule,
     pub api: Api,
     /// How prompt lengths were made exact: `server_tokenize`, `tokenizer_file`, `usage_calibration`.
-    pub prompt_source: String,
+    pub prompt_source: PromptSource,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
     /// The waits and limits of the run; absent (null) in records written before they were recorded.
@@ -206,15 +248,45 @@ impl DecodeCell {
 /// A cell or prefill row of the plan, before it is measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlannedCell {
-    /// `prefill` or `decode`.
-    pub kind: String,
+    pub kind: PlanKind,
     pub requested_context: u64,
     pub context: u64,
     pub label: String,
     pub concurrency: u32,
-    /// `planned`, `over_capacity` or `skipped`.
-    pub status: String,
+    pub status: PlanStatus,
     pub reason: Option<String>,
+}
+
+/// What a plan entry measures; run.json writes `prefill` or `decode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanKind {
+    Prefill,
+    Decode,
+}
+
+impl PlanKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PlanKind::Prefill => "prefill",
+            PlanKind::Decode => "decode",
+        }
+    }
+}
+
+impl std::fmt::Display for PlanKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What the plan decided for an entry; run.json writes `planned`, `over_capacity` or `skipped`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    Planned,
+    OverCapacity,
+    Skipped,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -296,6 +368,33 @@ mod tests {
         assert_eq!(serde_json::to_string(&RunStatus::Interrupted).unwrap(), r#""interrupted""#);
         assert_eq!(serde_json::to_string(&CapacityRule::PrefixShared).unwrap(), r#""prefix-shared""#);
         assert_eq!(serde_json::to_string(&TokenSource::Chunks).unwrap(), r#""chunks""#);
+        let plan = [PlanKind::Prefill, PlanKind::Decode];
+        assert_eq!(serde_json::to_string(&plan).unwrap(), r#"["prefill","decode"]"#);
+        let plan = [PlanStatus::Planned, PlanStatus::OverCapacity, PlanStatus::Skipped];
+        assert_eq!(serde_json::to_string(&plan).unwrap(), r#"["planned","over_capacity","skipped"]"#);
+        let sources = [PromptSource::ServerTokenize, PromptSource::TokenizerFile, PromptSource::UsageCalibration];
+        let s = serde_json::to_string(&sources).unwrap();
+        assert_eq!(s, r#"["server_tokenize","tokenizer_file","usage_calibration"]"#);
+        for p in sources {
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+        }
+    }
+
+    /// A recorded run.json read and written again keeps its plan and prompt source as they were:
+    /// the typed plan entries, statuses and prompt source write exactly what the strings did. (The
+    /// sample predates the optional timing settings, which a write adds as nulls.)
+    #[test]
+    fn a_recorded_plan_round_trips_unchanged() {
+        let text = include_str!("../../../tests/data/run-sample.json");
+        let original: serde_json::Value = serde_json::from_str(text).unwrap();
+        let record: RunRecord = serde_json::from_str(text).unwrap();
+        let written = serde_json::to_value(&record).unwrap();
+        assert_eq!(written["plan"], original["plan"]);
+        assert_eq!(written["settings"]["prompt_source"], original["settings"]["prompt_source"]);
+        assert_eq!(written["decode"], original["decode"]);
+        assert_eq!(written["prefill"], original["prefill"]);
+        let again: RunRecord = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&again).unwrap(), written);
     }
 
     #[test]

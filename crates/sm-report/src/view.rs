@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use sm_core::context::shown;
 use sm_core::plan::planned_label;
-use sm_core::record::{CellStatus, DecodeCell, PlannedCell, RunRecord, RunStatus};
+use sm_core::record::{CellStatus, DecodeCell, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact;
 
 use crate::facts::{engine, engine_name, hardware, import_notes, run};
@@ -349,7 +349,7 @@ impl<'a> DecodeIndex<'a> {
 /// The plan's decode cells by `(context, concurrency)`, the first of each pair.
 fn planned_decode(record: &RunRecord) -> HashMap<(u64, u32), &PlannedCell> {
     let mut map = HashMap::new();
-    for p in record.plan.iter().filter(|p| p.kind == "decode") {
+    for p in record.plan.iter().filter(|p| p.kind == PlanKind::Decode) {
         map.entry((p.context, p.concurrency)).or_insert(p);
     }
     map
@@ -359,10 +359,10 @@ fn planned_decode(record: &RunRecord) -> HashMap<(u64, u32), &PlannedCell> {
 /// skipped by the plan, else planned but not measured.
 fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footnotes: &mut Vec<String>) -> Cell {
     let (kind, reason) = match planned {
-        Some(p) if p.status == "over_capacity" => (CellKind::OverCapacity, p.reason.clone()),
+        Some(p) if p.status == PlanStatus::OverCapacity => (CellKind::OverCapacity, p.reason.clone()),
         // skipped by the plan for another reason (an imported lil-bench plan): not
         // run, and the reason says why, so it is not "the run stopped first"
-        Some(p) if p.status == "skipped" => (CellKind::Skipped, p.reason.clone()),
+        Some(p) if p.status == PlanStatus::Skipped => (CellKind::Skipped, p.reason.clone()),
         _ => (CellKind::NotMeasured, None),
     };
     let footnote = match (kind, reason.as_deref()) {
@@ -407,7 +407,7 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
 fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
     let mut ctxs: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
     let mut cols: BTreeSet<u32> = record.decode.iter().map(|c| c.concurrency).collect();
-    for p in record.plan.iter().filter(|p| p.kind == "decode" && p.context > 0 && p.concurrency > 0) {
+    for p in record.plan.iter().filter(|p| p.kind == PlanKind::Decode && p.context > 0 && p.concurrency > 0) {
         ctxs.insert(p.context);
         cols.insert(p.concurrency);
     }
@@ -419,7 +419,7 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
         .into_iter()
         .map(|ctx| {
             let l = labels.get(&ctx).map(|l| l.to_string());
-            (ctx, shown(&l.unwrap_or_else(|| planned_label(&record.plan, "decode", ctx)), ctx))
+            (ctx, shown(&l.unwrap_or_else(|| planned_label(&record.plan, PlanKind::Decode, ctx)), ctx))
         })
         .collect();
     let cols: Vec<u32> = cols.into_iter().collect();

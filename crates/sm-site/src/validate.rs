@@ -81,7 +81,7 @@ pub fn limits(record: &RunRecord) -> Result<(), Refusal> {
     at_most("distinct contexts", "MAX_CONTEXTS", contexts.len(), MAX_CONTEXTS)?;
     let mut levels: BTreeSet<u32> = s.concurrency.iter().copied().collect();
     levels.extend(record.decode.iter().map(|c| c.concurrency));
-    levels.extend(record.plan.iter().filter(|p| p.kind == "decode").map(|p| p.concurrency));
+    levels.extend(record.plan.iter().filter(|p| p.kind == sm_core::record::PlanKind::Decode).map(|p| p.concurrency));
     at_most("distinct concurrency levels", "MAX_CONCURRENCY_LEVELS", levels.len(), MAX_CONCURRENCY_LEVELS)?;
     let warnings = record.decode.iter().map(|c| c.warnings.len()).max().unwrap_or(0);
     at_most("warnings in one decode cell", "MAX_WARNINGS", warnings, MAX_WARNINGS)?;

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
-use sm_bench::{ControlHandle, LiveSample, Reporter, Step, WarmupCell};
 use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
+use sm_progress::{ControlHandle, LiveSample, Reporter, RunEvent, Step};
 
 use input::{Input, Key, Wait};
 pub use state::State;
@@ -63,7 +63,14 @@ impl Dashboard {
     /// When the terminal goes away (the pty closed, its input ended, a read or a write failed) the
     /// dashboard stops drawing, gives the terminal back and calls `on_lost` with the reason: nobody
     /// can see the run or steer it any more, so the caller should stop it as for SIGHUP.
-    pub fn start(handle: ControlHandle, on_lost: impl Fn(&str) + Send + 'static) -> Result<Dashboard, TuiError> {
+    ///
+    /// A second Ctrl-C exits the process at once, without destructors: `before_abort` is called
+    /// first, to remove what only a destructor would (the run directory's lock file).
+    pub fn start(
+        handle: ControlHandle,
+        on_lost: impl Fn(&str) + Send + 'static,
+        before_abort: fn(),
+    ) -> Result<Dashboard, TuiError> {
         term::enter()?;
         let terminal = match Terminal::new(CrosstermBackend::new(stdout())) {
             Ok(t) => t,
@@ -79,7 +86,7 @@ impl Dashboard {
             let on_lost: OnLost = Box::new(on_lost);
             std::thread::Builder::new()
                 .name("sm-dashboard".into())
-                .spawn(move || render_loop(terminal, &state, &stop, &handle, &on_lost))
+                .spawn(move || render_loop(terminal, &state, &stop, (&handle, before_abort), &on_lost))
         };
         let thread = match thread {
             Ok(t) => t,
@@ -122,11 +129,8 @@ impl Reporter for Dashboard {
     fn live(&self, sample: &LiveSample) {
         self.state().live(sample);
     }
-    fn warmup_cell(&self, phase: WarmupCell) {
-        self.state().warmup(phase);
-    }
-    fn event(&self, text: &str) {
-        self.state().event(text, Instant::now());
+    fn event(&self, event: &RunEvent) {
+        self.state().event(event, Instant::now());
     }
     fn prefill_done(&self, row: &PrefillRow) {
         self.state().prefill_done(row, Instant::now());
@@ -141,7 +145,10 @@ impl Reporter for Dashboard {
 
 type Term = Terminal<CrosstermBackend<std::io::Stdout>>;
 
-fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, handle: &ControlHandle, on_lost: &OnLost) {
+/// The run's steering and what to do before aborting on a second Ctrl-C.
+type Steer<'a> = (&'a ControlHandle, fn());
+
+fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, steer: Steer<'_>, on_lost: &OnLost) {
     let mut input = Input::open();
     let mut last_full = Instant::now();
     let mut interrupts = 0;
@@ -171,7 +178,7 @@ fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, hand
             Wait::Gone(keys, why) => (keys, Some(why)),
         };
         for key in keys {
-            on_key(key, state, handle, &mut interrupts);
+            on_key(key, state, steer, &mut interrupts);
         }
         if lost.is_some() {
             break lost;
@@ -189,14 +196,14 @@ fn render_loop(mut terminal: Term, state: &Mutex<State>, stop: &AtomicBool, hand
     }
 }
 
-fn on_key(key: Key, state: &Mutex<State>, handle: &ControlHandle, interrupts: &mut u32) {
+fn on_key(key: Key, state: &Mutex<State>, (handle, before_abort): Steer<'_>, interrupts: &mut u32) {
     let notice = match key {
         Key::Interrupt => {
             *interrupts += 1;
             if *interrupts > 1 {
                 term::restore();
                 // destructors do not run on this way out: the lock file goes now, while it is still held
-                sm_bench::journal::remove_held_locks();
+                before_abort();
                 let _ = writeln!(std::io::stderr(), "aborted: the files hold what was written before the first Ctrl-C");
                 std::process::exit(130);
             }

@@ -4,9 +4,9 @@ use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use sm_bench::{LiveSample, Step};
-use sm_client::discover::SchedulerState;
-use sm_core::record::{CellStatus, DecodeCell};
+use sm_core::record::{CellStatus, DecodeCell, PlanKind};
+use sm_progress::SchedulerState;
+use sm_progress::{LiveSample, RunEvent, Step};
 
 use crate::state::State;
 use crate::testdata::record;
@@ -36,7 +36,7 @@ fn valid(ctx: u64, label: &str, c: u32, tok_s: f64) -> DecodeCell {
 fn mid_run(t0: Instant) -> (State, Instant) {
     let mut s = State::new(t0);
     s.start(&record());
-    s.event("run started", t0);
+    s.event(&RunEvent::RunStarted, t0);
     s.cell_done(&valid(8192, "8K", 1, 61.2), t0 + Duration::from_secs(12));
     s.cell_done(&valid(8192, "8K", 4, 231.9), t0 + Duration::from_secs(24));
     s.step(&Step::Scout { label: "8K".into(), concurrency: 16 }, t0 + Duration::from_secs(25));
@@ -108,12 +108,12 @@ fn ramp_up_waiting_for_streams_names_the_wait_once() {
 fn six_contexts(t0: Instant) -> State {
     let mut rec = record();
     let contexts = [(4096, "4K"), (8192, "8K"), (16384, "16K"), (32768, "32K"), (65536, "64K"), (131072, "128K")];
-    rec.plan.retain(|p| p.kind == "prefill");
+    rec.plan.retain(|p| p.kind == PlanKind::Prefill);
     for (ctx, label) in contexts {
         for c in [1, 4, 16] {
             let mut p = rec.plan[0].clone();
             (p.kind, p.context, p.requested_context, p.label, p.concurrency) =
-                ("decode".into(), ctx, ctx, label.into(), c);
+                (PlanKind::Decode, ctx, ctx, label.into(), c);
             rec.plan.push(p);
         }
     }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use sm_bench::{LiveSample, Step, WarmupCell};
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, RunStatus, ServerInfo};
+use sm_progress::{LiveSample, RunEvent, Step, WarmupFailure, WarmupStage};
 
 /// Events kept for the log panel; older ones are in run.json anyway.
 const MAX_EVENTS: usize = 200;
@@ -44,7 +44,8 @@ pub struct State {
     pub step_since: Instant,
     /// The decode cell being measured: (context, concurrency, since).
     pub current: Option<(u64, u32, Instant)>,
-    /// While the hidden warm-up cell runs ([`WarmupCell`]): its steps are not a measured cell.
+    /// While the hidden warm-up cell runs (from [`RunEvent::DecodeWarmupStarted`] to the event that
+    /// ends it, whatever its outcome): its steps are not a measured cell.
     pub warmup_cell: bool,
     pub live: Option<LiveSample>,
     /// Recent (at, tokens) of this cell, for the live rate.
@@ -94,27 +95,11 @@ impl State {
         self.server = Some(record.server.clone());
         self.window = Duration::from_secs_f64(record.settings.duration_s.max(0.0));
         self.concurrency = record.settings.concurrency.clone();
-        self.contexts.clear();
-        self.prefill_plan.clear();
-        self.planned_cells = 0;
-        self.over_capacity = 0;
-        for p in &record.plan {
-            match (p.kind.as_str(), p.status.as_str()) {
-                ("decode", "skipped") => {}
-                ("decode", status) => {
-                    if !self.contexts.iter().any(|(c, _)| *c == p.context) {
-                        self.contexts.push((p.context, p.label.clone()));
-                    }
-                    if status == "over_capacity" {
-                        self.over_capacity += 1;
-                    } else {
-                        self.planned_cells += 1;
-                    }
-                }
-                ("prefill", "planned") => self.prefill_plan.push((p.context, p.label.clone())),
-                _ => {}
-            }
-        }
+        let plan = sm_core::plan::PlanSummary::of(&record.plan);
+        self.contexts = plan.decode_rows;
+        self.prefill_plan = plan.prefill_planned.iter().map(|p| (p.context, p.label.clone())).collect();
+        self.planned_cells = plan.decode_planned;
+        self.over_capacity = plan.over_capacity.len();
         if self.contexts.is_empty() {
             // a record without a plan (older schema): the settings still name the rows
             self.contexts =
@@ -163,18 +148,24 @@ impl State {
         self.live = Some(sample.clone());
     }
 
-    pub fn warmup(&mut self, phase: WarmupCell) {
-        self.warmup_cell = phase == WarmupCell::Started;
-        if !self.warmup_cell {
-            // the warm-up's steps say nothing about the cells to come
-            self.current = None;
-            self.live = None;
+    pub fn event(&mut self, event: &RunEvent, now: Instant) {
+        match event {
+            RunEvent::DecodeWarmupStarted { .. } => self.warmup_cell = true,
+            // done, skipped or stopped, failed: each ends the warm-up cell
+            RunEvent::DecodeWarmupDone
+            | RunEvent::DecodeWarmupSkipped { .. }
+            | RunEvent::WarmupFailed(WarmupFailure { stage: WarmupStage::DecodeCell(_), .. })
+                if self.warmup_cell =>
+            {
+                self.warmup_cell = false;
+                // the warm-up's steps say nothing about the cells to come
+                self.current = None;
+                self.live = None;
+            }
+            _ => {}
         }
-    }
-
-    pub fn event(&mut self, text: &str, now: Instant) {
         let t = now.saturating_duration_since(self.started).as_secs_f64();
-        self.events.push_back((t, text.to_string()));
+        self.events.push_back((t, event.to_string()));
         if self.events.len() > MAX_EVENTS {
             self.events.pop_front();
         }
@@ -333,24 +324,50 @@ mod tests {
     }
 
     /// A warm-up that fails (or is skipped, or stopped) ends like one that succeeds: the next cell is
-    /// a measured one, shown and timed as such.
+    /// a measured one, shown and timed as such. Driven by the typed events the runner sends.
     #[test]
     fn the_warm_up_state_ends_whatever_the_warm_up_did() {
+        let failed = |status| {
+            RunEvent::WarmupFailed(WarmupFailure { stage: WarmupStage::DecodeCell(status), reason: "HTTP 500".into() })
+        };
+        let endings = [
+            failed(CellStatus::Error),
+            failed(CellStatus::Loop),
+            RunEvent::DecodeWarmupSkipped { reason: "skipped by the user".into() },
+            RunEvent::DecodeWarmupDone,
+        ];
+        for end in endings {
+            let t0 = Instant::now();
+            let mut s = State::new(t0);
+            s.start(&record());
+            s.event(&RunEvent::DecodeWarmupStarted { at: "64K".into(), window: Duration::from_secs(3) }, t0);
+            s.step(&Step::Scout { label: "64K".into(), concurrency: 1 }, t0);
+            assert!(s.warmup_cell && s.current.is_none(), "the warm-up cell is not a measured one");
+            s.event(&end, t0);
+            assert!(!s.warmup_cell, "still in the warm-up after: {end}");
+            s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0 + Duration::from_secs(1));
+            let current = s.current.map(|(c, n, _)| (c, n));
+            assert_eq!(current, Some((8192, 1)), "the first measured cell is the current one after: {end}");
+            let cell =
+                DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
+            s.cell_done(&cell, t0 + Duration::from_secs(5));
+            assert_eq!(s.cell_times, [Duration::from_secs(4)], "the measured cell is timed for the ETA after: {end}");
+            assert_eq!(s.events.back().map(|(_, t)| t.as_str()), Some(end.to_string().as_str()), "the log shows it");
+        }
+    }
+
+    /// The warm-up request failing is not the warm-up cell ending: a warm-up cell in progress stays one.
+    #[test]
+    fn a_failed_warm_up_request_does_not_end_the_warm_up_cell() {
         let t0 = Instant::now();
         let mut s = State::new(t0);
         s.start(&record());
-        s.warmup(WarmupCell::Started);
-        s.event("decode warm-up at 64K for 3 s", t0);
+        s.event(&RunEvent::DecodeWarmupStarted { at: "64K".into(), window: Duration::from_secs(3) }, t0);
+        let request = WarmupFailure { stage: WarmupStage::Request, reason: "HTTP 500".into() };
+        s.event(&RunEvent::WarmupFailed(request), t0);
+        assert!(s.warmup_cell);
         s.step(&Step::Scout { label: "64K".into(), concurrency: 1 }, t0);
-        assert!(s.warmup_cell && s.current.is_none(), "the warm-up cell is not a measured one");
-        s.event("the decode warm-up failed (error): HTTP 500; the run goes on", t0);
-        s.warmup(WarmupCell::Ended);
-        assert!(!s.warmup_cell, "still in the warm-up after it failed");
-        s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0 + Duration::from_secs(1));
-        assert_eq!(s.current.map(|(c, n, _)| (c, n)), Some((8192, 1)), "the first measured cell is the current one");
-        let cell = DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
-        s.cell_done(&cell, t0 + Duration::from_secs(5));
-        assert_eq!(s.cell_times, [Duration::from_secs(4)], "the measured cell is timed for the ETA");
+        assert!(s.current.is_none(), "the warm-up cell is not a measured one");
     }
 
     fn row() -> PrefillRow {

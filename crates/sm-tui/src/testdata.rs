@@ -4,13 +4,23 @@ use sm_core::capacity::CapacityRule;
 use sm_core::record::{
     Api, CellStatus, DecodeCell, Hardware, PlannedCell, RunRecord, RunStatus, ServerInfo, Settings, Tool,
 };
+use sm_core::record::{PlanKind, PlanStatus};
 
 pub fn record() -> RunRecord {
-    let mut plan = vec![planned("prefill", 8192, "8K", 1, "planned"), planned("prefill", 65536, "64K", 1, "planned")];
+    let mut plan = vec![
+        planned(PlanKind::Prefill, 8192, "8K", 1, PlanStatus::Planned),
+        planned(PlanKind::Prefill, 65536, "64K", 1, PlanStatus::Planned),
+    ];
     for (ctx, label) in [(8192, "8K"), (65536, "64K")] {
         for c in [1, 4, 16] {
             let over = ctx == 65536 && c == 16;
-            plan.push(planned("decode", ctx, label, c, if over { "over_capacity" } else { "planned" }));
+            plan.push(planned(
+                PlanKind::Decode,
+                ctx,
+                label,
+                c,
+                if over { PlanStatus::OverCapacity } else { PlanStatus::Planned },
+            ));
         }
     }
     RunRecord {
@@ -41,7 +51,7 @@ pub fn record() -> RunRecord {
             prefill_contexts: vec![],
             capacity_rule: CapacityRule::Reference,
             api: Api::Chat,
-            prompt_source: "server_tokenize".into(),
+            prompt_source: sm_core::record::PromptSource::ServerTokenize,
             ignore_eos: true,
             temperature: None,
             timing: Default::default(),
@@ -64,14 +74,6 @@ pub fn record() -> RunRecord {
     }
 }
 
-fn planned(kind: &str, context: u64, label: &str, concurrency: u32, status: &str) -> PlannedCell {
-    PlannedCell {
-        kind: kind.into(),
-        requested_context: context,
-        context,
-        label: label.into(),
-        concurrency,
-        status: status.into(),
-        reason: None,
-    }
+fn planned(kind: PlanKind, context: u64, label: &str, concurrency: u32, status: PlanStatus) -> PlannedCell {
+    PlannedCell { kind, requested_context: context, context, label: label.into(), concurrency, status, reason: None }
 }

@@ -10,9 +10,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Gauge, Paragraph, Sparkline};
 
-use sm_bench::{LiveSample, Step};
 use sm_core::Tokens;
 use sm_core::record::RunStatus;
+use sm_progress::{LiveSample, Step};
 
 use crate::matrix;
 use crate::state::State;

@@ -11,7 +11,8 @@ use std::io::Write;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sm_bench::{LiveSample, Reporter, Step};
+use sm_bench::{LiveSample, Reporter, RunEvent, Step, WarmupFailure, WarmupStage};
+use sm_core::plan::PlanSummary;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
 use crate::table;
@@ -43,7 +44,7 @@ struct Inner {
     rows_left: usize,
     prefill: Phase,
     decode: Phase,
-    /// Between "decode warm-up at" and its end: the cell then is not measured.
+    /// Between the decode warm-up's start and its end: the cell then is not measured.
     warmup: bool,
     cell: Option<CellProgress>,
 }
@@ -139,28 +140,28 @@ impl Phase {
         if counts.is_empty() {
             return "none".into();
         }
-        counts.iter().map(|(s, n)| format!("{n} {}", sm_bench::runner::status_word(*s))).collect::<Vec<_>>().join(", ")
+        counts.iter().map(|(s, n)| format!("{n} {}", s.word())).collect::<Vec<_>>().join(", ")
     }
 }
 
 /// The plan line and, under it, each cell that will not run and why.
 fn plan_text(record: &RunRecord) -> (String, usize, usize) {
-    let decode = |status: &'static str| record.plan.iter().filter(move |p| p.kind == "decode" && p.status == status);
+    let plan = PlanSummary::of(&record.plan);
     let done = record.decode.iter().filter(|c| c.status() != CellStatus::OverCapacity).count();
-    let cells_left = decode("planned").count().saturating_sub(done);
-    let rows = record.plan.iter().filter(|p| p.kind == "prefill" && p.status == "planned").count();
+    let cells_left = plan.decode_planned.saturating_sub(done);
+    let rows = plan.prefill_planned.len();
     let rows_left = rows.saturating_sub(record.prefill.len());
     let mut text = format!(
         "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {} s windows",
-        decode("planned").count(),
-        decode("over_capacity").count(),
+        plan.decode_planned,
+        plan.over_capacity.len(),
         rows,
         record.settings.duration_s
     );
     if done > 0 || rows_left < rows {
         text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
     }
-    for p in decode("over_capacity") {
+    for p in &plan.over_capacity {
         text.push_str(&format!(
             "\nover capacity: {} × {}: {}",
             sm_core::context::shown(&p.label, p.context),
@@ -168,7 +169,7 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
             p.reason.as_deref().unwrap_or("")
         ));
     }
-    for p in record.plan.iter().filter(|p| p.status == "skipped") {
+    for p in &plan.skipped {
         let label = sm_core::context::shown(&p.label, p.context);
         text.push_str(&format!("\nnot run: {} {label}: {}", p.kind, p.reason.as_deref().unwrap_or("")));
     }
@@ -247,40 +248,49 @@ impl Reporter for Console {
         }
     }
 
-    fn event(&self, text: &str) {
+    fn event(&self, event: &RunEvent) {
         let mut inner = self.inner();
         let inner = &mut *inner;
-        if text.starts_with("decode warm-up at ") {
-            inner.warmup = true;
-        } else if inner.warmup && (text.starts_with("decode warm-up") || text.starts_with("the decode warm-up")) {
-            inner.warmup = false;
-            let cell = inner.cell.take();
-            if text == "decode warm-up done"
-                && let Some(cell) = cell
+        match event {
+            RunEvent::DecodeWarmupStarted { .. } => inner.warmup = true,
+            RunEvent::DecodeWarmupDone
+            | RunEvent::DecodeWarmupSkipped { .. }
+            | RunEvent::WarmupFailed(WarmupFailure { stage: WarmupStage::DecodeCell(_), .. })
+                if inner.warmup =>
             {
-                self.line(inner, &format!("{} done (not measured)", cell.who));
+                inner.warmup = false;
+                let cell = inner.cell.take();
+                if *event == RunEvent::DecodeWarmupDone
+                    && let Some(cell) = cell
+                {
+                    self.line(inner, &format!("{} done (not measured)", cell.who));
+                    return;
+                }
+            }
+            RunEvent::CellStarted { cell, concurrency } => {
+                let (who, line) = if inner.warmup {
+                    let who = format!("decode warm-up {cell} × {concurrency}");
+                    (who.clone(), format!("{who} started (not measured)"))
+                } else {
+                    (format!("cell {cell} × {concurrency}"), event.to_string())
+                };
+                inner.cell = Some(CellProgress { who, started: Instant::now(), ramp_since: None, ramp: None });
+                self.line(inner, &line);
                 return;
             }
+            // finished cells and rows get their own, fuller line from cell_done and prefill_done
+            RunEvent::CellDone { .. }
+            | RunEvent::CellEnded { .. }
+            | RunEvent::PrefillDone { .. }
+            | RunEvent::PrefillFailed { .. } => return,
+            RunEvent::RunEnded(_) => {
+                // the run's last line comes after the phases it ends
+                self.end_prefill(inner);
+                self.end_decode(inner);
+            }
+            _ => {}
         }
-        if let Some(rest) = text.strip_prefix("cell ").and_then(|t| t.strip_suffix(" started")) {
-            let who = if inner.warmup { format!("decode warm-up {rest}") } else { format!("cell {rest}") };
-            let line = if inner.warmup { format!("{who} started (not measured)") } else { text.to_string() };
-            inner.cell = Some(CellProgress { who, started: Instant::now(), ramp_since: None, ramp: None });
-            self.line(inner, &line);
-            return;
-        }
-        // finished cells and rows get their own, fuller line from cell_done and prefill_done
-        let finished_cell = text.starts_with("cell ");
-        let finished_row = text.starts_with("prefill ") && !text.ends_with(" started");
-        if finished_cell || finished_row {
-            return;
-        }
-        if text.starts_with("run ") && !text.starts_with("run started") && !text.starts_with("run resumed") {
-            // the run's last line comes after the phases it ends
-            self.end_prefill(inner);
-            self.end_decode(inner);
-        }
-        self.line(inner, text);
+        self.line(inner, &event.to_string());
     }
 
     fn prefill_done(&self, row: &PrefillRow) {

@@ -162,7 +162,7 @@ impl Display {
 fn signal_notice(reporter: &Arc<dyn sm_bench::Reporter>, display: Display) -> impl Fn(&str) + Send + 'static {
     let reporter = Arc::downgrade(reporter);
     move |text: &str| match reporter.upgrade() {
-        Some(r) if display != Display::Quiet => r.event(text),
+        Some(r) if display != Display::Quiet => r.event(&sm_bench::RunEvent::Notice(text.to_string())),
         // the terminal may be gone (SIGHUP): a failed write must not panic
         _ => {
             let _ = writeln!(std::io::stderr(), "{text}");
@@ -182,7 +182,11 @@ fn progress_display(
     match display {
         Display::Quiet => (Arc::new(Console::new(Mode::Quiet)), display),
         Display::Plain => (Arc::new(Console::new(Mode::Plain)), display),
-        Display::Dashboard => match sm_tui::Dashboard::start(handle, move |why: &str| stop.terminal_lost(why)) {
+        Display::Dashboard => match sm_tui::Dashboard::start(
+            handle,
+            move |why: &str| stop.terminal_lost(why),
+            sm_bench::journal::remove_held_locks,
+        ) {
             Ok(d) => (Arc::new(d), display),
             Err(e) => {
                 eprintln!("warning: {e}; showing plain progress instead");

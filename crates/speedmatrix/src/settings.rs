@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use sm_bench::journal::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, RunRecord};
+use sm_core::record::{Api, PlanKind, PromptSource, RunRecord};
 
 use crate::limits;
 use crate::run_args::{self as flags, K, Progress, RunArgs};
@@ -108,11 +108,11 @@ impl Layer {
         let secs = |v: Option<f64>| v.and_then(|s| Duration::try_from_secs_f64(s).ok());
         let t = &s.timing;
         Ok(Layer {
-            contexts: Some(asked("decode", &s.contexts, Tokens(s.max_tokens))),
+            contexts: Some(asked(PlanKind::Decode, &s.contexts, Tokens(s.max_tokens))),
             concurrency: Some(s.concurrency.clone()),
             duration: Some(window),
             max_tokens: Some(Tokens(s.max_tokens)),
-            prefill_contexts: Some(asked("prefill", &s.prefill_contexts, Tokens(1))),
+            prefill_contexts: Some(asked(PlanKind::Prefill, &s.prefill_contexts, Tokens(1))),
             prefill_at_max: Some(false),
             api: Some(s.api),
             capacity_rule: Some(s.capacity_rule),
@@ -245,7 +245,7 @@ impl Settings {
         );
         let resumed = args.resume.as_deref().map(read_record).transpose()?;
         if let Some(old) = &resumed
-            && old.settings.prompt_source == "tokenizer_file"
+            && old.settings.prompt_source == PromptSource::TokenizerFile
             && args.tokenizer.is_none()
         {
             anyhow::bail!(

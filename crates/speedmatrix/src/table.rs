@@ -2,7 +2,8 @@
 //! one line per cell.
 
 use sm_core::context::shown;
-use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+use sm_core::plan::PlanSummary;
+use sm_core::record::{CellStatus, DecodeCell, PlanKind, RunRecord};
 
 /// The line printed when a prefill row finishes.
 pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
@@ -17,7 +18,7 @@ pub fn prefill_line(row: &sm_core::record::PrefillRow) -> String {
             format!(
                 "prefill {:>5}  {}: {}",
                 shown(&row.label, row.context),
-                word(status),
+                status.word(),
                 row.reason.as_deref().unwrap_or("")
             )
         }
@@ -43,12 +44,8 @@ pub fn cell_line(cell: &DecodeCell) -> String {
             }
             s
         }
-        status => format!("{head} {}: {}", word(status), cell.reason.as_deref().unwrap_or("")),
+        status => format!("{head} {}: {}", status.word(), cell.reason.as_deref().unwrap_or("")),
     }
-}
-
-fn word(s: CellStatus) -> &'static str {
-    sm_bench::runner::status_word(s)
 }
 
 /// The `--dry-run` view: fitted contexts, over-capacity cells with reasons, an estimate.
@@ -56,17 +53,17 @@ pub fn plan(record: &RunRecord) -> String {
     let mut lines = Vec::new();
     let s = &record.settings;
     let named = |kind, c: &u64| shown(&sm_core::plan::planned_label(&record.plan, kind, *c), *c);
-    let labels: Vec<String> = s.contexts.iter().map(|c| named("decode", c)).collect();
+    let labels: Vec<String> = s.contexts.iter().map(|c| named(PlanKind::Decode, c)).collect();
     lines.push(format!("Decode contexts: {}", labels.join(", ")));
-    let prefill: Vec<String> = s.prefill_contexts.iter().map(|c| named("prefill", c)).collect();
+    let prefill: Vec<String> = s.prefill_contexts.iter().map(|c| named(PlanKind::Prefill, c)).collect();
     lines.push(format!("Prefill contexts: {}", prefill.join(", ")));
     lines.push(format!("Concurrency: {}", s.concurrency.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")));
-    for p in record.plan.iter().filter(|p| p.status == "skipped") {
+    let plan = PlanSummary::of(&record.plan);
+    for p in &plan.skipped {
         lines.push(format!("Skipped {} {}: {}", p.kind, shown(&p.label, p.context), p.reason.as_deref().unwrap_or("")));
     }
-    let runnable = record.plan.iter().filter(|p| p.kind == "decode" && p.status == "planned").count();
-    let over: Vec<&sm_core::record::PlannedCell> = record.plan.iter().filter(|p| p.status == "over_capacity").collect();
-    for p in &over {
+    let (runnable, over) = (plan.decode_planned, &plan.over_capacity);
+    for p in over {
         let reason = p.reason.as_deref().unwrap_or("");
         lines.push(format!("Over capacity {} × {}: {reason}", shown(&p.label, p.context), p.concurrency));
     }

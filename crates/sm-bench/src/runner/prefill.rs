@@ -10,7 +10,7 @@ use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, PrefillRow};
 
 use super::{Prompts, Runner, round1, round3};
-use crate::progress::Step;
+use crate::progress::{RunEvent, Step};
 use crate::prompt;
 use crate::scout::{ScoutResult, scout};
 
@@ -67,7 +67,7 @@ impl Runner<'_> {
     ) -> std::io::Result<()> {
         let spec = self.spec(1, false);
         let body = spec.body(prompt);
-        self.event(format!("prefill {} started", shown(&self.prefill_label(ctx), ctx.0)));
+        self.event(RunEvent::PrefillStarted { row: shown(&self.prefill_label(ctx), ctx.0) });
         let limit = cold_limit(self.facts.block_size);
         let (mut row, note) = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
             Ok(s) => scouted_row(ctx, &s, counted, limit),
@@ -77,12 +77,10 @@ impl Runner<'_> {
         self.reporter.prefill_done(&row);
         let named = shown(&row.label, row.context);
         self.event(match (&row.status, row.prompt_tok_s) {
-            (CellStatus::Valid, Some(tps)) => format!(
-                "prefill {named} done: {tps:.0} prompt tok/s, TTFT {:.0} ms{}",
-                row.ttft_ms.unwrap_or(0.0),
-                note.map(|n| format!(" ({n})")).unwrap_or_default()
-            ),
-            _ => format!("prefill {named} failed: {}", row.reason.clone().unwrap_or_default()),
+            (CellStatus::Valid, Some(prompt_tok_s)) => {
+                RunEvent::PrefillDone { row: named, prompt_tok_s, ttft_ms: row.ttft_ms.unwrap_or(0.0), note }
+            }
+            _ => RunEvent::PrefillFailed { row: named, reason: row.reason.clone().unwrap_or_default() },
         });
         self.record.prefill.push(row);
         self.journal.write(&self.record)
@@ -90,7 +88,8 @@ impl Runner<'_> {
 
     /// The plan's label of a prefill context: what the user asked for (methodology §3.1).
     fn prefill_label(&self, ctx: Tokens) -> String {
-        let planned = self.record.plan.iter().find(|p| p.kind == "prefill" && p.context == ctx.0);
+        let planned =
+            self.record.plan.iter().find(|p| p.kind == sm_core::record::PlanKind::Prefill && p.context == ctx.0);
         planned.map_or_else(|| label(ctx), |p| p.label.clone())
     }
 

@@ -8,9 +8,9 @@ use sm_client::openai::RequestSpec;
 use sm_core::plan::Plan;
 use sm_core::record::CellStatus;
 
-use super::{Runner, status_word};
+use super::Runner;
 use crate::cell::CellTiming;
-use crate::progress::WarmupCell;
+use crate::progress::{RunEvent, WarmupFailure, WarmupStage};
 use crate::prompt::{self, WARMUP};
 use crate::scout::scout;
 use crate::sizing::Sizer;
@@ -21,8 +21,8 @@ impl Runner<'_> {
         let spec = RequestSpec { continuous_usage: false, ..self.spec(16, false) };
         let body = spec.body(&prompt::warmup_prompt(&prompt::tag(&self.run_id, WARMUP, 0)));
         match scout(&self.client, spec.path(), &body, self.config.timing.stream_timeouts().first_token).await {
-            Ok(_) => self.event("warm-up request done".into()),
-            Err(e) => self.warmup_failed(format!("the warm-up request failed: {e}")),
+            Ok(_) => self.event(RunEvent::WarmupRequestDone),
+            Err(e) => self.warmup_failed(WarmupFailure { stage: WarmupStage::Request, reason: e.to_string() }),
         }
     }
 
@@ -35,32 +35,31 @@ impl Runner<'_> {
         let prompt = match sizer.size(&prompt::tag(&self.run_id, WARMUP, cell.context.0), cell.context.0).await {
             Ok(s) => s.prompt,
             Err(e) => {
-                self.event(format!("decode warm-up skipped: {e}"));
+                self.event(RunEvent::DecodeWarmupSkipped { reason: e });
                 return;
             }
         };
-        self.reporter.warmup_cell(WarmupCell::Started);
         let at = sm_core::context::shown(&cell.label, cell.context.0);
-        self.event(format!("decode warm-up at {at} for {:.0} s", self.config.warmup.as_secs_f64()));
+        self.event(RunEvent::DecodeWarmupStarted { at, window: self.config.warmup });
         let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
         let outcome = self.decode_cell(cell, &prompt, timing).await;
-        // on every outcome: a display that waits for "done" would show the warm-up for the rest of the run
-        self.reporter.warmup_cell(WarmupCell::Ended);
+        // every outcome ends with one event (done, skipped or stopped, failed): a display that waited
+        // for "done" only would show the warm-up for the rest of the run
         let reason = outcome.reason.unwrap_or_default();
         match outcome.status {
             CellStatus::Valid => {
                 // the decode path is warm now, whatever the warm-up request did
                 self.warmup_warning = None;
-                self.event("decode warm-up done".into());
+                self.event(RunEvent::DecodeWarmupDone);
             }
-            CellStatus::Skipped => self.event(format!("decode warm-up skipped: {reason}")),
-            s => self.warmup_failed(format!("the decode warm-up failed ({}): {reason}", status_word(s))),
+            CellStatus::Skipped => self.event(RunEvent::DecodeWarmupSkipped { reason }),
+            s => self.warmup_failed(WarmupFailure { stage: WarmupStage::DecodeCell(s), reason }),
         }
     }
 
-    fn warmup_failed(&mut self, what: String) {
-        self.event(format!("{what}; the run goes on"));
-        self.warmup_warning = Some(what);
+    fn warmup_failed(&mut self, failure: WarmupFailure) {
+        self.warmup_warning = Some(failure.to_string());
+        self.event(RunEvent::WarmupFailed(failure));
     }
 
     /// The warning the first measured cell carries when the warm-up before it failed.

@@ -12,14 +12,7 @@ use crate::metrics::Metrics;
 /// A scrape is polled about once a second; a slower answer is a stuck server.
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct SchedulerState {
-    /// Requests the engine is generating for, summed over data-parallel engines.
-    pub running: f64,
-    pub waiting: f64,
-    /// KV cache usage, 0..1 (mean over engines), where the engine reports it.
-    pub kv_usage: Option<f64>,
-}
+pub use sm_core::scheduler::SchedulerState;
 
 /// Gauge names per engine: running, waiting, KV usage.
 fn gauges(engine: Engine) -> Option<(&'static str, &'static str, Option<&'static str>)> {

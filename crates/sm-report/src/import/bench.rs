@@ -6,8 +6,8 @@ use sm_core::Tokens;
 use sm_core::capacity::{self, CapacityRule, Limits};
 use sm_core::context::label;
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PlannedCell, PrefillRow, RunRecord, RunStatus, SCHEMA, ServerInfo,
-    Settings, TokenSource, Tool,
+    Api, CellStatus, DecodeCell, Event, Hardware, PlanKind, PlanStatus, PlannedCell, PrefillRow, RunRecord, RunStatus,
+    SCHEMA, ServerInfo, Settings, TokenSource, Tool,
 };
 
 use super::value::{bool_at, f64_at, ms_at, str_at, u64_at, u64_list};
@@ -203,7 +203,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         Some(entries) => super::lil::plan(entries, max_tokens),
         None => grid_plan(&contexts, &levels, &prefill_rows(bench), max_tokens, kv),
     };
-    for p in planned.iter().filter(|p| p.kind == "decode" && p.status == "over_capacity") {
+    for p in planned.iter().filter(|p| p.kind == PlanKind::Decode && p.status == PlanStatus::OverCapacity) {
         if decode.iter().any(|c| c.context == p.context && c.concurrency == p.concurrency) {
             continue;
         }
@@ -317,7 +317,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             capacity_rule: CapacityRule::Reference,
             api: Api::Chat,
             // the reference tool sizes prompts from a characters-per-token probe
-            prompt_source: "usage_calibration".into(),
+            prompt_source: sm_core::record::PromptSource::UsageCalibration,
             ignore_eos: bool_at(md, "ignore_eos").unwrap_or(true),
             temperature: f64_at(md, "temperature"),
             timing: Default::default(),
@@ -351,12 +351,12 @@ fn grid_plan(
     let mut plan: Vec<PlannedCell> = prefill
         .iter()
         .map(|p| PlannedCell {
-            kind: "prefill".into(),
+            kind: PlanKind::Prefill,
             requested_context: p.context,
             context: p.context,
             label: p.label.clone(),
             concurrency: 1,
-            status: "planned".into(),
+            status: PlanStatus::Planned,
             reason: None,
         })
         .collect();
@@ -367,12 +367,12 @@ fn grid_plan(
             _ => capacity::over_capacity_reason(CapacityRule::Reference, &limits, ctx, Tokens(max_tokens), c),
         };
         plan.push(PlannedCell {
-            kind: "decode".into(),
+            kind: PlanKind::Decode,
             requested_context: ctx.0,
             context: ctx.0,
             label: label(ctx),
             concurrency: c,
-            status: if reason.is_some() { "over_capacity".into() } else { "planned".into() },
+            status: if reason.is_some() { PlanStatus::OverCapacity } else { PlanStatus::Planned },
             reason,
         });
     }

@@ -9,7 +9,7 @@
 use serde_json::{Value, json};
 use sm_core::Tokens;
 use sm_core::context::label;
-use sm_core::record::{Gpu, PlannedCell, RunRecord, RunStatus};
+use sm_core::record::{Gpu, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact::{self, REDACTED};
 
 use super::bench;
@@ -29,19 +29,20 @@ pub fn plan(entries: &[Value], _max_tokens: u64) -> Vec<PlannedCell> {
             let requested = u64_at(p, "requested_context").or_else(|| u64_at(p, "context"))?;
             let context = u64_at(p, "context").unwrap_or(requested);
             let reason = str_at(p, "reason").map(str::to_string);
+            // lil-bench's own words, read at the edge
             let status = match str_at(p, "status").unwrap_or("planned") {
-                "planned" => "planned",
-                _ if kind == "decode" && reason.as_deref().is_some_and(is_capacity_reason) => "over_capacity",
-                _ => "skipped",
+                "planned" => PlanStatus::Planned,
+                _ if kind == "decode" && reason.as_deref().is_some_and(is_capacity_reason) => PlanStatus::OverCapacity,
+                _ => PlanStatus::Skipped,
             };
             Some(PlannedCell {
-                kind: if kind == "prefill" { "prefill".into() } else { "decode".into() },
+                kind: if kind == "prefill" { PlanKind::Prefill } else { PlanKind::Decode },
                 requested_context: requested,
                 context,
                 label: label(Tokens(if context > 0 { context } else { requested })),
                 concurrency: u64_at(p, "concurrency").unwrap_or(1) as u32,
-                status: status.into(),
-                reason: if status == "planned" { None } else { reason },
+                status,
+                reason: if status == PlanStatus::Planned { None } else { reason },
             })
         })
         .collect()

@@ -6,7 +6,7 @@
 
 use crate::common::*;
 use serde_json::{Value, json};
-use sm_core::record::{CellStatus, RunRecord, TokenSource};
+use sm_core::record::{CellStatus, PlanKind, PlanStatus, RunRecord, TokenSource};
 
 fn status(r: &RunRecord, ctx: u64, c: u32) -> (CellStatus, String) {
     let cell = r.decode_cell(ctx, c).unwrap_or_else(|| panic!("no cell {ctx} × {c}"));
@@ -208,8 +208,9 @@ fn lil_with_plan_skip(reason: &str) -> Value {
 fn a_plan_cell_skipped_for_another_reason_keeps_its_reason() {
     let reason = "context 257024 + 4096 output tokens exceeds max_model_len 260000";
     let r = sm_report::import_str(&lil_with_plan_skip(reason).to_string()).expect("import");
-    let planned = r.plan.iter().find(|p| p.kind == "decode" && p.context == 257024 && p.concurrency == 32).unwrap();
-    assert_eq!((planned.status.as_str(), planned.reason.as_deref()), ("skipped", Some(reason)));
+    let planned =
+        r.plan.iter().find(|p| p.kind == PlanKind::Decode && p.context == 257024 && p.concurrency == 32).unwrap();
+    assert_eq!((planned.status, planned.reason.as_deref()), (PlanStatus::Skipped, Some(reason)));
 
     let html = sm_report::html_page(&r, &[]);
     assert!(!html.contains("planned but not measured"), "a complete run's plan skip is not 'the run stopped first'");

@@ -85,7 +85,7 @@ fn facts(runs: &[Compared]) -> Vec<(String, Vec<String>)> {
     );
     push("Prefill contexts", runs.iter().map(|r| labels(r.record.settings.prefill_contexts.clone())).collect());
     push("API", runs.iter().map(|r| format!("{:?}", r.record.settings.api).to_lowercase()).collect());
-    push("Prompt source", runs.iter().map(|r| r.record.settings.prompt_source.clone()).collect());
+    push("Prompt source", runs.iter().map(|r| r.record.settings.prompt_source.name().to_string()).collect());
     push(
         "Capacity rule",
         runs.iter()

@@ -1,0 +1,68 @@
+//! What a run tells the outside while it works (the console lines, the live dashboard, a test) and
+//! how the outside steers it (stop now, finish after the current cell, skip the current cell). The
+//! runner never knows who listens.
+//!
+//! A leaf crate: a display depends on this and on `sm-core`, not on the benchmark (its HTTP client
+//! and tokenizers). Everything here is typed; text is made only by [`RunEvent`]'s `Display`.
+
+mod controls;
+mod event;
+
+use std::time::{Duration, Instant};
+
+use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
+pub use sm_core::scheduler::SchedulerState;
+
+pub use controls::{ControlHandle, Controls, controls};
+pub use event::{RunEvent, WarmupFailure, WarmupStage};
+
+/// What the run is doing now.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Making prompts of exact length.
+    Sizing,
+    /// The JIT warm-up request and the hidden warm-up cell.
+    Warmup,
+    /// A prefill row; `index` counts from 1.
+    Prefill { label: String, index: usize, total: usize, started: Instant },
+    /// The cache-warming scout before a decode cell.
+    Scout { label: String, concurrency: u32 },
+    /// Streams are starting; `waiting_for` says what readiness still lacks
+    /// (e.g. "running 6/8", "queue 2", "waiting for streams 7/8").
+    Ramp { label: String, concurrency: u32, waiting_for: String },
+    /// The window is open.
+    Measuring { label: String, concurrency: u32, started: Instant, window: Duration },
+    /// Streams are cancelled; waiting for the server to become idle.
+    Drain { label: String, concurrency: u32 },
+}
+
+/// A sample taken every poll (250 ms) while a decode cell runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSample {
+    pub at: Instant,
+    /// Output tokens received in this cell so far.
+    pub tokens: u64,
+    pub streams_with_token: usize,
+    pub concurrency: u32,
+    /// Medians over what arrived so far in this cell.
+    pub ttft_ms_p50: Option<f64>,
+    pub tbt_ms_p50: Option<f64>,
+    pub server: Option<SchedulerState>,
+}
+
+/// Where progress goes. Every method has a default so a listener implements
+/// only what it shows.
+pub trait Reporter: Send + Sync {
+    /// The plan is known (the record holds the plan and the over-capacity cells).
+    fn start(&self, _record: &RunRecord) {}
+    fn step(&self, _step: &Step) {}
+    fn live(&self, _sample: &LiveSample) {}
+    fn event(&self, _event: &RunEvent) {}
+    fn prefill_done(&self, _row: &PrefillRow) {}
+    fn cell_done(&self, _cell: &DecodeCell) {}
+    /// The run ended; the record is final.
+    fn finish(&self, _record: &RunRecord) {}
+}
+
+pub struct NoReport;
+impl Reporter for NoReport {}
