@@ -14,7 +14,7 @@ pub fn differences(old: &RunRecord, new: &RunRecord) -> Vec<String> {
     };
     let (o, n) = (&old.server, &new.server);
     cmp("server URL", o.url.clone(), n.url.clone());
-    cmp("engine", o.engine.clone(), n.engine.clone());
+    cmp("engine", o.engine.to_string(), n.engine.to_string());
     cmp("engine version", show(&o.engine_version), show(&n.engine_version));
     cmp("model", o.model.clone(), n.model.clone());
     cmp("max_model_len", show(&o.max_model_len), show(&n.max_model_len));

@@ -10,8 +10,6 @@ pub mod host;
 mod scheduler;
 mod tokenize;
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -26,45 +24,7 @@ pub use tokenize::count_tokens;
 /// Discovery probes answer fast on a healthy server; a slow one is not worth waiting for.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Engine {
-    Vllm,
-    Sglang,
-    Llamacpp,
-    Tgi,
-    Generic,
-}
-
-impl Engine {
-    pub const ALL: [Engine; 5] = [Engine::Vllm, Engine::Sglang, Engine::Llamacpp, Engine::Tgi, Engine::Generic];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Engine::Vllm => "vllm",
-            Engine::Sglang => "sglang",
-            Engine::Llamacpp => "llamacpp",
-            Engine::Tgi => "tgi",
-            Engine::Generic => "generic",
-        }
-    }
-}
-
-impl fmt::Display for Engine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Engine {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Engine, String> {
-        Engine::ALL
-            .into_iter()
-            .find(|e| e.as_str() == s)
-            .ok_or_else(|| format!("unknown engine '{s}' (expected vllm, sglang, llamacpp, tgi or generic)"))
-    }
-}
+pub use sm_core::engine::Engine;
 
 /// How the server counts prompt tokens, if it can.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,7 +87,7 @@ impl ServerFacts {
         extra.insert("max_num_seqs_source".into(), self.max_num_seqs_source.clone().into());
         sm_core::record::ServerInfo {
             url: url.to_string(),
-            engine: self.engine.to_string(),
+            engine: self.engine,
             engine_version: self.engine_version.clone(),
             model: self.model.clone(),
             max_model_len: self.max_model_len,
@@ -501,7 +461,7 @@ mod tests {
         assert_eq!((f.max_num_seqs, f.max_num_seqs_source.as_str()), (Some(8), "--max-num-seqs"));
         assert_eq!(f.max_model_len, Some(2048));
         let info = f.server_info("http://h:1");
-        assert_eq!(info.engine, "vllm");
+        assert_eq!(info.engine, Engine::Vllm);
         assert_eq!(info.kv_budget_tokens, Some(99));
         assert_eq!(info.extra["max_model_len_source"], "--max-model-len");
     }

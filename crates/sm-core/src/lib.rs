@@ -13,6 +13,7 @@
 
 pub mod capacity;
 pub mod context;
+pub mod engine;
 pub mod plan;
 pub mod record;
 pub mod redact;

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::capacity::CapacityRule;
+pub use crate::engine::Engine;
 
 pub const SCHEMA: &str = "speedmatrix.run/1";
 
@@ -106,7 +107,7 @@ pub struct ServerInfo {
     /// Base URL without credentials.
     pub url: String,
     /// `vllm`, `sglang`, `llamacpp`, `tgi` or `generic`.
-    pub engine: String,
+    pub engine: Engine,
     pub engine_version: Option<String>,
     pub model: String,
     pub max_model_len: Option<u64>,

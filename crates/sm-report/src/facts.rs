@@ -56,7 +56,7 @@ pub(crate) fn hardware(record: &RunRecord) -> Vec<(String, String)> {
 /// The engine's name, or `unknown` where an imported file did not say (the
 /// record then holds the placeholder `generic`).
 pub(crate) fn engine_name(record: &RunRecord) -> String {
-    if meta::unknown(record, meta::ENGINE) { unknown() } else { record.server.engine.clone() }
+    if meta::unknown(record, meta::ENGINE) { unknown() } else { record.server.engine.to_string() }
 }
 
 pub(crate) fn engine(record: &RunRecord) -> Vec<(String, String)> {

@@ -90,7 +90,7 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
         model: sm_report::view::model_name(record),
         gpu: gpu.unwrap_or_default(),
         gpu_count: i64::from(record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)),
-        engine: record.server.engine.clone(),
+        engine: record.server.engine.to_string(),
         engine_version: record.server.engine_version.clone().unwrap_or_default(),
         measured_at: measured_at(record),
         label: record.label.clone().unwrap_or_default(),
@@ -176,7 +176,7 @@ mod tests {
     #[test]
     fn index_columns() {
         let (record, stored) = prepare(&sample(), "bob").unwrap();
-        assert_eq!(stored.engine, record.server.engine);
+        assert_eq!(stored.engine, record.server.engine.as_str());
         assert_eq!(stored.uploader, "bob");
         assert!(stored.peak_tok_s > 0.0);
         assert_eq!(stored.id.len(), 12);

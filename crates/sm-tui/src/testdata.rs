@@ -32,7 +32,7 @@ pub fn record() -> RunRecord {
         label: None,
         server: ServerInfo {
             url: "http://127.0.0.1:8000".into(),
-            engine: "vllm".into(),
+            engine: sm_core::record::Engine::Vllm,
             engine_version: Some("0.8.5".into()),
             model: "tiny-model".into(),
             max_model_len: Some(131_072),

@@ -6,8 +6,8 @@ use sm_core::Tokens;
 use sm_core::capacity::{self, CapacityRule, Limits};
 use sm_core::context::label;
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PlanKind, PlanStatus, PlannedCell, PrefillRow, RunRecord, RunStatus,
-    SCHEMA, ServerInfo, Settings, TokenSource, Tool,
+    Api, CellStatus, DecodeCell, Engine, Event, Hardware, PlanKind, PlanStatus, PlannedCell, PrefillRow, RunRecord,
+    RunStatus, SCHEMA, ServerInfo, Settings, TokenSource, Tool,
 };
 
 use super::value::{bool_at, f64_at, ms_at, str_at, u64_at, u64_list};
@@ -29,17 +29,6 @@ fn sentinel(tps: f64) -> Option<(CellStatus, &'static str)> {
         -3.0 => Some((CellStatus::Loop, "loop: a stream repeated its text")),
         t if t < 0.0 => Some((CellStatus::Error, "error")),
         _ => None,
-    }
-}
-
-/// Engines the record's schema names; anything else (`openai_proxy`) is generic.
-fn engine_name(reported: &str) -> &'static str {
-    match reported.to_ascii_lowercase().as_str() {
-        "vllm" => "vllm",
-        "sglang" => "sglang",
-        "llamacpp" | "llama.cpp" | "llama-cpp" => "llamacpp",
-        "tgi" => "tgi",
-        _ => "generic",
     }
 }
 
@@ -246,7 +235,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
 
     let engine_reported = str_at(md, "engine").unwrap_or("generic");
     let mut extra = Map::new();
-    if engine_name(engine_reported) == "generic" {
+    if super::engine_name(engine_reported) == Engine::Generic {
         extra.insert("engine_reported".into(), json!(engine_reported));
     }
     for key in [meta::PREFILL_MODE, meta::DECODE_MODE] {
@@ -293,7 +282,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         label: None,
         server: ServerInfo {
             url: strip_credentials(str_at(md, "server").unwrap_or("unknown")),
-            engine: engine_name(engine_reported).into(),
+            engine: super::engine_name(engine_reported),
             engine_version: None,
             model: str_at(md, "model").unwrap_or("unknown").into(),
             max_model_len: None,

@@ -142,10 +142,7 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
         si.url = url.to_string();
     }
     if let Some(name) = str_at(engine, "name") {
-        si.engine = match name.to_ascii_lowercase().as_str() {
-            n @ ("vllm" | "sglang" | "llamacpp" | "tgi") => n.to_string(),
-            _ => "generic".into(),
-        };
+        si.engine = super::engine_name(name);
         meta::set_known(&mut si.extra, meta::ENGINE);
     }
     si.engine_version =

@@ -9,7 +9,7 @@ mod value;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sm_core::record::{RunRecord, SCHEMA};
+use sm_core::record::{Engine, RunRecord, SCHEMA};
 
 /// The formats `load_any` and `import_str` accept, for error messages.
 pub const ACCEPTED: &str = "a speedmatrix run (run.json, schema speedmatrix.run/1, or its run directory), \
@@ -96,5 +96,16 @@ pub fn import_with(text: &str, source: &Source) -> Result<RunRecord, ImportError
         Format::Speedmatrix => serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source }),
         Format::LilBench => lil::import(&value, source),
         Format::LlmInferenceBench => bench::import(&value, source, None),
+    }
+}
+
+/// Engines the record's schema names; anything else (`openai_proxy`) is generic.
+pub(super) fn engine_name(reported: &str) -> Engine {
+    match reported.to_ascii_lowercase().as_str() {
+        "vllm" => Engine::Vllm,
+        "sglang" => Engine::Sglang,
+        "llamacpp" | "llama.cpp" | "llama-cpp" => Engine::Llamacpp,
+        "tgi" => Engine::Tgi,
+        _ => Engine::Generic,
     }
 }

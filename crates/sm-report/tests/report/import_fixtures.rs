@@ -117,7 +117,7 @@ fn bench_0_5_shape_client_prefill_token_window_and_total_tokens() {
 fn bench_0_7_shape_burst_rows_fallbacks_and_warnings() {
     let r = sm_report::load_any(&bench("bench-0.7.0.json")).expect("import 0.7");
     assert_eq!(r.decode.len(), 2, "the burst-e2e row is not a sustained-decode cell");
-    assert_eq!(r.server.engine, "generic");
+    assert_eq!(r.server.engine, sm_core::record::Engine::Generic);
     assert_eq!(r.server.extra["engine_reported"], "openai_proxy");
     assert_eq!(r.server.kv_budget_tokens, None, "max_total_tokens 0 is unknown");
     let one = r.decode_cell(16384, 1).unwrap();
