@@ -126,7 +126,7 @@ fn prefill(s: &mut String, page: &Page, record: &RunRecord) {
         let (tok, ttft) = if p.valid() {
             (esc(&opt(p.tok_s, format::kilo)), esc(&opt(p.ttft_ms, format::ms)))
         } else {
-            (format!("{}{}", esc(view::status_text(p.status)), note_ref(p.footnote)), format::NONE.to_string())
+            (format!("{}{}", esc(&view::status_text(p.status)), note_ref(p.footnote)), format::NONE.to_string())
         };
         let _ = writeln!(
             s,
@@ -205,8 +205,8 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
             let _ = write!(
                 s,
                 "<td class=\"cell err\" title=\"{}\"><span class=\"st\">{}{}</span></td>",
-                esc(cell.reason.as_deref().unwrap_or(view::kind_text(kind))),
-                esc(view::kind_text(kind)),
+                esc(&cell.reason.clone().unwrap_or_else(|| view::kind_text(kind))),
+                esc(&view::kind_text(kind)),
                 note_ref(cell.footnote),
             );
         }

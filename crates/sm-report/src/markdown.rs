@@ -82,7 +82,7 @@ fn prefill(s: &mut String, page: &Page) {
         .iter()
         .map(|p| {
             let tok_s =
-                if p.valid() { opt(p.tok_s, format::kilo) } else { marked(view::status_text(p.status), p.footnote) };
+                if p.valid() { opt(p.tok_s, format::kilo) } else { marked(&view::status_text(p.status), p.footnote) };
             vec![p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
         })
         .collect();
@@ -132,7 +132,7 @@ fn decode(s: &mut String, page: &Page) {
                         opt(c.ttft_ms, |v| format!("{} TTFT", format::ms(v)))
                     ),
                     CellKind::NotMeasured => format::NONE.to_string(),
-                    kind => marked(view::kind_text(kind), c.footnote),
+                    kind => marked(&view::kind_text(kind), c.footnote),
                 }))
                 .collect()
         })

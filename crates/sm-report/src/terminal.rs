@@ -21,11 +21,7 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
             .prefill
             .iter()
             .map(|p| {
-                let tok_s = if p.valid() {
-                    opt(p.tok_s, format::kilo)
-                } else {
-                    marked(&view::status_text(p.status).to_lowercase(), p.footnote)
-                };
+                let tok_s = if p.valid() { opt(p.tok_s, format::kilo) } else { marked(p.status.word(), p.footnote) };
                 [p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
             })
             .collect();

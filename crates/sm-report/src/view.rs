@@ -136,24 +136,29 @@ impl Matrix {
     }
 }
 
-pub fn status_text(status: CellStatus) -> &'static str {
-    match status {
-        CellStatus::Valid => "Valid",
-        CellStatus::OverCapacity => "Over capacity",
-        CellStatus::Error => "Error",
-        CellStatus::Loop => "Loop",
-        CellStatus::Skipped => "Skipped",
-    }
+/// A status as the page's tables show it: [`CellStatus::word`] with a capital ("Over capacity").
+pub fn status_text(status: CellStatus) -> String {
+    let word = status.word();
+    let mut chars = word.chars();
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
-pub fn kind_text(kind: CellKind) -> &'static str {
-    match kind {
-        CellKind::Valid => "Valid",
-        CellKind::OverCapacity => "Over capacity",
-        CellKind::Error => "Error",
-        CellKind::Loop => "Loop",
-        CellKind::Skipped => "Skipped",
-        CellKind::NotMeasured => "Not measured",
+/// A cell as the page shows it: its status's word, or "Not measured".
+pub fn kind_text(kind: CellKind) -> String {
+    kind.status().map_or_else(|| "Not measured".to_string(), status_text)
+}
+
+impl CellKind {
+    /// The measured status this kind shows; `None` for a cell that was not measured.
+    pub fn status(self) -> Option<CellStatus> {
+        match self {
+            CellKind::Valid => Some(CellStatus::Valid),
+            CellKind::OverCapacity => Some(CellStatus::OverCapacity),
+            CellKind::Error => Some(CellStatus::Error),
+            CellKind::Loop => Some(CellStatus::Loop),
+            CellKind::Skipped => Some(CellStatus::Skipped),
+            CellKind::NotMeasured => None,
+        }
     }
 }
 
@@ -194,7 +199,7 @@ fn prefill(record: &RunRecord, footnotes: &mut Vec<String>) -> Vec<PrefillLine> 
         .map(|p| {
             let valid = p.status == CellStatus::Valid;
             let label = shown(&p.label, p.context);
-            let why = p.reason.as_deref().unwrap_or(status_text(p.status));
+            let why = p.reason.clone().unwrap_or_else(|| status_text(p.status));
             PrefillLine {
                 footnote: (!valid).then(|| footnote(footnotes, format!("Prefill {label}: {why}"))),
                 label,
@@ -385,7 +390,7 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
     let why = cell.reason.as_deref();
     let footnote = match (kind, why) {
         (CellKind::Error | CellKind::Loop | CellKind::Skipped, _) => {
-            let why = why.unwrap_or(kind_text(kind));
+            let why = why.map_or_else(|| kind_text(kind), str::to_string);
             Some(footnote(footnotes, format!("{row_label} × {c}: {why}")))
         }
         (CellKind::OverCapacity, Some(why)) => {
@@ -449,7 +454,7 @@ fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) ->
             "Prefill".into(),
             p.label.clone(),
             "1".into(),
-            status_text(p.status).into(),
+            status_text(p.status),
             opt(p.tok_s, format::kilo),
             dash(),
             opt(p.ttft_ms, format::ms),
@@ -473,7 +478,7 @@ fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) ->
                 "Sustained decode".into(),
                 lbl.clone(),
                 c.to_string(),
-                kind_text(kind).into(),
+                kind_text(kind),
                 f(|c| c.total_tok_s, format::fixed1),
                 f(|c| c.per_request_tok_s, format::fixed1),
                 f(|c| c.ttft_ms_p50, format::ms),

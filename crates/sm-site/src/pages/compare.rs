@@ -133,9 +133,9 @@ fn valid_total(run: &DecodeIndex, ctx: u64, c: u32) -> Option<f64> {
     run.get(ctx, c).filter(|cell| cell.status() == CellStatus::Valid).and_then(|cell| cell.total_tok_s)
 }
 
-fn cell_text(run: &DecodeIndex, ctx: u64, c: u32) -> &'static str {
+fn cell_text(run: &DecodeIndex, ctx: u64, c: u32) -> String {
     match run.get(ctx, c) {
-        None => "not measured",
+        None => "not measured".into(),
         Some(cell) => view::status_text(cell.status()),
     }
 }
