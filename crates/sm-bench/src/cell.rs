@@ -17,7 +17,6 @@ use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 use crate::server::{DrainError, drain, scrape};
 use crate::tokens::ChunkRatio;
-pub use crate::verdict::CACHE_HIT_WARN_PCT;
 use crate::verdict::judge;
 use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
 

@@ -3,7 +3,8 @@
 
 use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
 pub use sm_progress::{
-    ControlHandle, Controls, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage, controls,
+    ControlHandle, Controls, IDLE_GAP, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage,
+    controls,
 };
 
 /// A reporter seen through the secrets scrubber ([`sm_core::secrets`]): the runner talks to its

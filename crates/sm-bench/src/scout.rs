@@ -29,11 +29,6 @@ impl ScoutResult {
     pub fn ttft_ms(&self) -> f64 {
         self.ttft.as_secs_f64() * 1000.0
     }
-    /// `prompt_tokens / TTFT`.
-    pub fn prompt_tok_s(&self) -> Option<f64> {
-        let secs = self.ttft.as_secs_f64();
-        self.prompt_tokens.filter(|_| secs > 0.0).map(|p| p as f64 / secs)
-    }
 }
 
 /// `body` must ask for `max_tokens: 1`, streamed with usage.

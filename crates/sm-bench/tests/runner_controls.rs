@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sm_bench::cell::CellTiming;
-use sm_bench::journal::Journal;
+use sm_bench::CellTiming;
+use sm_bench::Journal;
 use sm_bench::{ControlHandle, Reporter, RunConfig, Step};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};

@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
 pub use sm_core::scheduler::SchedulerState;
 
+/// The pause the runner leaves between two cells (the server settles; not part of any cell's
+/// time). Here, so that the run and the dashboard's estimate of what is left use the same one.
+pub const IDLE_GAP: Duration = Duration::from_millis(500);
+
 pub use controls::{ControlHandle, Controls, controls};
 pub use event::{RunEvent, WarmupFailure, WarmupStage};
 

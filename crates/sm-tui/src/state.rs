@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, RunStatus, ServerInfo};
-use sm_progress::{LiveSample, RunEvent, Step, WarmupFailure, WarmupStage};
+use sm_progress::{IDLE_GAP, LiveSample, RunEvent, Step, WarmupFailure, WarmupStage};
 
 /// Events kept for the log panel; older ones are in run.json anyway.
 const MAX_EVENTS: usize = 200;
@@ -19,8 +19,6 @@ const RATE_SPAN: Duration = Duration::from_secs(1);
 const CELL_OVERHEAD: Duration = Duration::from_secs(10);
 /// Before any prefill row finished, a row is guessed to take this long.
 const PREFILL_GUESS: Duration = Duration::from_secs(5);
-/// The pause the runner leaves between cells, not inside the measured cell time.
-const IDLE_GAP: Duration = Duration::from_millis(500);
 
 #[derive(Debug, Clone)]
 pub struct State {

@@ -4,13 +4,12 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, Result};
+use sm_bench::CellTiming;
+use sm_bench::LocalTokenizer;
 use sm_bench::RunConfig;
-use sm_bench::cell::CellTiming;
-use sm_bench::journal::{Journal, JournalError};
-use sm_bench::tokenizer::LocalTokenizer;
+use sm_bench::{Journal, JournalError};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::record::{CellStatus, Gpu, RunRecord, RunStatus};
@@ -185,7 +184,7 @@ fn progress_display(
         Display::Dashboard => match sm_tui::Dashboard::start(
             handle,
             move |why: &str| stop.terminal_lost(why),
-            sm_bench::journal::remove_held_locks,
+            sm_bench::remove_held_locks,
         ) {
             Ok(d) => (Arc::new(d), display),
             Err(e) => {
@@ -275,7 +274,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
             ..CellTiming::default()
         },
         warmup: s.warmup,
-        idle_gap: Duration::from_millis(500),
+        idle_gap: sm_bench::IDLE_GAP,
         ignore_eos: true,
         temperature: None,
         // a label is free text: a secret written into it is redacted like one in a launch command

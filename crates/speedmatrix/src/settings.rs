@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use sm_bench::journal::RUN_FILE;
+use sm_bench::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::record::{Api, PlanKind, PromptSource, RunRecord};

@@ -138,7 +138,7 @@ impl Drop for Signals {
 fn abort(signal: Signal) -> ! {
     sm_tui::restore_terminal();
     // destructors do not run on this way out: the lock file goes now, while it is still held
-    sm_bench::journal::remove_held_locks();
+    sm_bench::remove_held_locks();
     // the terminal may be gone (SIGHUP): a failed write must not turn into a panic now
     let _ = writeln!(
         std::io::stderr(),
