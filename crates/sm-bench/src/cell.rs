@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::discover::{self, Engine};
-use sm_client::{Client, JsonBody};
+use sm_client::JsonBody;
+use sm_client::discover;
 use sm_core::record::{CellStatus, TokenSource};
 use tokio::sync::watch;
 
@@ -15,7 +15,8 @@ use crate::health::{Health, Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
-use crate::server::{DrainError, drain, scrape};
+
+use crate::server::{DrainError, Target, answers, drain, scrape};
 use crate::tokens::ChunkRatio;
 use crate::verdict::judge;
 use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
@@ -50,15 +51,6 @@ impl CellTiming {
     pub fn stream_timeouts(&self) -> StreamTimeouts {
         StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
     }
-}
-
-/// What the driver needs to know about the server.
-#[derive(Debug, Clone)]
-pub struct Target {
-    pub client: Client,
-    pub engine: Engine,
-    pub metrics: bool,
-    pub abort_request: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -201,7 +193,8 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
-    let mut server_lost = live.connection_lost.load(Ordering::Acquire) && !answers(target).await;
+    let mut server_lost =
+        live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
     reporter.step(&Step::Drain { label: label.clone(), concurrency });
     let mut logs: Vec<RequestLog> = Vec::new();
     for w in workers {
@@ -287,10 +280,8 @@ where
     f
 }
 
-/// Whether the server still answers its model list.
-pub async fn answers(target: &Target) -> bool {
-    matches!(target.client.get("/v1/models", Duration::from_secs(2)).await, Ok(r) if r.is_success())
-}
+/// How long a server that just broke a stream gets to show it is still there.
+const ANSWER_AFTER_BREAK: Duration = Duration::from_secs(2);
 
 const SKIPPED: &str = "skipped by the user";
 

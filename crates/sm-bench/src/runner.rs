@@ -16,11 +16,12 @@ use sm_core::record::{
     Tool, now_rfc3339,
 };
 
-use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, Target, run_cell};
+use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
 use crate::resume;
 use crate::scout::scout;
+use crate::server::{Target, answers};
 use crate::tokenizer::LocalTokenizer;
 
 mod prefill;
@@ -28,6 +29,9 @@ mod prompts;
 mod warmup;
 
 use prompts::Prompts;
+
+/// How long a server the runner waits for gets to answer each time it is asked.
+const SERVER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -356,9 +360,8 @@ impl Runner<'_> {
         Ok(RunStatus::Complete)
     }
 
-    /// Whether the server still answers its model list.
     async fn server_answers(&self) -> bool {
-        matches!(self.client.get("/v1/models", Duration::from_secs(10)).await, Ok(r) if r.is_success())
+        answers(&self.client, SERVER_ANSWER_TIMEOUT).await
     }
 
     /// After a cell failed because the server went away: waits (bounded) for it

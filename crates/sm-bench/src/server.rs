@@ -4,10 +4,23 @@
 
 use std::time::{Duration, Instant};
 
-use sm_client::ClientError;
-use sm_client::discover::{self, SchedulerState};
+use sm_client::discover::{self, Engine, SchedulerState};
+use sm_client::{Client, ClientError};
 
-use crate::cell::Target;
+/// What the driver needs to know about the server.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub client: Client,
+    pub engine: Engine,
+    pub metrics: bool,
+    pub abort_request: bool,
+}
+
+/// Whether the server still answers its model list within `timeout`: the one test of "is it
+/// there?" that the cell (after a broken stream) and the runner (waiting for it) both use.
+pub async fn answers(client: &Client, timeout: Duration) -> bool {
+    matches!(client.get("/v1/models", timeout).await, Ok(r) if r.is_success())
+}
 
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_POLL: Duration = Duration::from_millis(200);
