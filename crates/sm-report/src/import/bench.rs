@@ -189,7 +189,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
     }
 
     let planned = match plan {
-        Some(entries) => super::lil::plan(entries, max_tokens),
+        Some(entries) => super::plan::plan(entries, max_tokens),
         None => grid_plan(&contexts, &levels, &prefill_rows(bench), max_tokens, kv),
     };
     for p in planned.iter().filter(|p| p.kind == PlanKind::Decode && p.status == PlanStatus::OverCapacity) {

@@ -7,9 +7,7 @@
 //! the whole record, not only from the launch command.
 
 use serde_json::{Value, json};
-use sm_core::Tokens;
-use sm_core::context::label;
-use sm_core::record::{Gpu, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
+use sm_core::record::{Gpu, RunRecord, RunStatus};
 use sm_core::redact::{self, REDACTED};
 
 use super::bench;
@@ -18,40 +16,6 @@ use super::{ImportError, Source};
 use crate::meta;
 
 const FORMAT: &str = "lil-bench-result/1";
-
-/// The lil-bench plan as speedmatrix plan entries: a decode cell skipped for
-/// KV or for the server's sequence limit is over capacity.
-pub fn plan(entries: &[Value], _max_tokens: u64) -> Vec<PlannedCell> {
-    entries
-        .iter()
-        .filter_map(|p| {
-            let kind = str_at(p, "kind")?;
-            let requested = u64_at(p, "requested_context").or_else(|| u64_at(p, "context"))?;
-            let context = u64_at(p, "context").unwrap_or(requested);
-            let reason = str_at(p, "reason").map(str::to_string);
-            // lil-bench's own words, read at the edge
-            let status = match str_at(p, "status").unwrap_or("planned") {
-                "planned" => PlanStatus::Planned,
-                _ if kind == "decode" && reason.as_deref().is_some_and(is_capacity_reason) => PlanStatus::OverCapacity,
-                _ => PlanStatus::Skipped,
-            };
-            Some(PlannedCell {
-                kind: if kind == "prefill" { PlanKind::Prefill } else { PlanKind::Decode },
-                requested_context: requested,
-                context,
-                label: label(Tokens(if context > 0 { context } else { requested })),
-                concurrency: u64_at(p, "concurrency").unwrap_or(1) as u32,
-                status,
-                reason: if status == PlanStatus::Planned { None } else { reason },
-            })
-        })
-        .collect()
-}
-
-fn is_capacity_reason(reason: &str) -> bool {
-    let r = reason.to_ascii_lowercase();
-    r.contains("kv") || r.contains("max-num-seqs") || r.contains("max_num_seqs")
-}
 
 /// One argv word as a shell would need it, with the user's home shown as
 /// `$HOME` (the published page does the same: the path names the user).

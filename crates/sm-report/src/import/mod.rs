@@ -4,6 +4,7 @@
 
 mod bench;
 mod lil;
+mod plan;
 mod value;
 
 use std::path::{Path, PathBuf};
