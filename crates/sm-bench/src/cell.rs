@@ -11,15 +11,16 @@ use sm_client::discover;
 use sm_core::record::{CellStatus, TokenSource};
 use tokio::sync::watch;
 
-use crate::health::{Health, Probe, process_cpu_seconds};
+use crate::health::{Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
+use crate::request_log::RequestLog;
 use crate::server::{DrainError, Target, answers, drain, scrape};
 use crate::tokens::ChunkRatio;
-use crate::verdict::judge;
-use crate::window::{Figures, RequestLog, RunningSample, Window, figures};
+use crate::verdict::{CellOutcome, judge};
+use crate::window::{Figures, RunningSample, Window, figures};
 
 /// Timing knobs of a cell.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -50,32 +51,6 @@ impl Default for CellTiming {
 impl CellTiming {
     pub fn stream_timeouts(&self) -> StreamTimeouts {
         StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellOutcome {
-    pub status: CellStatus,
-    pub reason: Option<String>,
-    pub figures: Option<Figures>,
-    pub warnings: Vec<String>,
-    /// The client's own health over the window.
-    pub health: Option<Health>,
-    /// The server went away during the cell (or before it): the reason then starts with
-    /// [`SERVER_LOST`], and the runner waits for the server before the next cell.
-    pub server_lost: bool,
-}
-
-impl CellOutcome {
-    pub fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
-        CellOutcome {
-            status,
-            reason: Some(reason.into()),
-            figures: None,
-            warnings: Vec::new(),
-            health: None,
-            server_lost: false,
-        }
     }
 }
 

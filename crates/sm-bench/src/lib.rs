@@ -3,7 +3,7 @@
 //!
 //! * `prompt` and `sizing` — prompts of exact length.
 //! * `scout` — the prefill request (`max_tokens: 1`).
-//! * `request` — one streamed request, logged chunk by chunk.
+//! * `request` — one streamed request, logged chunk by chunk into a `request_log`.
 //! * `cell` — the sustained-decode cell: workers, readiness, window, cancel, drain.
 //! * `window` — the window accounting: every figure of a cell, from timestamps; `tokens` —
 //!   which tokens each chunk carried; `verdict` — valid, or why not.
@@ -21,6 +21,7 @@ mod loopguard;
 mod progress;
 mod prompt;
 mod request;
+mod request_log;
 mod resume;
 mod runner;
 mod scout;

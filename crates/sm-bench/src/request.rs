@@ -10,7 +10,7 @@ use sm_client::sse::SseEvent;
 use tokio::sync::watch;
 
 use crate::loopguard::{LoopFinding, LoopGuard};
-use crate::window::{Point, RequestLog};
+use crate::request_log::{Point, RequestLog};
 
 /// How a request ended.
 #[derive(Debug, Clone, PartialEq)]

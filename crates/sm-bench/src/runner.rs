@@ -16,13 +16,14 @@ use sm_core::record::{
     Tool, now_rfc3339,
 };
 
-use crate::cell::{CellOutcome, CellSpec, CellTiming, SERVER_LOST, run_cell};
+use crate::cell::{CellSpec, CellTiming, SERVER_LOST, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
 use crate::resume;
 use crate::scout::scout;
 use crate::server::{Target, answers};
 use crate::tokenizer::LocalTokenizer;
+use crate::verdict::CellOutcome;
 
 mod prefill;
 mod prompts;

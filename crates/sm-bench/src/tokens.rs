@@ -8,7 +8,7 @@
 //! never applied at the instant it arrives. A request cut off before its end has no total of its
 //! own; its chunks carry the cell's measured tokens per chunk.
 
-use crate::window::{Point, RequestLog};
+use crate::request_log::{Point, RequestLog};
 
 /// Tokens per chunk, measured from requests whose usage total covered their chunks.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -5,9 +5,36 @@ use std::time::Duration;
 
 use sm_core::record::{CellStatus, TokenSource};
 
-use crate::cell::CellOutcome;
+use crate::health::Health;
 use crate::tokens::RatioSource;
 use crate::window::Figures;
+
+/// What a cell ended with: its status, why, its figures where valid, and what to warn about.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellOutcome {
+    pub status: CellStatus,
+    pub reason: Option<String>,
+    pub figures: Option<Figures>,
+    pub warnings: Vec<String>,
+    /// The client's own health over the window.
+    pub health: Option<Health>,
+    /// The server went away during the cell (or before it): the reason then starts with
+    /// [`crate::cell::SERVER_LOST`], and the runner waits for the server before the next cell.
+    pub server_lost: bool,
+}
+
+impl CellOutcome {
+    pub fn failed(status: CellStatus, reason: impl Into<String>) -> CellOutcome {
+        CellOutcome {
+            status,
+            reason: Some(reason.into()),
+            figures: None,
+            warnings: Vec::new(),
+            health: None,
+            server_lost: false,
+        }
+    }
+}
 
 /// Below this share of the prompt served from the prefix cache, a decode cell's TTFT includes
 /// real prefill and is not the cache-warm figure §7.3 describes.

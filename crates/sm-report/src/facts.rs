@@ -4,7 +4,6 @@
 
 use crate::format;
 use crate::meta;
-use crate::view::{gib, gpu_count, gpu_short};
 use sm_core::record::{RunRecord, RunStatus};
 
 fn unknown() -> String {
@@ -171,4 +170,19 @@ pub(crate) fn import_notes(record: &RunRecord) -> Vec<String> {
          Time between tokens its inter_token_latency_p50.",
         tool_name(record)
     )]
+}
+
+/// A GPU's name without the vendor's prefix ("H200 NVL").
+pub(crate) fn gpu_short(name: &str) -> &str {
+    name.strip_prefix("NVIDIA ").unwrap_or(name).trim()
+}
+
+/// MiB as whole GiB.
+pub(crate) fn gib(mib: u64) -> u64 {
+    (mib as f64 / 1024.0).round() as u64
+}
+
+/// GPUs in the run: the count given, or the GPUs listed where that is more.
+pub(crate) fn gpu_count(record: &RunRecord) -> u32 {
+    record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)
 }

@@ -8,7 +8,7 @@ use sm_core::plan::planned_label;
 use sm_core::record::{CellStatus, DecodeCell, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact;
 
-use crate::facts::{engine, engine_name, hardware, import_notes, run};
+use crate::facts::{engine, engine_name, gib, gpu_count, gpu_short, hardware, import_notes, run};
 use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
@@ -240,18 +240,6 @@ pub fn model_name(record: &RunRecord) -> String {
     let name = from_root.or_else(from_launch).unwrap_or_else(|| record.server.model.clone());
     let name = name.trim_end_matches('/');
     name.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(name).to_string()
-}
-
-pub(crate) fn gpu_short(name: &str) -> &str {
-    name.strip_prefix("NVIDIA ").unwrap_or(name).trim()
-}
-
-pub(crate) fn gib(mib: u64) -> u64 {
-    (mib as f64 / 1024.0).round() as u64
-}
-
-pub(crate) fn gpu_count(record: &RunRecord) -> u32 {
-    record.hardware.gpu_count.max(record.hardware.gpus.len() as u32)
 }
 
 fn title(record: &RunRecord) -> String {
