@@ -162,114 +162,22 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         .filter(|r| str_at(r, "benchmark_mode") != Some("burst-e2e"))
         .filter_map(decode_cell)
         .collect();
-    let mut contexts = u64_list(md, "context_lengths");
-    let mut levels: Vec<u32> = u64_list(md, "concurrency_levels").into_iter().map(|c| c as u32).collect();
-    for c in &decode {
-        if !contexts.contains(&c.context) {
-            contexts.push(c.context);
-        }
-        if !levels.contains(&c.concurrency) {
-            levels.push(c.concurrency);
-        }
-    }
-    contexts.sort_unstable();
-    levels.sort_unstable();
-    contexts.dedup();
-    levels.dedup();
-    // The plan is contexts × levels: 20,000 of each fit in a 250 KB file and
-    // asked for 400 million cells (tens of GB). Real grids have tens of cells.
-    if contexts.len().saturating_mul(levels.len()) > MAX_GRID_CELLS {
-        return Err(ImportError::UnknownFormat {
-            what: format!(
-                "a grid of {} contexts × {} concurrency levels (at most {MAX_GRID_CELLS} cells)",
-                contexts.len(),
-                levels.len()
-            ),
-        });
-    }
+    let (contexts, levels) = grid(md, &decode)?;
 
     let planned = match plan {
         Some(entries) => super::plan::plan(entries, max_tokens),
         None => grid_plan(&contexts, &levels, &prefill_rows(bench), max_tokens, kv),
     };
-    for p in planned.iter().filter(|p| p.kind == PlanKind::Decode && p.status == PlanStatus::OverCapacity) {
-        if decode.iter().any(|c| c.context == p.context && c.concurrency == p.concurrency) {
-            continue;
-        }
-        decode.push(DecodeCell {
-            context: p.context,
-            label: p.label.clone(),
-            concurrency: p.concurrency,
-            status: Some(CellStatus::OverCapacity),
-            reason: p.reason.clone(),
-            kv_need_tokens: Some(kv_need(p.context, max_tokens, p.concurrency).unwrap_or(u64::MAX)),
-            ..DecodeCell::default()
-        });
-    }
-    for c in decode.iter_mut().filter(|c| c.status == Some(CellStatus::OverCapacity) && c.kv_need_tokens.is_none()) {
-        c.kv_need_tokens = Some(kv_need(c.context, max_tokens, c.concurrency).unwrap_or(u64::MAX));
-    }
-    // cells the summary marks as failed but whose details were not kept
-    if let Some(table) = bench.get("summary_table").and_then(Value::as_object) {
-        for (ctx, row) in table {
-            let Ok(ctx) = ctx.parse::<u64>() else { continue };
-            for (c, v) in row.as_object().into_iter().flatten() {
-                let Ok(c) = c.parse::<u32>() else { continue };
-                if v.is_null() && !decode.iter().any(|d| d.context == ctx && d.concurrency == c) {
-                    decode.push(DecodeCell {
-                        context: ctx,
-                        label: label(Tokens(ctx)),
-                        concurrency: c,
-                        status: Some(CellStatus::Error),
-                        reason: Some("ERROR in the summary table; no details in the file".into()),
-                        ..DecodeCell::default()
-                    });
-                }
-            }
-        }
-    }
+    add_over_capacity(&mut decode, &planned, max_tokens);
+    add_summary_errors(&mut decode, bench);
     let order = sm_core::plan::order(&contexts.iter().map(|&c| Tokens(c)).collect::<Vec<_>>(), &levels);
     let position =
         |c: &DecodeCell| order.iter().position(|&(t, l)| t.0 == c.context && l == c.concurrency).unwrap_or(usize::MAX);
     decode.sort_by_key(position);
 
     let engine_reported = str_at(md, "engine").unwrap_or("generic");
-    let mut extra = Map::new();
-    if super::engine_name(engine_reported) == Engine::Generic {
-        extra.insert("engine_reported".into(), json!(engine_reported));
-    }
-    for key in [meta::PREFILL_MODE, meta::DECODE_MODE] {
-        if let Some(mode) = str_at(md, key) {
-            extra.insert(key.into(), json!(mode));
-        }
-    }
-    if let Some(n) = u64_at(md, "request_count").filter(|n| *n > 0) {
-        extra.insert(meta::REQUEST_COUNT.into(), json!(n));
-    }
     let started = str_at(md, "timestamp").and_then(parse_timestamp);
-    let unknown: Vec<&str> = [
-        (meta::STARTED, started.is_none()),
-        (meta::TOOL_VERSION, str_at(md, "version").is_none()),
-        (meta::DURATION, f64_at(md, "duration_per_test").is_none()),
-        (meta::MAX_TOKENS, u64_at(md, "max_tokens").is_none()),
-        (meta::ENGINE, str_at(md, "engine").is_none()),
-    ]
-    .into_iter()
-    .filter_map(|(field, missing)| missing.then_some(field))
-    .collect();
-    if !unknown.is_empty() {
-        extra.insert(meta::UNKNOWN.into(), json!(unknown));
-    }
-    extra.insert(
-        meta::IMPORTED_FROM.into(),
-        json!({
-            "format": TOOL,
-            "version": str_at(md, "version"),
-            "file": source.file,
-            "local_time": true,
-            "importer": format!("speedmatrix {}", env!("CARGO_PKG_VERSION")),
-        }),
-    );
+    let extra = extra(md, source, engine_reported, started.is_none());
     // the bench JSON has one timestamp, for the whole run
     let finished = started.clone();
     let started = started.unwrap_or_else(|| UNKNOWN_TIME.into());
@@ -320,6 +228,122 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         run_id: None,
         prompts: Vec::new(),
     })
+}
+
+/// The run's contexts and concurrency levels: the metadata's lists with every measured cell's
+/// added, refused when the grid is absurdly large.
+fn grid(md: &Value, decode: &[DecodeCell]) -> Result<(Vec<u64>, Vec<u32>), ImportError> {
+    let mut contexts = u64_list(md, "context_lengths");
+    let mut levels: Vec<u32> = u64_list(md, "concurrency_levels").into_iter().map(|c| c as u32).collect();
+    for c in decode {
+        if !contexts.contains(&c.context) {
+            contexts.push(c.context);
+        }
+        if !levels.contains(&c.concurrency) {
+            levels.push(c.concurrency);
+        }
+    }
+    contexts.sort_unstable();
+    levels.sort_unstable();
+    contexts.dedup();
+    levels.dedup();
+    // The plan is contexts × levels: 20,000 of each fit in a 250 KB file and
+    // asked for 400 million cells (tens of GB). Real grids have tens of cells.
+    if contexts.len().saturating_mul(levels.len()) > MAX_GRID_CELLS {
+        return Err(ImportError::UnknownFormat {
+            what: format!(
+                "a grid of {} contexts × {} concurrency levels (at most {MAX_GRID_CELLS} cells)",
+                contexts.len(),
+                levels.len()
+            ),
+        });
+    }
+    Ok((contexts, levels))
+}
+
+/// The plan's over-capacity cells that the results do not list, as over-capacity cells with the
+/// reference rule's KV need; and the need for those that are listed without it.
+fn add_over_capacity(decode: &mut Vec<DecodeCell>, planned: &[PlannedCell], max_tokens: u64) {
+    for p in planned.iter().filter(|p| p.kind == PlanKind::Decode && p.status == PlanStatus::OverCapacity) {
+        if decode.iter().any(|c| c.context == p.context && c.concurrency == p.concurrency) {
+            continue;
+        }
+        decode.push(DecodeCell {
+            context: p.context,
+            label: p.label.clone(),
+            concurrency: p.concurrency,
+            status: Some(CellStatus::OverCapacity),
+            reason: p.reason.clone(),
+            kv_need_tokens: Some(kv_need(p.context, max_tokens, p.concurrency).unwrap_or(u64::MAX)),
+            ..DecodeCell::default()
+        });
+    }
+    for c in decode.iter_mut().filter(|c| c.status == Some(CellStatus::OverCapacity) && c.kv_need_tokens.is_none()) {
+        c.kv_need_tokens = Some(kv_need(c.context, max_tokens, c.concurrency).unwrap_or(u64::MAX));
+    }
+}
+
+/// Cells the summary table marks as failed but whose details the file did not keep.
+fn add_summary_errors(decode: &mut Vec<DecodeCell>, bench: &Value) {
+    if let Some(table) = bench.get("summary_table").and_then(Value::as_object) {
+        for (ctx, row) in table {
+            let Ok(ctx) = ctx.parse::<u64>() else { continue };
+            for (c, v) in row.as_object().into_iter().flatten() {
+                let Ok(c) = c.parse::<u32>() else { continue };
+                if v.is_null() && !decode.iter().any(|d| d.context == ctx && d.concurrency == c) {
+                    decode.push(DecodeCell {
+                        context: ctx,
+                        label: label(Tokens(ctx)),
+                        concurrency: c,
+                        status: Some(CellStatus::Error),
+                        reason: Some("ERROR in the summary table; no details in the file".into()),
+                        ..DecodeCell::default()
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// `server.extra` of an imported bench JSON: the engine as reported where it is not one we know,
+/// the modes, the request count, which fields the file did not have, and where it came from.
+fn extra(md: &Value, source: &Source, engine_reported: &str, no_start: bool) -> Map<String, Value> {
+    let mut extra = Map::new();
+    if super::engine_name(engine_reported) == Engine::Generic {
+        extra.insert("engine_reported".into(), json!(engine_reported));
+    }
+    for key in [meta::PREFILL_MODE, meta::DECODE_MODE] {
+        if let Some(mode) = str_at(md, key) {
+            extra.insert(key.into(), json!(mode));
+        }
+    }
+    if let Some(n) = u64_at(md, "request_count").filter(|n| *n > 0) {
+        extra.insert(meta::REQUEST_COUNT.into(), json!(n));
+    }
+    let unknown: Vec<&str> = [
+        (meta::STARTED, no_start),
+        (meta::TOOL_VERSION, str_at(md, "version").is_none()),
+        (meta::DURATION, f64_at(md, "duration_per_test").is_none()),
+        (meta::MAX_TOKENS, u64_at(md, "max_tokens").is_none()),
+        (meta::ENGINE, str_at(md, "engine").is_none()),
+    ]
+    .into_iter()
+    .filter_map(|(field, missing)| missing.then_some(field))
+    .collect();
+    if !unknown.is_empty() {
+        extra.insert(meta::UNKNOWN.into(), json!(unknown));
+    }
+    extra.insert(
+        meta::IMPORTED_FROM.into(),
+        json!({
+            "format": TOOL,
+            "version": str_at(md, "version"),
+            "file": source.file,
+            "local_time": true,
+            "importer": format!("speedmatrix {}", env!("CARGO_PKG_VERSION")),
+        }),
+    );
+    extra
 }
 
 /// The reference rule's `C × (ctx + max_tokens)`, or `None` past `u64`: a file's
