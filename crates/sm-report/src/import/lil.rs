@@ -7,7 +7,7 @@
 //! the whole record, not only from the launch command.
 
 use serde_json::{Value, json};
-use sm_core::record::{Gpu, RunRecord, RunStatus};
+use sm_core::record::{Gpu, RunRecord, RunStatus, ServerInfo};
 use sm_core::redact::{self, REDACTED};
 
 use super::bench;
@@ -79,10 +79,6 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
     let empty = json!({});
     let client = doc.get("client").unwrap_or(&empty);
     let server = doc.get("server").unwrap_or(&empty);
-    let api = server.get("api").unwrap_or(&empty);
-    let limits = server.get("limits").unwrap_or(&empty);
-    let engine = doc.get("engine").unwrap_or(&empty);
-    let hw = doc.get("hardware").unwrap_or(&empty);
 
     rec.status = match str_at(doc, "status") {
         Some("failed") => RunStatus::Failed,
@@ -101,7 +97,32 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
     }
     rec.label = str_at(client, "note").map(str::to_string);
 
-    let si = &mut rec.server;
+    server_facts(&mut rec.server, doc, source);
+    hardware(&mut rec, doc);
+
+    let argv: Vec<&str> =
+        server.get("argv").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let env = server.get("environment").and_then(Value::as_object);
+    let secrets = secrets(&argv, env);
+    if !argv.is_empty() {
+        let joined = argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
+        rec.launch_command = Some(redact::redact_command(&joined));
+    }
+    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
+    let mut value = serde_json::to_value(&rec).map_err(|source| ImportError::InvalidRun { source })?;
+    scrub(&mut value, &secret_refs);
+    serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })
+}
+
+/// What the upload says about the server (`server`, `engine`, `client`), over what the bench JSON
+/// said; the environment with its secrets redacted.
+fn server_facts(si: &mut ServerInfo, doc: &Value, source: &Source) {
+    let empty = json!({});
+    let client = doc.get("client").unwrap_or(&empty);
+    let server = doc.get("server").unwrap_or(&empty);
+    let api = server.get("api").unwrap_or(&empty);
+    let limits = server.get("limits").unwrap_or(&empty);
+    let engine = doc.get("engine").unwrap_or(&empty);
     if let Some(url) = str_at(server, "url") {
         si.url = url.to_string();
     }
@@ -159,7 +180,12 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
             "importer": format!("speedmatrix {}", env!("CARGO_PKG_VERSION")),
         }),
     );
+}
 
+/// The upload's hardware: GPUs, OS, kernel, CPU.
+fn hardware(rec: &mut RunRecord, doc: &Value) {
+    let empty = json!({});
+    let hw = doc.get("hardware").unwrap_or(&empty);
     let gpus = hw.get("gpus").and_then(Value::as_array).cloned().unwrap_or_default();
     rec.hardware.gpus = gpus
         .iter()
@@ -177,18 +203,6 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
     rec.hardware.kernel = str_at(hw, "kernel").or_else(|| str_at(host, "kernel_release")).map(str::to_string);
     rec.hardware.cpu =
         str_at(hw, "cpu").or_else(|| hw.get("cpu").and_then(|c| str_at(c, "model_name"))).map(str::to_string);
-
-    let argv: Vec<&str> =
-        server.get("argv").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    let secrets = secrets(&argv, env);
-    if !argv.is_empty() {
-        let joined = argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
-        rec.launch_command = Some(redact::redact_command(&joined));
-    }
-    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let mut value = serde_json::to_value(&rec).map_err(|source| ImportError::InvalidRun { source })?;
-    scrub(&mut value, &secret_refs);
-    serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })
 }
 
 #[cfg(test)]
