@@ -6,7 +6,7 @@ use std::fmt::Write;
 use sm_core::record::RunRecord;
 
 use crate::format::{self, opt};
-use crate::view::{self, CellKind};
+use crate::view::{self, CellKind, Page};
 
 /// `width` is the terminal's width in columns (80 when unknown); every line
 /// of the result fits in it, except a single column that cannot.
@@ -15,39 +15,50 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let width = width.max(20);
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
-    if !page.prefill.is_empty() {
-        // a row that is not valid says why in the page's numbered footnotes, under the table
-        let rows: Vec<[String; 4]> = page
-            .prefill
-            .iter()
-            .map(|p| {
-                let tok_s = if p.valid() { opt(p.tok_s, format::kilo) } else { marked(p.status.word(), p.footnote) };
-                [p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
-            })
-            .collect();
-        let header = ["Context", "Prompt tokens", "Prompt tok/s", "TTFT"];
-        let widths: Vec<usize> = (0..4)
-            .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].len()]).max().unwrap_or(0))
-            .collect();
-        // the prompt-token count is the column a narrow terminal can spare
-        let full: usize = widths.iter().sum::<usize>() + 6;
-        let keep: Vec<usize> = if full <= width { vec![0, 1, 2, 3] } else { vec![0, 2, 3] };
-        let line = |cells: &[&str]| -> String {
-            keep.iter().map(|&i| format!("{:>w$}", cells[i], w = widths[i])).collect::<Vec<_>>().join("  ")
-        };
-        let _ = writeln!(s, "\nPrefill");
-        let _ = writeln!(s, "{}", clip(&line(&header), width));
-        for r in &rows {
-            let cells: Vec<&str> = r.iter().map(String::as_str).collect();
-            let _ = writeln!(s, "{}", clip(&line(&cells), width));
-        }
-        for (n, text) in page.notes_for(page.prefill.iter().map(|p| p.footnote)) {
-            let _ = writeln!(s, "{}", wrap(&format!("[{n}] {text}"), width));
-        }
+    prefill(&mut s, &page, width);
+    decode(&mut s, &page, width);
+    s
+}
+
+/// The prefill table; a row that is not valid says why in a numbered note under it.
+fn prefill(s: &mut String, page: &Page, width: usize) {
+    if page.prefill.is_empty() {
+        return;
     }
+    // a row that is not valid says why in the page's numbered footnotes, under the table
+    let rows: Vec<[String; 4]> = page
+        .prefill
+        .iter()
+        .map(|p| {
+            let tok_s = if p.valid() { opt(p.tok_s, format::kilo) } else { marked(p.status.word(), p.footnote) };
+            [p.label.clone(), opt(p.prompt_tokens, format::count), tok_s, opt(p.ttft_ms, format::ms)]
+        })
+        .collect();
+    let header = ["Context", "Prompt tokens", "Prompt tok/s", "TTFT"];
+    let widths: Vec<usize> =
+        (0..4).map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].len()]).max().unwrap_or(0)).collect();
+    // the prompt-token count is the column a narrow terminal can spare
+    let full: usize = widths.iter().sum::<usize>() + 6;
+    let keep: Vec<usize> = if full <= width { vec![0, 1, 2, 3] } else { vec![0, 2, 3] };
+    let line = |cells: &[&str]| -> String {
+        keep.iter().map(|&i| format!("{:>w$}", cells[i], w = widths[i])).collect::<Vec<_>>().join("  ")
+    };
+    let _ = writeln!(s, "\nPrefill");
+    let _ = writeln!(s, "{}", clip(&line(&header), width));
+    for r in &rows {
+        let cells: Vec<&str> = r.iter().map(String::as_str).collect();
+        let _ = writeln!(s, "{}", clip(&line(&cells), width));
+    }
+    for (n, text) in page.notes_for(page.prefill.iter().map(|p| p.footnote)) {
+        let _ = writeln!(s, "{}", wrap(&format!("[{n}] {text}"), width));
+    }
+}
+
+/// The decode matrix in column blocks as wide as the terminal, with its notes.
+fn decode(s: &mut String, page: &Page, width: usize) {
     let m = &page.matrix;
     if m.rows.is_empty() {
-        return s;
+        return;
     }
     let heading = "Sustained decode: total tok/s, TTFT below (rows: context, columns: simultaneous requests)";
     let _ = writeln!(s, "\n{}", wrap(heading, width));
@@ -108,7 +119,6 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     for line in lines {
         let _ = writeln!(s, "{}", wrap(&line, width));
     }
-    s
 }
 
 /// A status with the number of the footnote that explains it.
