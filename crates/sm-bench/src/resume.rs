@@ -30,6 +30,10 @@ pub fn differences(old: &RunRecord, new: &RunRecord) -> Vec<String> {
     cmp("API", format!("{:?}", o.api), format!("{:?}", n.api));
     cmp("ignore_eos", o.ignore_eos.to_string(), n.ignore_eos.to_string());
     cmp("temperature", show(&o.temperature), show(&n.temperature));
+    // the finished cells were judged against the old SLO; a record written before SLOs has none
+    if let (Some(a), Some(b)) = (&o.slo, &n.slo) {
+        cmp("SLO (--slo)", a.to_string(), b.to_string());
+    }
     // the waits that decide when a window opens and what counts as a stall change the figures;
     // --server-wait does not. A record written before they were kept cannot be compared.
     let (o, n) = (&o.timing, &n.timing);
@@ -66,6 +70,17 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     old.hardware = new.hardware;
     // equal where they count (see `differences`); a record without them gets them now
     old.settings.timing = new.settings.timing;
+    // a price is not a measurement: the new one (or none) prices every cell; a search may be
+    // added to a finished matrix
+    old.settings.cost_per_hour_usd = new.settings.cost_per_hour_usd;
+    old.settings.find_capacity = new.settings.find_capacity;
+    if let Some(slo) = new.settings.slo.filter(|_| old.settings.slo.is_none()) {
+        // cells measured before SLOs were recorded are judged from their summaries
+        if sm_core::answer::judge_from_summaries(&mut old, &slo).is_err() {
+            old.settings.slo = Some(slo);
+        }
+    }
+    sm_core::answer::price(&mut old);
     if new.launch_command.is_some() {
         old.launch_command = new.launch_command;
     }

@@ -8,6 +8,7 @@ use sm_client::Client;
 use sm_client::discover::ServerFacts;
 use sm_client::openai::{Prompt, RequestSpec};
 use sm_core::Tokens;
+use sm_core::answer;
 use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::shown;
 use sm_core::plan::{Cell, Plan, PlanInput};
@@ -15,6 +16,7 @@ use sm_core::record::{
     Api, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings,
     Tool, now_rfc3339,
 };
+use sm_core::slo::{BoundCheck, Slo};
 
 use crate::cell::{CellSpec, CellTiming, SERVER_LOST, run_cell};
 use crate::journal::Journal;
@@ -27,6 +29,7 @@ use crate::verdict::CellOutcome;
 
 mod prefill;
 mod prompts;
+mod search;
 mod warmup;
 
 use prompts::Prompts;
@@ -65,6 +68,12 @@ pub struct RunConfig {
     pub server_wait: Duration,
     /// The local tokenizer (`--tokenizer`), for servers that cannot count tokens.
     pub tokenizer: Option<Arc<LocalTokenizer>>,
+    /// The service level every valid decode cell is judged against.
+    pub slo: Slo,
+    /// `--cost-per-hour`: USD per hour for the whole server.
+    pub cost_per_hour: Option<f64>,
+    /// `--find-capacity`: after the matrix, measure the levels that pin the capacity down.
+    pub find_capacity: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -222,6 +231,9 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
                 stall_timeout_s: Some(config.timing.idle_timeout.as_secs_f64()),
                 server_wait_s: Some(config.server_wait.as_secs_f64()),
             },
+            slo: Some(config.slo.clone()),
+            cost_per_hour_usd: config.cost_per_hour,
+            find_capacity: config.find_capacity,
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -231,6 +243,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
         events: Vec::new(),
         run_id: None,
         prompts: Vec::new(),
+        capacity: Vec::new(),
     }
 }
 
@@ -326,7 +339,11 @@ impl Runner<'_> {
             self.reporter.step(&Step::Warmup);
             self.hidden_warmup(plan, &prompts.sizer).await;
         }
-        self.decode_cells(plan, &prompts).await
+        let status = self.decode_cells(plan, &prompts).await?;
+        if status != RunStatus::Complete || !self.config.find_capacity {
+            return Ok(status);
+        }
+        self.find_capacity(plan, &prompts).await
     }
 
     async fn decode_cells(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {
@@ -337,28 +354,42 @@ impl Runner<'_> {
             if self.record.decode_cell(cell.context.0, cell.concurrency).is_some() {
                 continue;
             }
-            let mut outcome = match prompts.get(cell.context) {
-                Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
-                Err(e) => CellOutcome::failed(CellStatus::Error, e),
-            };
-            if self.stopped() {
-                // the cell in progress was dropped: it is measured again on resume
-                return Ok(RunStatus::Interrupted);
+            if let Some(status) = self.measure_cell(cell, prompts, false).await? {
+                return Ok(status);
             }
-            let marked = outcome.server_lost;
-            let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
-            if server_down && !marked {
-                let reason = outcome.reason.take().unwrap_or_default();
-                outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
-                outcome.server_lost = true;
-            }
-            self.finish_cell(cell, outcome)?;
-            if server_down && !self.wait_for_server().await {
-                return Ok(RunStatus::Failed);
-            }
-            tokio::time::sleep(self.config.idle_gap).await;
         }
         Ok(RunStatus::Complete)
+    }
+
+    /// Measures one decode cell and writes it. `Some(status)` when the run cannot go on: the user
+    /// stopped it, or the server went away and did not come back.
+    async fn measure_cell(
+        &mut self,
+        cell: &Cell,
+        prompts: &Prompts,
+        searched: bool,
+    ) -> Result<Option<RunStatus>, RunError> {
+        let mut outcome = match prompts.get(cell.context) {
+            Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
+            Err(e) => CellOutcome::failed(CellStatus::Error, e),
+        };
+        if self.stopped() {
+            // the cell in progress was dropped: it is measured again on resume
+            return Ok(Some(RunStatus::Interrupted));
+        }
+        let marked = outcome.server_lost;
+        let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
+        if server_down && !marked {
+            let reason = outcome.reason.take().unwrap_or_default();
+            outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
+            outcome.server_lost = true;
+        }
+        self.finish_cell(cell, outcome, searched)?;
+        if server_down && !self.wait_for_server().await {
+            return Ok(Some(RunStatus::Failed));
+        }
+        tokio::time::sleep(self.config.idle_gap).await;
+        Ok(None)
     }
 
     async fn server_answers(&self) -> bool {
@@ -412,8 +443,9 @@ impl Runner<'_> {
         run_cell(cell_spec, self.reporter, &self.controls).await
     }
 
-    fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome) -> std::io::Result<()> {
-        let mut dc = decode_cell(cell, outcome);
+    fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome, searched: bool) -> std::io::Result<()> {
+        let mut dc = decode_cell(cell, outcome, &self.config.slo, self.config.cost_per_hour);
+        dc.searched = searched;
         dc.warnings.extend(self.take_warmup_warning());
         self.event(match dc.status() {
             CellStatus::Valid => RunEvent::CellDone {
@@ -432,6 +464,7 @@ impl Runner<'_> {
         });
         self.reporter.cell_done(&dc);
         self.record.decode.push(dc);
+        self.record.capacity = answer::capacities(&self.record);
         self.journal.write(&self.record)
     }
 }
@@ -444,7 +477,13 @@ fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
+fn round4(v: f64) -> f64 {
+    (v * 10_000.0).round() / 10_000.0
+}
+
+/// The record's cell from what was measured: figures, the judgement against the SLO (methodology
+/// §8.2, from the requests' own figures, which are not kept) and the price of its tokens.
+fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Option<f64>) -> DecodeCell {
     let mut dc = DecodeCell {
         context: cell.context.0,
         label: cell.label.clone(),
@@ -481,5 +520,12 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome) -> DecodeCell {
         dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));
         dc.client_cpu_pct = Some(round1(h.cpu_pct));
     }
+    let judged = slo.judge(&f.per_request, f.measured_s);
+    dc.slo_met = Some(judged.met);
+    dc.slo_bounds = judged.bounds.into_iter().map(|b| BoundCheck { value: b.value.map(round3), ..b }).collect();
+    dc.goodput_pct = judged.goodput_pct.map(round1);
+    dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
+    dc.usd_per_million_tokens =
+        cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s)).map(round4);
     dc
 }

@@ -5,6 +5,7 @@
 use std::time::{Duration, Instant};
 
 use sm_core::record::TokenSource;
+use sm_core::slo::RequestFigures;
 use sm_core::stats::{Quantiles, median};
 
 use crate::request_log::RequestLog;
@@ -58,6 +59,8 @@ pub struct Figures {
     pub chunk_ratio: Option<ChunkRatio>,
     /// The longest censored gap: W1 − the last token before W1 of a stream still open at W1.
     pub longest_open_gap_ms: Option<f64>,
+    /// What each of the `requests` saw inside the window, for the SLO and goodput (§8.2).
+    pub per_request: Vec<RequestFigures>,
 }
 
 /// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
@@ -78,16 +81,18 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
     let (mut output, mut estimated) = (0.0f64, 0.0f64);
     let mut tbt = Vec::new();
     let mut gaps = Vec::new();
-    let mut requests = 0;
+    let mut per_request = Vec::new();
     for log in logs {
         let counts = attribute(&log.points, per_chunk);
         let mut prev_tokens = 0.0;
         let mut first_in: Option<(Instant, f64)> = None;
         let mut last_in: Option<(Instant, f64)> = None;
+        let mut mine = 0.0;
         for (p, &(tokens, guessed)) in log.points.iter().zip(&counts) {
             if window.contains(p.at) {
                 let carried = tokens - prev_tokens;
                 output += carried;
+                mine += carried;
                 if guessed {
                     estimated += carried;
                 }
@@ -100,10 +105,10 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
             prev_tokens = tokens;
         }
         if let (Some((a_at, a_tokens)), Some((b_at, b_tokens))) = (first_in, last_in) {
-            requests += 1;
-            if b_tokens > a_tokens {
-                tbt.push(ms(b_at - a_at) / (b_tokens - a_tokens));
-            }
+            let own_tbt = (b_tokens > a_tokens).then(|| ms(b_at - a_at) / (b_tokens - a_tokens));
+            tbt.extend(own_tbt);
+            let ttft_ms = log.first_token.map(|t| ms(t - log.sent));
+            per_request.push(RequestFigures { tokens: mine, ttft_ms, tbt_ms: own_tbt });
         }
     }
     let open_gaps = open_gaps_ms(logs, window);
@@ -125,13 +130,14 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         chunk_gap_ms: Quantiles::of(&gaps),
         avg_active: if running.is_empty() { client_active(logs, window) } else { time_weighted(running, window) },
         completed,
-        requests,
+        requests: per_request.len() as u64,
         token_source,
         prompt_cache_hit_pct: prompt_cache_hit_pct(logs),
         retried: logs.iter().filter(|r| r.retried).count() as u64,
         estimated_tokens: estimated.round() as u64,
         chunk_ratio: ratio.filter(|_| estimated > 0.0),
         longest_open_gap_ms,
+        per_request,
     }
 }
 

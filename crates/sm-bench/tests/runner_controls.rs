@@ -52,6 +52,9 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         retry_failed: false,
         server_wait: Duration::from_secs(30),
         tokenizer: None,
+        slo: sm_core::slo::Slo::default(),
+        cost_per_hour: None,
+        find_capacity: false,
     }
 }
 

@@ -5,12 +5,15 @@
 //! * [`stats`] — percentiles exactly as `docs/methodology.md` defines them.
 //! * [`context`] — fitting a requested context to the model's `max_model_len`.
 //! * [`capacity`] — the over-capacity rule that decides which cells are not run.
+//! * [`slo`] — service levels and the judgement of a cell against one.
+//! * [`answer`] — the capacity answer per context, and the capacity search's next level.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
 //! * [`redact`] — removing secrets from launch commands and text by their shape.
 //! * [`secrets`] — the secrets this process was given, scrubbed from every output.
 
+pub mod answer;
 pub mod capacity;
 pub mod context;
 pub mod engine;
@@ -19,6 +22,7 @@ pub mod record;
 pub mod redact;
 pub mod scheduler;
 pub mod secrets;
+pub mod slo;
 pub mod stats;
 pub mod units;
 

@@ -1,13 +1,26 @@
-//! The run record, schema `speedmatrix.run/1` — published as
+//! The run record, schema `speedmatrix.run/1.1` — published as
 //! `schema/run.schema.json`. Field names are a contract: the report, the results
 //! site and other tools read them. Add fields; never rename or repurpose one.
+//! A minor version (`/1.1`) only adds optional fields: every reader of `/1` reads it.
 
 use serde::{Deserialize, Serialize};
 
-use crate::capacity::CapacityRule;
+use crate::Tokens;
+use crate::answer::Capacity;
+use crate::capacity::{CapacityRule, Limits};
 pub use crate::engine::Engine;
+use crate::slo::{BoundCheck, Slo};
 
-pub const SCHEMA: &str = "speedmatrix.run/1";
+/// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`.
+pub const SCHEMA: &str = "speedmatrix.run/1.1";
+
+/// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
+pub fn schema_readable(schema: &str) -> bool {
+    schema.strip_prefix("speedmatrix.run/1").is_some_and(|minor| {
+        minor.is_empty()
+            || minor.strip_prefix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -138,6 +151,19 @@ pub struct Settings {
     /// The waits and limits of the run; absent (null) in records written before they were recorded.
     #[serde(flatten, default)]
     pub timing: TimingSettings,
+    /// `--slo`: the service level every valid decode cell is judged against (absent before 1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// `--cost-per-hour`: the price of the whole server, USD per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour_usd: Option<f64>,
+    /// `--find-capacity`: levels between the matrix's were searched for the capacity answer.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub find_capacity: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The timing flags of a run, so that a resume uses the same ones. `None` in a record written
@@ -238,6 +264,24 @@ pub struct DecodeCell {
     /// Things a reader should know about a valid figure (e.g. the server held fewer streams than asked).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Whether the cell met every bound of `settings.slo` (valid cells).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo_met: Option<bool>,
+    /// Each bound of the SLO as this cell measured it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub slo_bounds: Vec<BoundCheck>,
+    /// Share of the cell's requests that met every bound on their own figures (%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_pct: Option<f64>,
+    /// Output tokens/s of the requests that met every bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_tok_s: Option<f64>,
+    /// `--cost-per-hour` over the output tokens an hour makes at `total_tok_s`, USD per million.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usd_per_million_tokens: Option<f64>,
+    /// Measured by `--find-capacity`, not part of the planned matrix.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub searched: bool,
 }
 
 impl DecodeCell {
@@ -323,6 +367,9 @@ pub struct RunRecord {
     /// resume refuses to continue when the server now makes different prompts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<PromptInfo>,
+    /// The capacity answer per decode context (methodology §8.3), from the judged cells.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<Capacity>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -349,6 +396,15 @@ pub fn fnv1a64(parts: &[&str]) -> String {
 impl RunRecord {
     pub fn decode_cell(&self, context: u64, concurrency: u32) -> Option<&DecodeCell> {
         self.decode.iter().find(|c| c.context == context && c.concurrency == concurrency)
+    }
+
+    /// What the server holds, as the record says: KV budget, block size, `max_num_seqs`.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            kv_budget: self.server.kv_budget_tokens.map(Tokens),
+            block_size: self.server.extra.get("block_size").and_then(serde_json::Value::as_u64),
+            max_num_seqs: self.server.max_num_seqs,
+        }
     }
 }
 

@@ -55,6 +55,9 @@ pub enum RunEvent {
     ServerGone { wait: Duration },
     /// A notice from outside the runner (the first signal's), shown where progress goes.
     Notice(String),
+    /// `--find-capacity` measures `concurrency` at `label` next: the answer lies between the
+    /// passing level `pass` and `stop` (the failing level, or `None` while searching upward).
+    CapacitySearch { label: String, concurrency: u32, pass: u32, stop: Option<u32> },
 }
 
 /// Which warm-up failed, and why.
@@ -124,6 +127,13 @@ impl fmt::Display for RunEvent {
                 write!(f, "server stopped responding; waiting up to {:.0} s for it to come back", wait.as_secs_f64())
             }
             ServerBack { after } => write!(f, "server is back after {:.0} s; continuing", after.as_secs_f64()),
+            CapacitySearch { label, concurrency, pass, stop: Some(stop) } => write!(
+                f,
+                "capacity search at {label}: {pass} users meet the SLO, {stop} do not; measuring {concurrency}"
+            ),
+            CapacitySearch { label, concurrency, pass, stop: None } => {
+                write!(f, "capacity search at {label}: {pass} users meet the SLO; measuring {concurrency}")
+            }
             ServerGone { wait } => write!(
                 f,
                 "server did not come back within {:.0} s; stopping (everything measured is kept; --resume continues later)",
@@ -161,6 +171,9 @@ impl RunEvent {
             },
             CellEnded { label, concurrency, status, reason } => {
                 CellEnded { label: s(label), concurrency: *concurrency, status: *status, reason: s(reason) }
+            }
+            CapacitySearch { label, concurrency, pass, stop } => {
+                CapacitySearch { label: s(label), concurrency: *concurrency, pass: *pass, stop: *stop }
             }
             RunStarted
             | RunResumed

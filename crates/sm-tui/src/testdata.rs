@@ -55,6 +55,9 @@ pub fn record() -> RunRecord {
             ignore_eos: true,
             temperature: None,
             timing: Default::default(),
+            slo: None,
+            cost_per_hour_usd: None,
+            find_capacity: false,
         },
         hardware: Hardware::default(),
         launch_command: None,
@@ -71,6 +74,7 @@ pub fn record() -> RunRecord {
         events: vec![],
         run_id: None,
         prompts: vec![],
+        capacity: vec![],
     }
 }
 

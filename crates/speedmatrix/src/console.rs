@@ -147,7 +147,7 @@ impl Phase {
 /// The plan line and, under it, each cell that will not run and why.
 fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     let plan = PlanSummary::of(&record.plan);
-    let done = record.decode.iter().filter(|c| c.status() != CellStatus::OverCapacity).count();
+    let done = record.decode.iter().filter(|c| c.status() != CellStatus::OverCapacity && !c.searched).count();
     let cells_left = plan.decode_planned.saturating_sub(done);
     let rows = plan.prefill_planned.len();
     let rows_left = rows.saturating_sub(record.prefill.len());
@@ -288,6 +288,8 @@ impl Reporter for Console {
                 self.end_prefill(inner);
                 self.end_decode(inner);
             }
+            // the capacity search follows the matrix: its cells are not the matrix's
+            RunEvent::CapacitySearch { .. } => self.end_decode(inner),
             _ => {}
         }
         self.line(inner, &event.to_string());
@@ -303,7 +305,9 @@ impl Reporter for Console {
     fn cell_done(&self, cell: &DecodeCell) {
         let mut inner = self.inner();
         inner.cell = None;
-        inner.decode.outcomes.push(cell.status());
+        if !cell.searched {
+            inner.decode.outcomes.push(cell.status());
+        }
         self.line(&mut inner, &table::cell_line(cell));
     }
 

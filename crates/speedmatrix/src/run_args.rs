@@ -8,6 +8,7 @@ use std::time::Duration;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::record::Api;
+use sm_core::slo::Slo;
 
 use crate::limits;
 
@@ -79,6 +80,19 @@ pub struct RunArgs {
     /// A label for this run.
     #[arg(long)]
     pub(crate) label: Option<String>,
+    /// The service level each user must get, e.g. 'tok_s_p10>=30,ttft_p90<=2s,tbt_p99<=100ms':
+    /// every valid cell is judged against it and the capacity per context is the most users that
+    /// meet it [default: tok_s_p10>=20,ttft_p90<=2s].
+    #[arg(long, value_name = "EXPR", value_parser = |s: &str| s.parse::<Slo>().map_err(|e| e.to_string()))]
+    pub(crate) slo: Option<Slo>,
+    /// After the matrix, measure the concurrency levels that pin each context's capacity down
+    /// (to within 5 %), and probe upward when every level met the SLO.
+    #[arg(long)]
+    pub(crate) find_capacity: bool,
+    /// The price of the whole server in USD per hour: adds $ per million output tokens to every
+    /// cell and $ per user-hour to the capacity answer.
+    #[arg(long, value_name = "USD", value_parser = cost_per_hour)]
+    pub(crate) cost_per_hour: Option<f64>,
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -189,4 +203,17 @@ pub(crate) fn default_contexts() -> Vec<Tokens> {
 }
 pub(crate) fn default_concurrency() -> Vec<u32> {
     vec![1, 2, 4, 8, 16, 32, 64, 128]
+}
+
+/// `--cost-per-hour`: a positive price, USD per hour.
+fn cost_per_hour(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("'{s}' is not a price: give the server's cost in USD per hour, e.g. 7.5"))?;
+    if !(v.is_finite() && v > 0.0 && v <= 1e6) {
+        return Err(format!("'{s}': the price must be more than 0 and at most 1,000,000 USD per hour"));
+    }
+    Ok(v)
 }

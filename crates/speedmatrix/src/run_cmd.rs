@@ -288,6 +288,9 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         retry_failed: matches!(s.output, Output::Resume { retry_failed: true, .. }),
         server_wait: s.server_wait,
         tokenizer: None,
+        slo: s.slo.clone(),
+        cost_per_hour: s.cost_per_hour,
+        find_capacity: s.find_capacity,
     }
 }
 

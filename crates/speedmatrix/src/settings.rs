@@ -11,6 +11,7 @@ use sm_bench::RUN_FILE;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::record::{Api, PlanKind, PromptSource, RunRecord};
+use sm_core::slo::Slo;
 
 use crate::limits;
 use crate::run_args::{self as flags, K, Progress, RunArgs};
@@ -42,6 +43,9 @@ pub(crate) struct Layer {
     pub warmup: Option<Duration>,
     pub model: Option<String>,
     pub label: Option<String>,
+    pub slo: Option<Slo>,
+    pub cost_per_hour: Option<f64>,
+    pub find_capacity: Option<bool>,
 }
 
 impl Layer {
@@ -63,6 +67,9 @@ impl Layer {
             warmup: self.warmup.or(lower.warmup),
             model: self.model.or(lower.model),
             label: self.label.or(lower.label),
+            slo: self.slo.or(lower.slo),
+            cost_per_hour: self.cost_per_hour.or(lower.cost_per_hour),
+            find_capacity: self.find_capacity.or(lower.find_capacity),
         }
     }
 
@@ -89,6 +96,9 @@ impl Layer {
             warmup: args.warmup,
             model: args.model.clone(),
             label: args.label.clone(),
+            slo: args.slo.clone(),
+            cost_per_hour: args.cost_per_hour,
+            find_capacity: args.find_capacity.then_some(true),
         }
     }
 
@@ -123,6 +133,9 @@ impl Layer {
             warmup: secs(t.warmup_s),
             model: Some(old.server.model.clone()),
             label: old.label.clone(),
+            slo: s.slo.clone(),
+            cost_per_hour: s.cost_per_hour_usd,
+            find_capacity: s.find_capacity.then_some(true),
         })
     }
 
@@ -223,6 +236,9 @@ pub(crate) struct Settings {
     pub server_wait: Duration,
     pub warmup: Duration,
     pub label: Option<String>,
+    pub slo: Slo,
+    pub cost_per_hour: Option<f64>,
+    pub find_capacity: bool,
     pub kv_budget: Option<Tokens>,
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
@@ -297,6 +313,9 @@ impl Settings {
             server_wait: layer.server_wait.unwrap_or(flags::DEFAULT_SERVER_WAIT),
             warmup: layer.warmup.unwrap_or(flags::DEFAULT_WARMUP),
             label: layer.label,
+            slo: layer.slo.unwrap_or_default(),
+            cost_per_hour: layer.cost_per_hour,
+            find_capacity: layer.find_capacity.unwrap_or(false),
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,

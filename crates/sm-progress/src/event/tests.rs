@@ -118,3 +118,11 @@ fn scrubbed_events_carry_no_secret() {
         assert!(!shown.contains(secret), "{shown}");
     }
 }
+
+#[test]
+fn capacity_search_events() {
+    let between = RunEvent::CapacitySearch { label: "8K".into(), concurrency: 24, pass: 16, stop: Some(32) };
+    assert_eq!(line(between), "capacity search at 8K: 16 users meet the SLO, 32 do not; measuring 24");
+    let upward = RunEvent::CapacitySearch { label: "8K".into(), concurrency: 128, pass: 64, stop: None };
+    assert_eq!(line(upward), "capacity search at 8K: 64 users meet the SLO; measuring 128");
+}

@@ -218,6 +218,9 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             ignore_eos: bool_at(md, "ignore_eos").unwrap_or(true),
             temperature: f64_at(md, "temperature"),
             timing: Default::default(),
+            slo: None,
+            cost_per_hour_usd: None,
+            find_capacity: false,
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,
@@ -227,6 +230,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         events: events(bench),
         run_id: None,
         prompts: Vec::new(),
+        capacity: Vec::new(),
     })
 }
 

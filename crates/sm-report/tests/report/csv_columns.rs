@@ -39,6 +39,15 @@ fn full_cell() -> DecodeCell {
         prompt_cache_hit_pct: Some(99.5),
         client_retries: Some(2),
         warnings: vec!["capacity limited".into(), "second warning".into()],
+        slo_met: Some(false),
+        slo_bounds: vec![
+            sm_core::slo::BoundCheck { bound: "tok_s_p10".into(), limit: 20.0, value: Some(88.5), holds: true },
+            sm_core::slo::BoundCheck { bound: "ttft_p90".into(), limit: 50.0, value: Some(72.25), holds: false },
+        ],
+        goodput_pct: Some(63.6),
+        goodput_tok_s: Some(255.25),
+        usd_per_million_tokens: Some(4.1525),
+        searched: true,
     }
 }
 

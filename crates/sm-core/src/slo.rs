@@ -1,0 +1,349 @@
+//! Service levels (methodology §8): bounds on what one user sees, and the judgement of a decode
+//! cell against them. Pure functions over per-request figures, like the window's.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::stats::percentile;
+
+/// A figure of one user's experience that a bound can name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Figure {
+    /// Per-request decode speed, tokens/s: more is better.
+    TokS,
+    /// Time to first token, ms: less is better.
+    Ttft,
+    /// Time between tokens (a request's mean), ms: less is better.
+    Tbt,
+}
+
+impl Figure {
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::TokS => "tok_s",
+            Figure::Ttft => "ttft",
+            Figure::Tbt => "tbt",
+        }
+    }
+
+    /// Whether a larger value is the better one (the bound is a floor, not a ceiling).
+    pub fn higher_is_better(self) -> bool {
+        self == Figure::TokS
+    }
+}
+
+/// One bound: `tok_s_p10>=30` (90 % of requests get at least 30 tok/s), `ttft_p90<=2s`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Bound {
+    pub figure: Figure,
+    /// The percentile over the cell's requests, 1–99.
+    pub percentile: u8,
+    /// tok/s for [`Figure::TokS`], ms otherwise.
+    pub limit: f64,
+}
+
+impl Bound {
+    /// `tok_s_p10`: how `bounded_by` and the record name the bound.
+    pub fn key(&self) -> String {
+        format!("{}_p{}", self.figure.name(), self.percentile)
+    }
+
+    /// Whether `value` (the cell's figure at this bound's percentile) meets the bound.
+    pub fn holds(&self, value: f64) -> bool {
+        if self.figure.higher_is_better() { value >= self.limit } else { value <= self.limit }
+    }
+
+    /// Whether one request's own figure meets the bound's limit (for goodput).
+    fn request_holds(&self, request: &RequestFigures) -> bool {
+        match self.figure {
+            Figure::TokS => request.tok_s().is_none_or(|v| self.holds(v)),
+            Figure::Ttft => request.ttft_ms.is_none_or(|v| self.holds(v)),
+            Figure::Tbt => request.tbt_ms.is_none_or(|v| self.holds(v)),
+        }
+    }
+
+    /// The cell's value of the bound's figure at its percentile, over its requests.
+    fn value(&self, requests: &[RequestFigures]) -> Option<f64> {
+        let values: Vec<f64> = match self.figure {
+            Figure::TokS => requests.iter().filter_map(RequestFigures::tok_s).collect(),
+            Figure::Ttft => requests.iter().filter_map(|r| r.ttft_ms).collect(),
+            Figure::Tbt => requests.iter().filter_map(|r| r.tbt_ms).collect(),
+        };
+        percentile(&values, f64::from(self.percentile))
+    }
+}
+
+impl fmt::Display for Bound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.figure {
+            Figure::TokS => write!(f, "{}>={}", self.key(), trim(self.limit)),
+            _ if self.limit >= 1000.0 && (self.limit / 1000.0).fract() == 0.0 => {
+                write!(f, "{}<={}s", self.key(), trim(self.limit / 1000.0))
+            }
+            _ => write!(f, "{}<={}ms", self.key(), trim(self.limit)),
+        }
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.3}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// A service level: every bound must hold. Written in run.json as its expression.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Slo {
+    pub bounds: Vec<Bound>,
+}
+
+/// The default service level, for a chat user: see methodology §8.1 for why.
+pub const DEFAULT_SLO: &str = "tok_s_p10>=20,ttft_p90<=2s";
+
+impl Default for Slo {
+    fn default() -> Self {
+        DEFAULT_SLO.parse().expect("the default SLO parses")
+    }
+}
+
+impl fmt::Display for Slo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.bounds.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{b}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why an SLO expression was refused; each says what to write instead.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SloError {
+    #[error("the SLO is empty: give bounds such as '{DEFAULT_SLO}'")]
+    Empty,
+    #[error("'{0}' is not a bound: write FIGURE[_pNN]>=VALUE or <=VALUE, e.g. 'tok_s_p10>=30' or 'ttft_p90<=2s'")]
+    Syntax(String),
+    #[error(
+        "'{0}' names a figure speedmatrix does not measure per request: use tok_s, ttft or tbt (each with an optional _pNN percentile)"
+    )]
+    UnknownFigure(String),
+    #[error("'{0}': the percentile must be a whole number from 1 to 99 (p50 is the median)")]
+    Percentile(String),
+    #[error("'{0}': {1}")]
+    Direction(String, &'static str),
+    #[error("'{0}': the limit must be a positive number{1}")]
+    Value(String, &'static str),
+    #[error("'{0}' is given twice: give each figure and percentile once")]
+    Duplicate(String),
+}
+
+impl FromStr for Slo {
+    type Err = SloError;
+    fn from_str(s: &str) -> Result<Slo, SloError> {
+        let mut bounds: Vec<Bound> = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let bound = parse_bound(part)?;
+            if bounds.iter().any(|b| b.key() == bound.key()) {
+                return Err(SloError::Duplicate(bound.key()));
+            }
+            bounds.push(bound);
+        }
+        if bounds.is_empty() {
+            return Err(SloError::Empty);
+        }
+        Ok(Slo { bounds })
+    }
+}
+
+fn parse_bound(part: &str) -> Result<Bound, SloError> {
+    let compact: String = part.chars().filter(|c| !c.is_whitespace()).collect();
+    let (name, higher, value) = if let Some((n, v)) = compact.split_once(">=") {
+        (n, true, v)
+    } else if let Some((n, v)) = compact.split_once("<=") {
+        (n, false, v)
+    } else {
+        return Err(SloError::Syntax(part.to_string()));
+    };
+    let (figure_name, percentile) = match name.rsplit_once("_p") {
+        Some((f, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            let pct: u8 = p.parse().map_err(|_| SloError::Percentile(part.to_string()))?;
+            if !(1..=99).contains(&pct) {
+                return Err(SloError::Percentile(part.to_string()));
+            }
+            (f, pct)
+        }
+        _ => (name, 50),
+    };
+    let figure = match figure_name {
+        "tok_s" => Figure::TokS,
+        "ttft" => Figure::Ttft,
+        "tbt" => Figure::Tbt,
+        _ => return Err(SloError::UnknownFigure(part.to_string())),
+    };
+    if higher != figure.higher_is_better() {
+        let why = if figure.higher_is_better() {
+            "a speed is bounded from below: write tok_s>=VALUE"
+        } else {
+            "a time is bounded from above: write <=VALUE"
+        };
+        return Err(SloError::Direction(part.to_string(), why));
+    }
+    let limit = if figure == Figure::TokS { parse_number(value) } else { parse_ms(value) }
+        .filter(|v| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| {
+            let hint = if figure == Figure::TokS { " of tokens/s" } else { " with a unit, e.g. 2s or 150ms" };
+            SloError::Value(part.to_string(), hint)
+        })?;
+    Ok(Bound { figure, percentile, limit })
+}
+
+fn parse_number(v: &str) -> Option<f64> {
+    v.strip_suffix("tok/s").unwrap_or(v).parse().ok()
+}
+
+/// `2s`, `150ms`: a time must carry its unit, so `2` is never read as 2 ms by mistake.
+fn parse_ms(v: &str) -> Option<f64> {
+    if let Some(n) = v.strip_suffix("ms") {
+        n.parse().ok()
+    } else {
+        v.strip_suffix('s').and_then(|n| n.parse::<f64>().ok()).map(|s| s * 1000.0)
+    }
+}
+
+impl Serialize for Slo {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Slo {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Slo, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// What one request of a cell saw inside the window.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RequestFigures {
+    /// Output tokens it received inside the window.
+    pub tokens: f64,
+    pub ttft_ms: Option<f64>,
+    /// Its mean time between tokens inside the window; `None` with fewer than two tokens there.
+    pub tbt_ms: Option<f64>,
+}
+
+impl RequestFigures {
+    pub fn tok_s(&self) -> Option<f64> {
+        self.tbt_ms.filter(|&t| t > 0.0).map(|t| 1000.0 / t)
+    }
+}
+
+/// One bound as a cell measured it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BoundCheck {
+    /// The bound's figure and percentile, e.g. `tok_s_p10`.
+    pub bound: String,
+    /// The limit (tok/s for `tok_s`, ms for `ttft` and `tbt`).
+    pub limit: f64,
+    /// The cell's figure at the bound's percentile; null when no request measured it.
+    pub value: Option<f64>,
+    pub holds: bool,
+}
+
+/// A cell judged against an SLO.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judgement {
+    pub met: bool,
+    pub bounds: Vec<BoundCheck>,
+    /// Share of the requests that met every bound on their own figures; `None` without requests.
+    pub goodput_pct: Option<f64>,
+    /// Output tokens/s of those requests.
+    pub goodput_tok_s: Option<f64>,
+}
+
+impl Judgement {
+    /// The first bound that failed, as `bounded_by` names it (`slo:tbt_p99`).
+    pub fn first_failed(&self) -> Option<&str> {
+        self.bounds.iter().find(|b| !b.holds).map(|b| b.bound.as_str())
+    }
+}
+
+impl Slo {
+    /// Judges a measured cell from its requests' own figures (methodology §8.2).
+    pub fn judge(&self, requests: &[RequestFigures], measured_s: f64) -> Judgement {
+        let bounds: Vec<BoundCheck> = self.bounds.iter().map(|b| check(b, b.value(requests))).collect();
+        let good: Vec<&RequestFigures> =
+            requests.iter().filter(|r| self.bounds.iter().all(|b| b.request_holds(r))).collect();
+        let has_requests = !requests.is_empty() && measured_s > 0.0;
+        Judgement {
+            met: bounds.iter().all(|b| b.holds),
+            bounds,
+            goodput_pct: has_requests.then(|| good.len() as f64 * 100.0 / requests.len() as f64),
+            goodput_tok_s: has_requests.then(|| good.iter().fold(0.0, |sum, r| sum + r.tokens) / measured_s),
+        }
+    }
+
+    /// Judges a cell from its summary figures only (an imported file, a record written before
+    /// SLOs): see [`SummaryFigures`]. No goodput; a bound the summary cannot give is `Err(key)`.
+    pub fn judge_summary(&self, s: &SummaryFigures) -> Result<Judgement, String> {
+        let bounds = self
+            .bounds
+            .iter()
+            .map(|b| s.value(b).map(|v| check(b, Some(v))).ok_or_else(|| b.key()))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Judgement { met: bounds.iter().all(|b| b.holds), bounds, goodput_pct: None, goodput_tok_s: None })
+    }
+
+    /// The bounds a summary of p50/p90/p99 figures cannot judge (for an error before a report).
+    pub fn unjudgeable_from_summary(&self) -> Vec<String> {
+        self.bounds.iter().filter(|b| !SummaryFigures::can_give(b)).map(Bound::key).collect()
+    }
+}
+
+fn check(b: &Bound, value: Option<f64>) -> BoundCheck {
+    BoundCheck { bound: b.key(), limit: b.limit, value, holds: value.is_some_and(|v| b.holds(v)) }
+}
+
+/// The percentiles a cell's summary carries: per-request tok/s (median), TTFT and TBT at p50,
+/// p90 and p99. `tok_s_pNN` is read as `1000 / tbt_p(100−NN)`: a request's speed is 1000 over
+/// its TBT, so the slowest 10 % by speed are the slowest 10 % by TBT.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct SummaryFigures {
+    pub per_request_tok_s: Option<f64>,
+    pub ttft_ms: [Option<f64>; 3],
+    pub tbt_ms: [Option<f64>; 3],
+}
+
+impl SummaryFigures {
+    const PERCENTILES: [u8; 3] = [50, 90, 99];
+
+    fn at(values: &[Option<f64>; 3], p: u8) -> Option<f64> {
+        Self::PERCENTILES.iter().position(|&q| q == p).and_then(|i| values[i])
+    }
+
+    fn can_give(b: &Bound) -> bool {
+        match b.figure {
+            Figure::TokS => Self::PERCENTILES.contains(&(100 - b.percentile)),
+            _ => Self::PERCENTILES.contains(&b.percentile),
+        }
+    }
+
+    fn value(&self, b: &Bound) -> Option<f64> {
+        match b.figure {
+            Figure::TokS if b.percentile == 50 => {
+                self.per_request_tok_s.or_else(|| Self::at(&self.tbt_ms, 50).map(|t| 1000.0 / t))
+            }
+            Figure::TokS => Self::at(&self.tbt_ms, 100 - b.percentile).filter(|&t| t > 0.0).map(|t| 1000.0 / t),
+            Figure::Ttft => Self::at(&self.ttft_ms, b.percentile),
+            Figure::Tbt => Self::at(&self.tbt_ms, b.percentile),
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "slo_tests.rs"]
+mod tests;

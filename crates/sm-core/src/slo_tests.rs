@@ -1,0 +1,93 @@
+use super::*;
+
+fn req(tokens: f64, ttft: f64, tbt: f64) -> RequestFigures {
+    RequestFigures { tokens, ttft_ms: Some(ttft), tbt_ms: Some(tbt) }
+}
+
+#[test]
+fn expressions_parse_and_print_canonically() {
+    let slo: Slo = "tok_s>=30, ttft_p90<=2s,tbt_p99<=100ms".parse().unwrap();
+    assert_eq!(slo.to_string(), "tok_s_p50>=30,ttft_p90<=2s,tbt_p99<=100ms");
+    assert_eq!(slo.bounds[0], Bound { figure: Figure::TokS, percentile: 50, limit: 30.0 });
+    assert_eq!(slo.bounds[1].limit, 2000.0);
+    assert_eq!(slo.to_string().parse::<Slo>().unwrap(), slo, "the printed form reads back");
+    let s: Slo = "tok_s_p10>=12.5,ttft_p99<=1500ms,ttft<=0.25s".parse().unwrap();
+    assert_eq!(s.to_string(), "tok_s_p10>=12.5,ttft_p99<=1500ms,ttft_p50<=250ms");
+    assert_eq!(Slo::default().to_string(), DEFAULT_SLO);
+    let json = serde_json::to_string(&s).unwrap();
+    assert_eq!(serde_json::from_str::<Slo>(&json).unwrap(), s);
+}
+
+#[test]
+fn bad_expressions_say_what_to_write() {
+    let cases = [
+        ("", "empty"),
+        ("tok_s=30", "FIGURE[_pNN]"),
+        ("e2e_p90<=2s", "tok_s, ttft or tbt"),
+        ("itl_p50<=20ms", "tok_s, ttft or tbt"),
+        ("tok_s_p100>=3", "1 to 99"),
+        ("tok_s_p0>=3", "1 to 99"),
+        ("ttft_p90>=2s", "bounded from above"),
+        ("tok_s<=30", "bounded from below"),
+        ("ttft_p90<=2", "with a unit"),
+        ("tbt_p99<=-5ms", "positive"),
+        ("tok_s>=fast", "tokens/s"),
+        ("tok_s>=30,tok_s_p50>=40", "twice"),
+    ];
+    for (expr, says) in cases {
+        let err = expr.parse::<Slo>().unwrap_err().to_string();
+        assert!(err.contains(says), "{expr:?}: {err}");
+    }
+    assert!(serde_json::from_str::<Slo>("\"ttft<=2\"").is_err());
+}
+
+#[test]
+fn a_cell_is_judged_at_each_bounds_percentile() {
+    // ten requests at 10, 20, …, 100 tok/s (TBT 100 … 10 ms), TTFT 100 … 1000 ms
+    let requests: Vec<RequestFigures> =
+        (1..=10).map(|i| req(50.0, f64::from(i) * 100.0, 1000.0 / (f64::from(i) * 10.0))).collect();
+    let slo: Slo = "tok_s_p10>=15,ttft_p90<=950ms".parse().unwrap();
+    let j = slo.judge(&requests, 10.0);
+    // p10 of 10..100 at rank 0.9 = 19; p90 of TTFT 100..1000 at rank 8.1 = 910
+    assert!((j.bounds[0].value.unwrap() - 19.0).abs() < 1e-9, "{j:?}");
+    assert!((j.bounds[1].value.unwrap() - 910.0).abs() < 1e-9, "{j:?}");
+    assert!(j.met && j.first_failed().is_none());
+    // goodput: a request meets every bound on its own figures (≥ 15 tok/s and ≤ 950 ms): 2…9
+    assert_eq!(j.goodput_pct, Some(80.0));
+    assert_eq!(j.goodput_tok_s, Some(8.0 * 50.0 / 10.0));
+    let strict: Slo = "tok_s_p10>=15,ttft_p90<=900ms".parse().unwrap();
+    let j = strict.judge(&requests, 10.0);
+    assert!(!j.met);
+    assert_eq!(j.first_failed(), Some("ttft_p90"));
+}
+
+#[test]
+fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
+    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None };
+    let slo: Slo = "tok_s>=10".parse().unwrap();
+    let j = slo.judge(&[req(20.0, 100.0, 50.0), one_token], 1.0);
+    assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
+    assert_eq!((j.goodput_pct, j.goodput_tok_s), (Some(100.0), Some(21.0)));
+    let j = slo.judge(&[one_token], 1.0);
+    assert!(!j.met && j.bounds[0].value.is_none(), "no speed measured: not met");
+    assert_eq!(slo.judge(&[], 1.0).goodput_pct, None);
+}
+
+#[test]
+fn summaries_give_tok_s_percentiles_through_tbt() {
+    let s = SummaryFigures {
+        per_request_tok_s: Some(40.0),
+        ttft_ms: [Some(100.0), Some(300.0), None],
+        tbt_ms: [Some(25.0), Some(50.0), Some(80.0)],
+    };
+    let slo: Slo = "tok_s_p10>=20,tok_s>=35,tbt_p99<=80ms,ttft_p90<=0.3s".parse().unwrap();
+    let j = slo.judge_summary(&s).unwrap();
+    let values: Vec<f64> = j.bounds.iter().map(|b| b.value.unwrap()).collect();
+    assert_eq!(values, [20.0, 40.0, 80.0, 300.0]);
+    assert!(j.met && j.goodput_pct.is_none());
+    let missing: Slo = "ttft_p99<=1s".parse().unwrap();
+    assert_eq!(missing.judge_summary(&s).unwrap_err(), "ttft_p99");
+    let odd: Slo = "tok_s_p25>=1,ttft_p95<=1s".parse().unwrap();
+    assert_eq!(odd.unjudgeable_from_summary(), ["tok_s_p25", "ttft_p95"]);
+    assert!(Slo::default().unjudgeable_from_summary().is_empty(), "the default SLO judges any summary");
+}
