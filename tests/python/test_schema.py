@@ -26,7 +26,8 @@ def test_a_fresh_run_validates(tmp_path):
     proc = subprocess.run(
         [BIN, "run", "--sim-profile", "tiny", "--contexts", "1k,4k", "--concurrency", "1,2,128",
          "--duration", "1s", "--max-tokens", "256", "--ready-stable", "200ms", "--warmup", "1s",
-         "--out", str(out)],
+         # the capacity answer's fields too: a search (to max_num_seqs 4) and prices
+         "--max-num-seqs", "4", "--find-capacity", "--cost-per-hour", "12.5", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
@@ -34,6 +35,8 @@ def test_a_fresh_run_validates(tmp_path):
     validate(record)
     statuses = {c["status"] for c in record["decode"]}
     assert statuses == {"valid", "over_capacity"}, statuses
+    assert any(c.get("searched") for c in record["decode"]), "the search measured C=4"
+    assert {c["bounded_by"] for c in record["capacity"]} == {"max_num_seqs"}, record["capacity"]
 
 
 def test_a_dry_run_validates(tmp_path):

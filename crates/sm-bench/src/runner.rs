@@ -482,7 +482,7 @@ fn round4(v: f64) -> f64 {
 }
 
 /// The record's cell from what was measured: figures, the judgement against the SLO (methodology
-/// §8.2, from the requests' own figures, which are not kept) and the price of its tokens.
+/// §11.2, from the requests' own figures, which are not kept) and the price of its tokens.
 fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Option<f64>) -> DecodeCell {
     let mut dc = DecodeCell {
         context: cell.context.0,

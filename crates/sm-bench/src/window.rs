@@ -59,7 +59,7 @@ pub struct Figures {
     pub chunk_ratio: Option<ChunkRatio>,
     /// The longest censored gap: W1 − the last token before W1 of a stream still open at W1.
     pub longest_open_gap_ms: Option<f64>,
-    /// What each of the `requests` saw inside the window, for the SLO and goodput (§8.2).
+    /// Every request of the TTFT population (§7.3) with what it saw inside the window, for the SLO and goodput (§11.2).
     pub per_request: Vec<RequestFigures>,
 }
 
@@ -81,41 +81,27 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
     let (mut output, mut estimated) = (0.0f64, 0.0f64);
     let mut tbt = Vec::new();
     let mut gaps = Vec::new();
+    let mut requests = 0;
     let mut per_request = Vec::new();
     for log in logs {
-        let counts = attribute(&log.points, per_chunk);
-        let mut prev_tokens = 0.0;
-        let mut first_in: Option<(Instant, f64)> = None;
-        let mut last_in: Option<(Instant, f64)> = None;
-        let mut mine = 0.0;
-        for (p, &(tokens, guessed)) in log.points.iter().zip(&counts) {
-            if window.contains(p.at) {
-                let carried = tokens - prev_tokens;
-                output += carried;
-                mine += carried;
-                if guessed {
-                    estimated += carried;
-                }
-                if let Some((at, _)) = last_in {
-                    gaps.push(ms(p.at - at));
-                }
-                first_in.get_or_insert((p.at, tokens));
-                last_in = Some((p.at, tokens));
-            }
-            prev_tokens = tokens;
-        }
-        if let (Some((a_at, a_tokens)), Some((b_at, b_tokens))) = (first_in, last_in) {
-            let own_tbt = (b_tokens > a_tokens).then(|| ms(b_at - a_at) / (b_tokens - a_tokens));
-            tbt.extend(own_tbt);
-            let ttft_ms = log.first_token.map(|t| ms(t - log.sent));
-            per_request.push(RequestFigures { tokens: mine, ttft_ms, tbt_ms: own_tbt });
+        let seen = in_window(log, per_chunk, window, &mut gaps);
+        output += seen.tokens;
+        estimated += seen.estimated;
+        requests += u64::from(seen.any);
+        tbt.extend(seen.tbt_ms);
+        // the TTFT population (§7.3): every request whose first token came before W1
+        if let Some(first) = log.first_token.filter(|&t| t < window.end) {
+            per_request.push(RequestFigures {
+                tokens: seen.tokens,
+                ttft_ms: Some(ms(first - log.sent)),
+                tbt_ms: seen.tbt_ms,
+            });
         }
     }
     let open_gaps = open_gaps_ms(logs, window);
     let longest_open_gap_ms = open_gaps.iter().copied().reduce(f64::max);
     gaps.extend(open_gaps);
-    let ttft: Vec<f64> =
-        logs.iter().filter_map(|r| r.first_token.filter(|&t| t < window.end).map(|t| ms(t - r.sent))).collect();
+    let ttft: Vec<f64> = per_request.iter().filter_map(|r| r.ttft_ms).collect();
     let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
     let completed = logs.iter().filter(|r| r.ended.is_some_and(|t| window.contains(t))).count() as u64;
     let measured_s = window.len().as_secs_f64();
@@ -130,7 +116,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         chunk_gap_ms: Quantiles::of(&gaps),
         avg_active: if running.is_empty() { client_active(logs, window) } else { time_weighted(running, window) },
         completed,
-        requests: per_request.len() as u64,
+        requests,
         token_source,
         prompt_cache_hit_pct: prompt_cache_hit_pct(logs),
         retried: logs.iter().filter(|r| r.retried).count() as u64,
@@ -139,6 +125,47 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         longest_open_gap_ms,
         per_request,
     }
+}
+
+/// What one stream brought into the window.
+struct InWindow {
+    /// Tokens (attributed, §7.1) of its chunks inside the window.
+    tokens: f64,
+    /// Of `tokens`, those counted at the measured tokens per chunk.
+    estimated: f64,
+    /// TBT(r) over its in-window chunks; `None` with fewer than two tokens there.
+    tbt_ms: Option<f64>,
+    /// Whether it had a token-bearing chunk inside the window.
+    any: bool,
+}
+
+/// One stream's in-window tokens and TBT; its gaps between in-window chunks go to `gaps`.
+fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window, gaps: &mut Vec<f64>) -> InWindow {
+    let counts = attribute(&log.points, per_chunk);
+    let mut seen = InWindow { tokens: 0.0, estimated: 0.0, tbt_ms: None, any: false };
+    let mut prev_tokens = 0.0;
+    let mut first_in: Option<(Instant, f64)> = None;
+    let mut last_in: Option<(Instant, f64)> = None;
+    for (p, &(tokens, guessed)) in log.points.iter().zip(&counts) {
+        if window.contains(p.at) {
+            let carried = tokens - prev_tokens;
+            seen.tokens += carried;
+            if guessed {
+                seen.estimated += carried;
+            }
+            if let Some((at, _)) = last_in {
+                gaps.push(ms(p.at - at));
+            }
+            first_in.get_or_insert((p.at, tokens));
+            last_in = Some((p.at, tokens));
+        }
+        prev_tokens = tokens;
+    }
+    if let (Some((a_at, a_tokens)), Some((b_at, b_tokens))) = (first_in, last_in) {
+        seen.any = true;
+        seen.tbt_ms = (b_tokens > a_tokens).then(|| ms(b_at - a_at) / (b_tokens - a_tokens));
+    }
+    seen
 }
 
 /// The gaps the window's end cuts off: for every stream that had received a token before W1 and
@@ -378,5 +405,41 @@ mod tests {
         // 70 gaps of 10 ms and the censored 300 ms: p99 at rank 69.3 lies between them
         let f = figures(&[stalled], w, &[], None);
         assert!((f.chunk_gap_ms.unwrap().p99 - 97.0).abs() < 1e-6, "the censored gap is among the chunk gaps");
+    }
+
+    /// The SLO (methodology §11.2) judges the figures the cell reports: a bound at p50/p90/p99 has
+    /// exactly the cell's value, and the requests it judges carry every in-window token.
+    #[test]
+    fn the_slo_judges_the_cells_own_figures() {
+        let b = Instant::now();
+        // streams at 5, 10, 20 and 40 ms per token; one ended before the window (TTFT only)
+        let mut logs: Vec<RequestLog> = [5, 10, 20, 40]
+            .iter()
+            .enumerate()
+            .map(|(i, &step)| steady(b, 0, 30 * (i as u64 + 1), step, 400, 1))
+            .collect();
+        let mut early = steady(b, 0, 10, 10, 5, 1);
+        early.ended = Some(at(b, 60));
+        logs.push(early);
+        let w = Window { start: at(b, 100), end: at(b, 1100) };
+        let f = figures(&logs, w, &[], None);
+        assert_eq!(f.per_request.len(), 5, "the TTFT population: every request with a first token before W1");
+        assert_eq!(f.requests, 4, "requests with a token in the window");
+        let tokens: f64 = f.per_request.iter().map(|r| r.tokens).sum();
+        assert_eq!(tokens.round() as u64, f.output_tokens);
+        let slo: sm_core::slo::Slo = "tok_s>=1,ttft_p90<=1s,tbt_p99<=1s,ttft_p50<=1s".parse().unwrap();
+        let j = slo.judge(&f.per_request, f.measured_s);
+        let value = |i: usize| j.bounds[i].value.unwrap();
+        assert!((value(0) - f.per_request_tok_s.unwrap()).abs() < 1e-9);
+        assert!((value(1) - f.ttft_ms.unwrap().p90).abs() < 1e-9);
+        assert!((value(2) - f.tbt_ms.unwrap().p99).abs() < 1e-9);
+        assert!((value(3) - f.ttft_ms.unwrap().p50).abs() < 1e-9);
+        assert!(j.met);
+        assert_eq!(j.goodput_tok_s.map(|t| t.round()), Some(f.total_tok_s.round()), "all good: goodput is the total");
+        // 25 tok/s and faster: the 40 ms stream fails, and the early one (no speed) is judged on TTFT
+        let j = "tok_s>=30".parse::<sm_core::slo::Slo>().unwrap().judge(&f.per_request, f.measured_s);
+        assert_eq!(j.goodput_pct, Some(80.0));
+        let slow = f.per_request.iter().find(|r| r.tbt_ms.is_some_and(|t| (t - 40.0).abs() < 1e-9)).unwrap();
+        assert!((j.goodput_tok_s.unwrap() - (tokens - slow.tokens) / f.measured_s).abs() < 1e-9);
     }
 }

@@ -1,4 +1,4 @@
-//! The capacity answer (methodology §8.3): per decode context, the most simultaneous users whose
+//! The capacity answer (methodology §11.3): per decode context, the most simultaneous users whose
 //! cell meets the SLO, what stopped it from being more, and which level a capacity search
 //! measures next. Pure functions over a record's cells.
 

@@ -1,4 +1,4 @@
-//! Service levels (methodology §8): bounds on what one user sees, and the judgement of a decode
+//! Service levels (methodology §11): bounds on what one user sees, and the judgement of a decode
 //! cell against them. Pure functions over per-request figures, like the window's.
 
 use std::fmt;
@@ -98,7 +98,7 @@ pub struct Slo {
     pub bounds: Vec<Bound>,
 }
 
-/// The default service level, for a chat user: see methodology §8.1 for why.
+/// The default service level, for a chat user: see methodology §11.1 for why.
 pub const DEFAULT_SLO: &str = "tok_s_p10>=20,ttft_p90<=2s";
 
 impl Default for Slo {
@@ -273,7 +273,7 @@ impl Judgement {
 }
 
 impl Slo {
-    /// Judges a measured cell from its requests' own figures (methodology §8.2).
+    /// Judges a measured cell from its requests' own figures (methodology §11.2).
     pub fn judge(&self, requests: &[RequestFigures], measured_s: f64) -> Judgement {
         let bounds: Vec<BoundCheck> = self.bounds.iter().map(|b| check(b, b.value(requests))).collect();
         let good: Vec<&RequestFigures> =

@@ -1,4 +1,4 @@
-//! `--find-capacity` (methodology §8.4): after the matrix, each context's capacity is pinned down
+//! `--find-capacity` (methodology §11.4): after the matrix, each context's capacity is pinned down
 //! by measuring the levels [`sm_core::answer::next_level`] picks, each a normal decode cell.
 //! The levels are chosen from the cells already in the record, so a resumed search continues
 //! where it stopped and measures nothing twice.
