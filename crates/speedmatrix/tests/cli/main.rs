@@ -13,6 +13,7 @@ mod progress;
 mod real_engines;
 mod report_cli;
 mod run_cache_and_retry;
+mod run_capacity;
 mod run_faults;
 mod run_interrupt;
 mod run_measure;

@@ -29,7 +29,7 @@ impl Default for SimSpec<'_> {
 }
 
 pub async fn sim(spec: SimSpec<'_>) -> Sim {
-    let mut opts = SimOptions::new(Profile::builtin(spec.profile).expect("built-in profile"));
+    let mut opts = SimOptions::new(Profile::resolve(spec.profile).expect("a built-in profile or a profile file"));
     opts.flavor = spec.flavor;
     opts.faults = spec.faults.iter().map(|f| f.parse::<ServerFault>().expect("fault spec")).collect();
     opts.api_key = spec.api_key.map(str::to_string);
