@@ -200,9 +200,10 @@ impl State {
         self.contexts.iter().find(|(_, l)| l == label).map(|(c, _)| *c)
     }
 
-    /// Cells measured (or skipped, or failed) out of those planned, resumed ones included.
+    /// Cells measured (or skipped, or failed) out of those planned, resumed ones included; the
+    /// capacity search's cells are not the plan's.
     pub fn cells_done(&self) -> usize {
-        self.cells.values().filter(|c| c.status() != CellStatus::OverCapacity).count()
+        self.cells.values().filter(|c| c.status() != CellStatus::OverCapacity && !c.searched).count()
     }
 
     pub fn prefill_done_count(&self) -> usize {

@@ -187,3 +187,55 @@ async fn goodput_counts_the_requests_that_met_every_bound() {
     let a = answer(&r);
     assert_eq!((a["max_users"].as_u64(), a["bounded_by"].as_str()), (Some(0), Some("slo:ttft_p90")), "{a}");
 }
+
+/// A finished run gets its search later (`--resume DIR --find-capacity`): the search starts from
+/// the cells in the record and measures no level twice. Another SLO would judge the kept cells by
+/// a rule they were not measured against: refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_adds_the_search_and_keeps_the_slo() {
+    let dir = tempfile::tempdir().unwrap();
+    let linear = profile(dir.path(), "linear", 1 << 20, 64, &LINEAR_BATCH, &linear_steps());
+    let sim = sim(SimSpec { profile: &linear, ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--duration", "2s", "--max-tokens", "512"];
+    args.extend_from_slice(QUICK);
+    args.extend_from_slice(&["--concurrency", "4,16", "--slo", "tok_s_p10>=8.7"]);
+    let first = run(&out, &args).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let a = answer(&first);
+    assert_eq!((a["max_users"].as_u64(), a["bounded_by"].as_str()), (Some(4), Some("slo:tok_s_p10")), "{a}");
+
+    let dir_arg = out.to_str().unwrap();
+    let refused = run(&out, &["--resume", dir_arg, "--slo", "tok_s_p10>=5"]).await;
+    assert_ne!(refused.code, 0);
+    assert!(refused.stderr.contains("SLO (--slo): was tok_s_p10>=8.7, now tok_s_p10>=5"), "{}", refused.stderr);
+
+    let resumed = run(&out, &["--resume", dir_arg, "--find-capacity"]).await;
+    sim.handle.shutdown().await;
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    let a = answer(&resumed);
+    assert_eq!((a["max_users"].as_u64(), a["bounded_by"].as_str()), (Some(11), Some("slo:tok_s_p10")), "{a}");
+    assert_eq!(resumed.cells().iter().filter(|c| c["concurrency"] == 4).count(), 1, "no level twice");
+    assert_eq!(resumed.cell(1024, 4), first.cell(1024, 4), "the matrix's cells are kept as they were");
+    assert_eq!(resumed.record()["settings"]["find_capacity"], true);
+}
+
+/// A bad --slo or --cost-per-hour is refused before anything starts, saying what to write.
+#[test]
+fn bad_slo_and_cost_flags_say_what_to_write() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["--slo", "e2e_p90<=2s"], "use tok_s, ttft or tbt"),
+        (&["--slo", "ttft_p90<=2"], "with a unit, e.g. 2s or 150ms"),
+        (&["--slo", "tok_s_p100>=10"], "from 1 to 99"),
+        (&["--slo", "tok_s<=10"], "bounded from below"),
+        (&["--cost-per-hour", "cheap"], "USD per hour, e.g. 7.5"),
+        (&["--cost-per-hour", "0"], "more than 0"),
+    ];
+    for (args, says) in cases {
+        let out = crate::common::bin().arg("run").args(args).arg("--dry-run").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
