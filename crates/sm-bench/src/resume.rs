@@ -213,4 +213,37 @@ mod tests {
         assert_eq!(diffs.len(), 2, "{diffs:?}");
         assert!(diffs[0].contains("dry run") && diffs[1].contains("no run id"), "{diffs:?}");
     }
+
+    /// Kept cells were judged against the recorded SLO: another one is a difference. A record
+    /// written before SLOs gets the new one, its cells judged from their summaries, and every
+    /// cell is priced at the price now given.
+    #[test]
+    fn the_slo_must_match_and_a_record_before_slos_is_judged_from_its_summaries() {
+        let slo = |s: &str| Some(s.parse::<sm_core::slo::Slo>().unwrap());
+        let (mut old, mut new) = (record(), record());
+        old.settings.slo = slo("tok_s_p10>=20");
+        new.settings.slo = slo("tok_s_p10>=30");
+        assert_eq!(differences(&old, &new), ["SLO (--slo): was tok_s_p10>=20, now tok_s_p10>=30"]);
+
+        let mut old = record();
+        old.decode.push(sm_core::record::DecodeCell {
+            context: 1024,
+            label: "1K".into(),
+            concurrency: 2,
+            status: Some(CellStatus::Valid),
+            total_tok_s: Some(100.0),
+            per_request_tok_s: Some(50.0),
+            tbt_ms_p90: Some(25.0),
+            ttft_ms_p90: Some(300.0),
+            ..Default::default()
+        });
+        new.settings.cost_per_hour_usd = Some(3.6);
+        let resumed = continue_from(old, new.clone());
+        assert_eq!(resumed.settings.slo, new.settings.slo);
+        let cell = &resumed.decode[0];
+        // tok_s_p10 from the summary: 1000 / tbt_p90 = 40 tok/s, over the 30 asked
+        assert_eq!((cell.slo_met, cell.slo_bounds[0].value), (Some(true), Some(40.0)));
+        assert_eq!(cell.usd_per_million_tokens, Some(10.0), "3.6 $/h at 100 tok/s");
+        assert_eq!(resumed.capacity[0].max_users, 2);
+    }
 }

@@ -477,10 +477,6 @@ fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
-fn round4(v: f64) -> f64 {
-    (v * 10_000.0).round() / 10_000.0
-}
-
 /// The record's cell from what was measured: figures, the judgement against the SLO (methodology
 /// §11.2, from the requests' own figures, which are not kept) and the price of its tokens.
 fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Option<f64>) -> DecodeCell {
@@ -525,7 +521,6 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Opti
     dc.slo_bounds = judged.bounds.into_iter().map(|b| BoundCheck { value: b.value.map(round3), ..b }).collect();
     dc.goodput_pct = judged.goodput_pct.map(round1);
     dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
-    dc.usd_per_million_tokens =
-        cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s)).map(round4);
+    dc.usd_per_million_tokens = cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s));
     dc
 }

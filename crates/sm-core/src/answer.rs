@@ -311,16 +311,15 @@ pub fn judge_from_summaries(record: &mut RunRecord, slo: &Slo) -> Result<(), Vec
 pub fn price(record: &mut RunRecord) {
     let cost = record.settings.cost_per_hour_usd;
     for cell in record.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
-        cell.usd_per_million_tokens = cost
-            .and_then(|usd| usd_per_million_tokens(usd, cell.total_tok_s.unwrap_or(0.0)))
-            .map(|v| (v * 10_000.0).round() / 10_000.0);
+        cell.usd_per_million_tokens = cost.and_then(|usd| usd_per_million_tokens(usd, cell.total_tok_s.unwrap_or(0.0)));
     }
     record.capacity = capacities(record);
 }
 
-/// `--cost-per-hour` over the output tokens of an hour at `total_tok_s`.
+/// `--cost-per-hour` over the output tokens of an hour at `total_tok_s`, USD per million, to
+/// 1/100 of a cent.
 pub fn usd_per_million_tokens(usd_per_hour: f64, total_tok_s: f64) -> Option<f64> {
-    (total_tok_s > 0.0).then(|| usd_per_hour / (total_tok_s * 3600.0) * 1e6)
+    (total_tok_s > 0.0).then(|| (usd_per_hour / (total_tok_s * 3600.0) * 1e10).round() / 10_000.0)
 }
 
 #[cfg(test)]

@@ -115,7 +115,6 @@ fn what_fits_follows_the_plan_rule() {
 #[test]
 fn costs() {
     // $10/h at 1000 tok/s = 3.6 M tokens per hour
-    let usd = usd_per_million_tokens(10.0, 1000.0).unwrap();
-    assert!((usd - 10.0 / 3.6).abs() < 1e-12);
+    assert_eq!(usd_per_million_tokens(10.0, 1000.0), Some(2.7778), "10 / 3.6, to 1/100 of a cent");
     assert_eq!(usd_per_million_tokens(10.0, 0.0), None);
 }

@@ -1,6 +1,7 @@
 use clap::Parser;
 
 use super::*;
+use sm_core::slo::DEFAULT_SLO;
 
 #[derive(Debug, clap::Parser)]
 struct Cli {
@@ -121,4 +122,35 @@ fn quiet_is_a_progress_setting() {
     assert_eq!(Settings::resolve(args(&["--url", "http://h:1", "-q"])).unwrap().progress, Progress::Quiet);
     let s = Settings::resolve(args(&["--url", "http://h:1", "--progress", "plain", "--api", "completions"])).unwrap();
     assert_eq!((s.progress, s.api), (Progress::Plain, Api::Completions));
+}
+
+#[test]
+fn the_service_level_price_and_search_resolve_like_the_other_settings() {
+    let s = Settings::resolve(args(&["--url", "http://h:1"])).unwrap();
+    assert_eq!((s.slo.to_string().as_str(), s.cost_per_hour, s.find_capacity), (DEFAULT_SLO, None, false));
+    let given =
+        ["--url", "http://h:1", "--slo", "tok_s>=30,tbt_p99<=0.1s", "--cost-per-hour", "$7.5", "--find-capacity"];
+    let s = Settings::resolve(args(&given)).unwrap();
+    assert_eq!(s.slo.to_string(), "tok_s_p50>=30,tbt_p99<=100ms");
+    assert_eq!((s.cost_per_hour, s.find_capacity), (Some(7.5), true));
+
+    // a resume takes them from run.json (a record before 1.1 has none: the defaults); flags win
+    let dir = resumable(|v| {
+        v["settings"]["slo"] = "ttft_p99<=3s".into();
+        v["settings"]["cost_per_hour_usd"] = 4.0.into();
+        v["settings"]["find_capacity"] = true.into();
+    });
+    let d = dir.path().to_str().unwrap();
+    let s = Settings::resolve(args(&["--resume", d])).unwrap();
+    assert_eq!((s.slo.to_string().as_str(), s.cost_per_hour, s.find_capacity), ("ttft_p99<=3s", Some(4.0), true));
+    let s = Settings::resolve(args(&["--resume", d, "--cost-per-hour", "5"])).unwrap();
+    assert_eq!(s.cost_per_hour, Some(5.0));
+    let old = resumable(|_| {});
+    let s = Settings::resolve(args(&["--resume", old.path().to_str().unwrap()])).unwrap();
+    assert_eq!((s.slo, s.find_capacity), (Slo::default(), false));
+
+    // a run.json whose SLO cannot be read is not a run this version can resume
+    let broken = resumable(|v| v["settings"]["slo"] = "ttft<=3".into());
+    let err = Settings::resolve(args(&["--resume", broken.path().to_str().unwrap()])).unwrap_err();
+    assert!(format!("{err:#}").contains("with a unit"), "{err:#}");
 }
