@@ -161,6 +161,10 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     if done > 0 || rows_left < rows {
         text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
     }
+    if let Some(slo) = &record.settings.slo {
+        let search = if record.settings.find_capacity { "; then a capacity search" } else { "" };
+        text.push_str(&format!("\nservice level: {slo}{search}"));
+    }
     for p in &plan.over_capacity {
         text.push_str(&format!(
             "\nover capacity: {} × {}: {}",

@@ -38,6 +38,7 @@ async fn plain_progress_names_the_plan_the_phases_the_warm_up_and_every_figure()
     let plan = find("plan: ");
     assert!(plan.contains("2 decode cells to measure, 1 over capacity, 1 prefill rows"), "{plan}");
     assert!(all.contains("\n           over capacity: 1K × 16: needs 24,576 KV tokens"), "{all}");
+    assert!(all.contains("\n           service level: tok_s_p10>=20,ttft_p90<=2s\n"), "the default SLO: {all}");
 
     find("prefill phase started: 1 rows to measure");
     find("prefill 1K started");
