@@ -1,5 +1,5 @@
-//! The end-of-run console view: the prefill table and the decode matrix,
-//! split into column blocks so that no line is wider than the terminal.
+//! The end-of-run console view: the capacity answer, then the prefill table and the decode
+//! matrix, split into column blocks so that no line is wider than the terminal.
 
 use std::fmt::Write;
 
@@ -15,9 +15,23 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let width = width.max(20);
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
+    answer(&mut s, &page, width);
     prefill(&mut s, &page, width);
     decode(&mut s, &page, width);
     s
+}
+
+/// The capacity answer, a sentence per context, with what "users" means and the SLO used.
+fn answer(s: &mut String, page: &Page, width: usize) {
+    let Some(a) = &page.answer else {
+        return;
+    };
+    let _ = writeln!(s, "\nCapacity");
+    for line in &a.sentences {
+        let _ = writeln!(s, "{}", wrap(line, width));
+    }
+    let _ = writeln!(s, "{}", wrap(crate::capacity::USERS_NOTE, width));
+    let _ = writeln!(s, "{}", wrap(&a.slo_note, width));
 }
 
 /// The prefill table; a row that is not valid says why in a numbered note under it.
