@@ -32,7 +32,7 @@ pub use csv::csv;
 pub use html::html_page;
 pub use import::{ImportError, import_str, judge, load_any};
 pub use markdown::markdown;
-pub use terminal::terminal;
+pub use terminal::{capacity_text, terminal};
 
 pub const HTML_FILE: &str = "report.html";
 pub const MARKDOWN_FILE: &str = "report.md";

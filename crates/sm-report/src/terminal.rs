@@ -21,6 +21,14 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     s
 }
 
+/// The capacity answer as [`terminal`] opens with it (empty for a record without one), for
+/// commands that print the answer without the matrix (`speedmatrix report`).
+pub fn capacity_text(record: &RunRecord, width: usize) -> String {
+    let mut s = String::new();
+    answer(&mut s, &view::build(record), width.max(20));
+    s.trim_start().to_string()
+}
+
 /// The capacity answer, a sentence per context, with what "users" means and the SLO used.
 fn answer(s: &mut String, page: &Page, width: usize) {
     let Some(a) = &page.answer else {
