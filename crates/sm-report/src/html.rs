@@ -393,7 +393,10 @@ fn slo_chart(page: &Page) -> String {
         value: *value,
         label: format!("SLO: {} ≥ {}", capacity::bound_name(key), capacity::bound_value(key, *value)),
     });
-    format!("<div class=\"charts\">\n<figure>{}</figure>\n</div>\n", svg::line_chart_with_limit(&chart, limit.as_ref()))
+    format!(
+        "<div class=\"charts one\">\n<figure>{}</figure>\n</div>\n",
+        svg::line_chart_with_limit(&chart, limit.as_ref())
+    )
 }
 
 fn all_measurements(s: &mut String, page: &Page) {
