@@ -70,7 +70,8 @@ pub struct Page {
     /// (prefill rows first, then the matrix row by row), so that no number is used twice.
     pub footnotes: Vec<String>,
     pub measurements: Vec<[String; 12]>,
-    /// The SLO's columns of the All-measurements table ([`slo_columns`]), a row per measurement.
+    /// The SLO's columns of the All-measurements table after [`COLUMNS`], and their values, a row per
+    /// row of `measurements`.
     pub slo_columns: Vec<&'static str>,
     pub slo_measurements: Vec<Vec<String>>,
     pub methodology: Vec<(&'static str, &'static str)>,
