@@ -203,6 +203,11 @@ pub fn bound_value(key: &str, v: f64) -> String {
     if key.starts_with("tok_s") { format!("{} tok/s", format::fixed1(v)) } else { format::ms(v) }
 }
 
+/// A bound's limit as `--slo` gave it: "30 tok/s", "2 s", "150 ms".
+pub fn limit_words(key: &str, limit: f64) -> String {
+    if key.starts_with("tok_s") { format!("{} tok/s", trim(limit)) } else { duration(limit) }
+}
+
 /// A limit in ms as `--slo` would say it: whole seconds as seconds.
 fn duration(ms: f64) -> String {
     if ms >= 1000.0 { format!("{} s", trim(ms / 1000.0)) } else { format!("{} ms", trim(ms)) }
@@ -228,7 +233,7 @@ pub fn verdict(cell: &sm_core::record::DecodeCell) -> Option<String> {
                 .filter(|b| !b.holds)
                 .map(|b| {
                     let value = b.value.map_or_else(|| "not measured".to_string(), |v| bound_value(&b.bound, v));
-                    format!("{} {value} (limit {})", bound_name(&b.bound), bound_value(&b.bound, b.limit))
+                    format!("{} {value} (limit {})", bound_name(&b.bound), limit_words(&b.bound, b.limit))
                 })
                 .collect();
             Some(format!("misses the SLO: {}", missed.join("; ")))

@@ -126,6 +126,22 @@ fn words_for_bounds_and_money() {
 }
 
 #[test]
+fn a_cell_says_which_bound_it_missed_and_by_how_much() {
+    let mut cell = sm_core::record::DecodeCell { status: Some(CellStatus::Valid), ..Default::default() };
+    assert_eq!(verdict(&cell), None, "not judged");
+    cell.slo_met = Some(false);
+    cell.slo_bounds = vec![
+        sm_core::slo::BoundCheck { bound: "tok_s_p10".into(), limit: 30.0, value: Some(31.0), holds: true },
+        sm_core::slo::BoundCheck { bound: "ttft_p90".into(), limit: 2000.0, value: Some(2345.0), holds: false },
+    ];
+    assert_eq!(verdict(&cell).unwrap(), "misses the SLO: TTFT p90 2,345 ms (limit 2 s)");
+    cell.slo_met = Some(true);
+    assert_eq!(verdict(&cell).unwrap(), "meets the SLO");
+    cell.status = Some(CellStatus::Error);
+    assert_eq!(verdict(&cell), None, "only a valid cell is judged");
+}
+
+#[test]
 fn the_note_names_the_slo_and_how_it_was_judged() {
     let d = Slo::default();
     let measured = slo_note(&d, SloSource::Measured);

@@ -391,7 +391,7 @@ fn slo_chart(page: &Page) -> String {
     };
     let limit = answer.tok_s_limit.as_ref().map(|(value, key)| Limit {
         value: *value,
-        label: format!("SLO: {} ≥ {}", capacity::bound_name(key), capacity::bound_value(key, *value)),
+        label: format!("SLO: {} ≥ {}", capacity::bound_name(key), capacity::limit_words(key, *value)),
     });
     format!(
         "<div class=\"charts one\">\n<figure>{}</figure>\n</div>\n",
