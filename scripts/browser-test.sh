@@ -27,8 +27,9 @@ REFERENCE=tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.js
 "$BIN" report "$REFERENCE" --html "$OUT/reference.html" --md "$OUT/reference.md" --csv "$OUT/reference.csv"
 
 rm -rf "$OUT/sim-run"
+# with a price and a capacity search, so the page shows every mark of the capacity answer
 if ! "$BIN" run --contexts 8k,32k --concurrency 1,4 --duration 2s --ready-stable 1s --warmup 0s \
-    --out "$OUT/sim-run" >"$OUT/sim-run.log" 2>&1; then
+    --find-capacity --cost-per-hour 10 --out "$OUT/sim-run" >"$OUT/sim-run.log" 2>&1; then
     echo "browser-test: FAIL: the simulated run failed; see $OUT/sim-run.log" >&2
     tail -20 "$OUT/sim-run.log" >&2
     exit 1
@@ -88,7 +89,7 @@ check_page() {
 
     page_run "$log" --dump-dom "$url"
     local dom="$log.out"
-    for section in 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' 'All measurements' 'Methodology'; do
+    for section in 'Capacity' 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' 'All measurements' 'Methodology'; do
         if ! grep -q ">$section<" "$dom"; then
             echo "browser-test: FAIL: $name: section '$section' not rendered" >&2
             FAILED=1
@@ -98,6 +99,13 @@ check_page() {
         echo "browser-test: FAIL: $name: no chart rendered" >&2
         FAILED=1
     fi
+    # the capacity answer: its sentences, the SLO it used, and the SLO chart with its line
+    for needle in '<section class="answer"' 'context: ' 'Service level (SLO): ' '>Per-user tok/s against the SLO<' '<line class="limit"'; do
+        if ! grep -qF "$needle" "$dom"; then
+            echo "browser-test: FAIL: $name: the capacity answer lacks '$needle'" >&2
+            FAILED=1
+        fi
+    done
 
     page_run "$log.light" --window-size=1280,2600 --screenshot="$OUT/$name.png" "$url"
     page_run "$log.dark" --force-dark-mode --blink-settings=preferredColorScheme=0 --window-size=1280,2600 \

@@ -1,9 +1,10 @@
 //! One CSV row per measurement: the All-measurements columns as the page
 //! prints them, then every numeric field of the record unformatted, so a
-//! spreadsheet can both show the page and compute with it.
+//! spreadsheet can both show the page and compute with it. The SLO's figures
+//! come last: fixed columns, then two per bound of the SLO (docs/report.md).
 
 use serde_json::Value;
-use sm_core::record::{CellStatus, RunRecord};
+use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 
 use crate::view::{self, CellKind};
 
@@ -14,7 +15,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// A decode cell's raw figures: `DecodeCell` field names, unformatted
 /// (`warnings` joined with "; "). A field added to the record must be added
 /// here: tests/csv_columns.rs fails until it is.
-const DECODE_FIELDS: [&str; 22] = [
+const DECODE_FIELDS: [&str; 27] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -37,12 +38,17 @@ const DECODE_FIELDS: [&str; 22] = [
     "prompt_cache_hit_pct",
     "client_retries",
     "warnings",
+    "slo_met",
+    "goodput_pct",
+    "goodput_tok_s",
+    "usd_per_million_tokens",
+    "searched",
 ];
 
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
-const VALID_ONLY: [&str; 18] = [
+const VALID_ONLY: [&str; 22] = [
     "prompt_tok_s",
     "ttft_ms",
     "total_tok_s",
@@ -61,6 +67,10 @@ const VALID_ONLY: [&str; 18] = [
     "measured_s",
     "requests",
     "token_source",
+    "slo_met",
+    "goodput_pct",
+    "goodput_tok_s",
+    "usd_per_million_tokens",
 ];
 
 /// The raw fields of `all` a row with `status` exports.
@@ -68,9 +78,37 @@ fn exported(status: CellStatus, all: &'static [&'static str]) -> Vec<&'static st
     all.iter().filter(|f| status == CellStatus::Valid || !VALID_ONLY.contains(f)).copied().collect()
 }
 
-/// The CSV's header: the page's All-measurements columns, then the raw ones.
-fn columns() -> Vec<&'static str> {
-    view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS).copied().collect()
+/// The CSV's header: the page's All-measurements columns, then the raw ones, then two per bound
+/// of the SLO: `slo_<bound>` (the cell's value at the bound's percentile) and `slo_<bound>_holds`.
+fn columns(bounds: &[String]) -> Vec<String> {
+    let fixed = view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS);
+    fixed
+        .map(|c| c.to_string())
+        .chain(bounds.iter().flat_map(|b| [format!("slo_{b}"), format!("slo_{b}_holds")]))
+        .collect()
+}
+
+/// The bounds with columns: the record's SLO's, in its order, then any other a cell was judged
+/// against (a record edited by hand), so that no judged figure is left out.
+fn bound_keys(record: &RunRecord) -> Vec<String> {
+    let mut keys: Vec<String> = record.settings.slo.iter().flat_map(|s| s.bounds.iter().map(|b| b.key())).collect();
+    for check in record.decode.iter().flat_map(|c| &c.slo_bounds) {
+        if !keys.contains(&check.bound) {
+            keys.push(check.bound.clone());
+        }
+    }
+    keys
+}
+
+/// A valid cell's value and verdict for each bound in `keys`; empty where it has none.
+fn bound_cells(cell: &DecodeCell, keys: &[String]) -> Vec<String> {
+    let valid = cell.status() == CellStatus::Valid;
+    keys.iter()
+        .flat_map(|k| match cell.slo_bounds.iter().find(|b| &b.bound == k).filter(|_| valid) {
+            Some(b) => [b.value.map(|v| v.to_string()).unwrap_or_default(), b.holds.to_string()],
+            None => [String::new(), String::new()],
+        })
+        .collect()
 }
 
 fn field(s: &str) -> String {
@@ -89,6 +127,7 @@ fn raw(value: &Value, key: &str) -> String {
             None => n.as_f64().map(|x| x.to_string()).unwrap_or_default(),
         },
         Some(Value::String(s)) => s.clone(),
+        Some(Value::Bool(b)) => b.to_string(),
         Some(Value::Array(a)) => {
             a.iter().map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string)).collect::<Vec<_>>().join("; ")
         }
@@ -105,15 +144,23 @@ fn status_code(s: CellStatus) -> String {
 fn raw_row(keys: [String; 4], value: &Value, fields: &[&str]) -> Vec<String> {
     let mut row: Vec<String> = keys.into();
     for col in PREFILL_FIELDS.iter().chain(&DECODE_FIELDS) {
-        row.push(if fields.contains(col) { raw(value, col) } else { String::new() });
+        let cell = match raw(value, col) {
+            // the record leaves `searched: false` out; a decode row says it
+            s if s.is_empty() && *col == "searched" && fields.contains(col) => "false".to_string(),
+            s if fields.contains(col) => s,
+            _ => String::new(),
+        };
+        row.push(cell);
     }
     row
 }
 
 pub fn csv(record: &RunRecord) -> String {
     let page = view::build(record);
+    let bounds = bound_keys(record);
+    let no_bounds = || vec![String::new(); bounds.len() * 2];
     let mut out = String::new();
-    out.push_str(&columns().iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
+    out.push_str(&columns(&bounds).iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
     out.push_str("\r\n");
     // the same order as the page's rows: prefill by context, then the matrix row by row
     let mut prefill: Vec<_> = record.prefill.iter().collect();
@@ -122,7 +169,10 @@ pub fn csv(record: &RunRecord) -> String {
         .into_iter()
         .map(|p| {
             let keys = [p.context.to_string(), "1".into(), status_code(p.status), p.reason.clone().unwrap_or_default()];
-            raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS))
+            let mut row =
+                raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS));
+            row.extend(no_bounds());
+            row
         })
         .collect();
     let decode = view::DecodeIndex::new(record);
@@ -135,13 +185,17 @@ pub fn csv(record: &RunRecord) -> String {
                 (_, Some(cell)) => {
                     let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
                     let fields = exported(cell.status(), &DECODE_FIELDS);
-                    raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &fields)
+                    let mut row = raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &fields);
+                    row.extend(bound_cells(cell, &bounds));
+                    row
                 }
                 // not run by the plan (over capacity, skipped): no decode entry to read
                 (kind, None) => {
                     let status = if kind == CellKind::Skipped { "skipped" } else { "over_capacity" };
                     let keys = [ctx_s, c_s, status.into(), shown.reason.clone().unwrap_or_default()];
-                    raw_row(keys, &Value::Null, &[])
+                    let mut row = raw_row(keys, &Value::Null, &[]);
+                    row.extend(no_bounds());
+                    row
                 }
             });
         }

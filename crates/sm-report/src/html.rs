@@ -6,10 +6,11 @@ use std::fmt::Write;
 
 use sm_core::record::RunRecord;
 
+use crate::capacity::{self, USERS_NOTE};
 use crate::charts::{PrefillCharts, PrefillRun};
 use crate::escape::html as esc;
 use crate::format::{self, opt};
-use crate::svg::{self, Chart, Series};
+use crate::svg::{self, Chart, Limit, Series};
 use crate::view::{self, Cell, CellKind, Matrix, Page};
 
 /// The page's stylesheet; the results site serves its pages with it too.
@@ -32,6 +33,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
     );
     nav(&mut s, links);
     header(&mut s, &page);
+    answer(&mut s, &page);
     facts(&mut s, &page);
     launch(&mut s, &page);
     prefill(&mut s, &page, record);
@@ -83,6 +85,19 @@ fn header(s: &mut String, page: &Page) {
         let _ = writeln!(s, "<p class=\"banner\" role=\"note\">{}</p>", esc(note));
     }
     s.push_str("</header>\n");
+}
+
+/// The capacity answer, one sentence per context, with what "users" means and which SLO was used.
+fn answer(s: &mut String, page: &Page) {
+    let Some(a) = &page.answer else {
+        return;
+    };
+    s.push_str("<section class=\"answer\" id=\"capacity\">\n<h2>Capacity</h2>\n<ul class=\"answer-lines\">");
+    for line in &a.sentences {
+        let _ = write!(s, "<li>{}</li>", esc(line));
+    }
+    let _ =
+        writeln!(s, "</ul>\n<p>{}</p>\n<p class=\"slo-used\">{}</p>\n</section>", esc(USERS_NOTE), esc(&a.slo_note));
 }
 
 fn dl(s: &mut String, title: &str, lines: &[(String, String)]) {
@@ -167,6 +182,32 @@ fn heat(v: f64, min: f64, max: f64) -> f64 {
     ((v / min).ln() / (max / min).ln()).clamp(0.0, 1.0)
 }
 
+/// The SLO marks of a valid cell: classes for its outline and the marks in its corner (before
+/// its figures, so the figures read the same with or without an SLO).
+fn slo_marks(cell: &Cell) -> (String, String) {
+    let mut classes = String::new();
+    let mut marks = Vec::new();
+    match cell.slo_met {
+        Some(true) => {
+            classes.push_str(" ok");
+            marks.push("<span aria-label=\"meets the SLO\">✓</span>");
+        }
+        Some(false) => classes.push_str(" miss"),
+        None => {}
+    }
+    if cell.capacity {
+        classes.push_str(" cap");
+        marks.push("<span aria-label=\"capacity\">★</span>");
+    }
+    if cell.searched {
+        classes.push_str(" searched");
+        marks.push("<span aria-label=\"searched\">s</span>");
+    }
+    let marks =
+        if marks.is_empty() { String::new() } else { format!("<span class=\"marks\">{}</span>", marks.join(" ")) };
+    (classes, marks)
+}
+
 fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str, c: u32) {
     match cell.kind {
         CellKind::Valid => {
@@ -176,14 +217,21 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
             if let Some(p) = cell.per_request {
                 tip.push_str(&format!(", {} per request", format::fixed1(p)));
             }
+            for line in [cell.verdict.as_deref(), cell.capacity.then_some("the capacity of this context")] {
+                tip.extend(line.map(|l| format!("\n{l}")));
+            }
+            if cell.searched {
+                tip.push_str("\nmeasured by the capacity search (--find-capacity)");
+            }
             for w in &cell.warnings {
                 tip.push_str(&format!("\n⚠ {w}"));
             }
             let warn =
                 if cell.warnings.is_empty() { "" } else { "<span class=\"warn\" aria-label=\"warning\"> ⚠</span>" };
+            let (classes, marks) = slo_marks(cell);
             let _ = write!(
                 s,
-                "<td class=\"cell v{}\" style=\"--t:{t:.3}\" title=\"{}\"><span class=\"tot\">{}{warn}</span><span class=\"ttft\">{}</span></td>",
+                "<td class=\"cell v{}{classes}\" style=\"--t:{t:.3}\" title=\"{}\">{marks}<span class=\"tot\">{}{warn}</span><span class=\"ttft\">{}</span></td>",
                 if t > 0.55 { " hot" } else { "" },
                 esc(&tip),
                 esc(&format::fixed1(total)),
@@ -217,8 +265,12 @@ fn matrix_table(s: &mut String, m: &Matrix) {
     let max = m.max_total();
     let min = m.cells.iter().flatten().filter_map(|c| c.total).filter(|v| *v > 0.0).fold(f64::INFINITY, f64::min);
     s.push_str("<div class=\"scroll\"><table class=\"matrix\">\n<thead><tr><th class=\"ctx\">Context</th>");
-    for c in &m.cols {
-        let _ = write!(s, "<th scope=\"col\">{c}</th>");
+    for (c, searched) in m.cols.iter().zip(&m.searched_cols) {
+        if *searched {
+            let _ = write!(s, "<th scope=\"col\" class=\"searched\">{c}<span class=\"sub\">searched</span></th>");
+        } else {
+            let _ = write!(s, "<th scope=\"col\">{c}</th>");
+        }
     }
     s.push_str("</tr></thead>\n<tbody>\n");
     for (ri, (_, label)) in m.rows.iter().enumerate() {
@@ -236,6 +288,25 @@ fn matrix_table(s: &mut String, m: &Matrix) {
             esc(&format::fixed1(min)),
             esc(&format::fixed1(max))
         );
+    }
+    matrix_key(s, m);
+}
+
+/// The legend of the SLO marks, for the marks the matrix shows.
+fn matrix_key(s: &mut String, m: &Matrix) {
+    let cells = || m.cells.iter().flatten();
+    let mut keys = Vec::new();
+    if cells().any(|c| c.slo_met.is_some()) {
+        keys.push("✓ meets the SLO (no mark: misses it)".to_string());
+    }
+    if cells().any(|c| c.capacity) {
+        keys.push("<span class=\"cap\">★ outlined</span> the capacity: the most users that meet the SLO".into());
+    }
+    if cells().any(|c| c.searched) {
+        keys.push("s measured by the capacity search".into());
+    }
+    if !keys.is_empty() {
+        let _ = writeln!(s, "<p class=\"matrixkey\">{}</p>", keys.join(" · "));
     }
 }
 
@@ -287,6 +358,45 @@ fn decode(s: &mut String, page: &Page) {
         },
     ];
     s.push_str(&svg::charts_row(&charts));
+    s.push_str(&slo_chart(page));
+}
+
+/// Per-user tok/s against simultaneous requests, one line per context, with the SLO's floor.
+fn slo_chart(page: &Page) -> String {
+    let m = &page.matrix;
+    let Some(answer) = &page.answer else {
+        return String::new();
+    };
+    let title = "Per-user tok/s against the SLO";
+    let y_title = match &answer.tok_s_limit {
+        Some((_, key)) => format!("{} (per user)", capacity::bound_name(key)),
+        None => "median tok/s per user".to_string(),
+    };
+    let chart = Chart {
+        title,
+        x_title: "simultaneous users",
+        y_title: &y_title,
+        x_labels: m.cols.iter().map(u32::to_string).collect(),
+        series: m
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(ri, (_, label))| Series {
+                name: label.clone(),
+                values: m.cells[ri].iter().map(|c| c.user_tok_s).collect(),
+                color: None,
+            })
+            .collect(),
+        value_fmt: format::fixed1,
+    };
+    let limit = answer.tok_s_limit.as_ref().map(|(value, key)| Limit {
+        value: *value,
+        label: format!("SLO: {} ≥ {}", capacity::bound_name(key), capacity::limit_words(key, *value)),
+    });
+    format!(
+        "<div class=\"charts one\">\n<figure>{}</figure>\n</div>\n",
+        svg::line_chart_with_limit(&chart, limit.as_ref())
+    )
 }
 
 fn all_measurements(s: &mut String, page: &Page) {
@@ -295,11 +405,12 @@ fn all_measurements(s: &mut String, page: &Page) {
         "<h2 id=\"all-measurements\">All measurements</h2>\n<p class=\"caption\">{}</p>\n<div class=\"scroll\"><table class=\"all\">\n<thead><tr>",
         esc(view::MEASUREMENTS_NOTE)
     );
-    for c in view::COLUMNS {
+    for c in view::COLUMNS.iter().chain(&page.slo_columns) {
         let _ = write!(s, "<th scope=\"col\">{}</th>", esc(c));
     }
     s.push_str("</tr></thead>\n<tbody>\n");
-    for row in &page.measurements {
+    let no_slo = Vec::new();
+    for (ri, row) in page.measurements.iter().enumerate() {
         s.push_str("<tr>");
         for (i, v) in row.iter().enumerate() {
             if i == 3 {
@@ -308,6 +419,9 @@ fn all_measurements(s: &mut String, page: &Page) {
             } else {
                 let _ = write!(s, "<td>{}</td>", esc(v));
             }
+        }
+        for v in page.slo_measurements.get(ri).unwrap_or(&no_slo) {
+            let _ = write!(s, "<td>{}</td>", esc(v));
         }
         s.push_str("</tr>\n");
     }

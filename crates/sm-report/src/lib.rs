@@ -8,6 +8,7 @@
 //! disagree about a figure; numbers are formatted as on the published page
 //! ([`format`]).
 
+pub mod capacity;
 pub mod charts;
 mod csv;
 pub mod escape;
@@ -29,9 +30,9 @@ use sm_core::record::RunRecord;
 
 pub use csv::csv;
 pub use html::html_page;
-pub use import::{ImportError, import_str, load_any};
+pub use import::{ImportError, import_str, judge, load_any};
 pub use markdown::markdown;
-pub use terminal::terminal;
+pub use terminal::{capacity_text, terminal};
 
 pub const HTML_FILE: &str = "report.html";
 pub const MARKDOWN_FILE: &str = "report.md";

@@ -5,6 +5,9 @@ use std::fmt::Write;
 
 use sm_core::record::RunRecord;
 
+use sm_core::context::shown;
+
+use crate::capacity::{USERS_NOTE, usd};
 use crate::escape::markdown_cell as md;
 use crate::format::{self, opt};
 use crate::view::{self, CellKind, Page};
@@ -18,6 +21,7 @@ pub fn markdown(record: &RunRecord) -> String {
     if let Some(note) = &page.status_note {
         let _ = writeln!(s, "> **{}**\n", md(note));
     }
+    answer(&mut s, &page, record);
     facts(&mut s, &page);
     launch(&mut s, &page);
     prefill(&mut s, &page);
@@ -32,6 +36,43 @@ pub fn markdown(record: &RunRecord) -> String {
         let _ = writeln!(s, "\n{}", md(n));
     }
     s
+}
+
+/// The capacity answer: its sentences, what "users" means, the SLO used, and a table of it.
+fn answer(s: &mut String, page: &Page, record: &RunRecord) {
+    let Some(a) = &page.answer else {
+        return;
+    };
+    let _ = writeln!(s, "## Capacity\n");
+    for line in &a.sentences {
+        let _ = writeln!(s, "- {}", md(line));
+    }
+    let _ = writeln!(s, "\n{}\n\n{}\n", md(USERS_NOTE), md(&a.slo_note));
+    let priced = record.settings.cost_per_hour_usd.is_some();
+    let mut header = vec!["Context", "Users", "Bounded by", "Proved by", "Fails at", "Fits at most"];
+    if priced {
+        header.extend(["$ per million tokens", "$ per user-hour"]);
+    }
+    let rows: Vec<Vec<String>> = record
+        .capacity
+        .iter()
+        .map(|c| {
+            let mut row = vec![
+                shown(&c.label, c.context),
+                format::count(u64::from(c.max_users)),
+                c.bounded_by.to_string(),
+                opt(c.cell, |n| format!("{n} at once")),
+                opt(c.failed_cell, |n| format!("{n} at once")),
+                opt(c.fit_limit, |n| format::count(u64::from(n))),
+            ];
+            if priced {
+                row.push(opt(c.usd_per_million_tokens, usd));
+                row.push(opt(c.usd_per_user_hour, usd));
+            }
+            row
+        })
+        .collect();
+    table(s, &header, &rows);
 }
 
 fn table(s: &mut String, header: &[&str], rows: &[Vec<String>]) {
@@ -146,6 +187,12 @@ fn decode(s: &mut String, page: &Page) {
 
 fn all(s: &mut String, page: &Page) {
     let _ = writeln!(s, "## All measurements\n\n{}\n", md(view::MEASUREMENTS_NOTE));
-    let rows: Vec<Vec<String>> = page.measurements.iter().map(|r| r.to_vec()).collect();
-    table(s, &view::COLUMNS, &rows);
+    let rows: Vec<Vec<String>> = page
+        .measurements
+        .iter()
+        .enumerate()
+        .map(|(i, r)| r.iter().chain(page.slo_measurements.get(i).into_iter().flatten()).cloned().collect())
+        .collect();
+    let header: Vec<&str> = view::COLUMNS.iter().chain(&page.slo_columns).copied().collect();
+    table(s, &header, &rows);
 }

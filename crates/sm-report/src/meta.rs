@@ -86,3 +86,17 @@ pub fn set_known(extra: &mut serde_json::Map<String, Value>, field: &str) {
         }
     }
 }
+
+/// `"summaries"` when the record's cells were judged against `settings.slo` after the fact, from
+/// each cell's summary figures (an imported file, a run recorded before speedmatrix.run/1.1),
+/// not from its requests while it was measured: the page says so.
+pub const SLO_JUDGED_FROM: &str = "slo_judged_from";
+
+/// [`SLO_JUDGED_FROM`] for a file whose cells carry medians only: judged against the default
+/// SLO's bounds taken at the median.
+pub const MEDIANS: &str = "medians";
+
+/// Whether the record's SLO judgement was computed from its cells' summary figures.
+pub fn slo_from_summaries(record: &RunRecord) -> bool {
+    matches!(text(record, SLO_JUDGED_FROM), Some("summaries" | MEDIANS))
+}

@@ -25,6 +25,13 @@ pub struct Chart<'a> {
     pub value_fmt: fn(f64) -> String,
 }
 
+/// A horizontal reference line across the plot, e.g. the SLO's floor on per-user tok/s.
+pub struct Limit {
+    pub value: f64,
+    /// Written at the line's right end.
+    pub label: String,
+}
+
 const W: f64 = 560.0;
 const PLOT_H: f64 = 220.0;
 const LEFT: f64 = 64.0;
@@ -83,7 +90,13 @@ enum XAxis<'a> {
 
 /// A chart with evenly spaced x categories (concurrency levels).
 pub fn line_chart(chart: &Chart) -> String {
-    draw(chart, &XAxis::Categories)
+    draw(chart, &XAxis::Categories, None)
+}
+
+/// [`line_chart`] with a horizontal line at `limit` (dashed, labelled); the y axis reaches it
+/// even when every point lies below.
+pub fn line_chart_with_limit(chart: &Chart, limit: Option<&Limit>) -> String {
+    draw(chart, &XAxis::Categories, limit.filter(|l| l.value.is_finite() && l.value > 0.0))
 }
 
 /// A chart whose points sit at `xs` (one per label, e.g. contexts in tokens) on a log axis, so
@@ -93,7 +106,7 @@ pub fn line_chart(chart: &Chart) -> String {
 pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> String {
     let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x > 0.0);
     let axis = if usable { XAxis::Log(xs) } else { XAxis::Categories };
-    draw(chart, &axis)
+    draw(chart, &axis, None)
 }
 
 /// `(position 0…1 of each point, ticks as (position, label))` on a log axis over `xs`, with a
@@ -123,7 +136,7 @@ fn log_positions(xs: &[f64]) -> (Vec<f64>, Vec<(f64, String)>) {
     (xs.iter().map(|&x| at(x)).collect(), ticks)
 }
 
-fn draw(chart: &Chart, axis: &XAxis) -> String {
+fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
     let n = chart.x_labels.len().max(1);
     // A file can hold any number: values past 1e15 are clamped so the axis stays finite
     // (1.7e308 once made the tick loop below endless).
@@ -133,7 +146,7 @@ fn draw(chart: &Chart, axis: &XAxis) -> String {
         .flat_map(|s| s.values.iter().flatten())
         .copied()
         .filter(|v| v.is_finite())
-        .fold(0.0, f64::max)
+        .fold(limit.map_or(0.0, |l| l.value * 1.1), f64::max)
         .min(1e15);
     let step = if max > 0.0 { nice_step(max) } else { 1.0 };
     let top_value = (max / step).ceil().max(1.0) * step;
@@ -183,6 +196,16 @@ fn draw(chart: &Chart, axis: &XAxis) -> String {
         x = LEFT + plot_w / 2.0,
         y = axis_bottom + 34.0,
     );
+    if let Some(l) = limit {
+        let y = y_at(l.value.min(top_value));
+        let _ = write!(
+            s,
+            r#"<line class="limit" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="limit" x="{x2}" y="{ty:.1}" text-anchor="end">{}</text>"#,
+            html(&l.label),
+            x2 = W - RIGHT,
+            ty = y - 5.0,
+        );
+    }
     for (si, series) in chart.series.iter().enumerate() {
         let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
         series_marks(&mut s, chart, series, &class, &x_at, &y_at);
@@ -329,6 +352,34 @@ mod tests {
         assert_eq!(ticks.iter().map(|t| t.1.as_str()).collect::<Vec<_>>(), ["257,984", "262,079"]);
         let (pos, ticks) = log_positions(&[8192.0]);
         assert_eq!((pos, ticks.len()), (vec![0.5], 1));
+    }
+
+    #[test]
+    fn a_limit_is_a_labelled_line_the_axis_reaches() {
+        let chart = Chart {
+            title: "t",
+            x_title: "x",
+            y_title: "y",
+            x_labels: vec!["1".into(), "2".into()],
+            series: vec![Series { name: "a".into(), values: vec![Some(5.0), Some(4.0)], color: None }],
+            value_fmt: crate::format::fixed1,
+        };
+        let limit = Limit { value: 30.0, label: "SLO <30>".into() };
+        let svg = line_chart_with_limit(&chart, Some(&limit));
+        assert_eq!(svg.matches("<line class=\"limit\"").count(), 1, "{svg}");
+        assert!(svg.contains(">SLO &lt;30&gt;</text>"), "the label is escaped: {svg}");
+        // the axis goes past the limit although every point is below it
+        assert!(svg.contains(">30</text>") || svg.contains(">35</text>"), "{svg}");
+        let ys: Vec<f64> = svg
+            .split("class=\"limit\" x1=")
+            .nth(1)
+            .map(|r| r.split("y1=\"").nth(1).unwrap().split('"').next().unwrap().parse().unwrap())
+            .into_iter()
+            .collect();
+        assert!(ys[0] > TOP && ys[0] < TOP + PLOT_H, "{ys:?}");
+        assert!(!line_chart_with_limit(&chart, None).contains("class=\"limit\""));
+        let bad = Limit { value: f64::NAN, label: "x".into() };
+        assert!(!line_chart_with_limit(&chart, Some(&bad)).contains("class=\"limit\""));
     }
 
     #[test]

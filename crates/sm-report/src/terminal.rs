@@ -1,5 +1,5 @@
-//! The end-of-run console view: the prefill table and the decode matrix,
-//! split into column blocks so that no line is wider than the terminal.
+//! The end-of-run console view: the capacity answer, then the prefill table and the decode
+//! matrix, split into column blocks so that no line is wider than the terminal.
 
 use std::fmt::Write;
 
@@ -15,9 +15,31 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let width = width.max(20);
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
+    answer(&mut s, &page, width);
     prefill(&mut s, &page, width);
     decode(&mut s, &page, width);
     s
+}
+
+/// The capacity answer as [`terminal`] opens with it (empty for a record without one), for
+/// commands that print the answer without the matrix (`speedmatrix report`).
+pub fn capacity_text(record: &RunRecord, width: usize) -> String {
+    let mut s = String::new();
+    answer(&mut s, &view::build(record), width.max(20));
+    s.trim_start().to_string()
+}
+
+/// The capacity answer, a sentence per context, with what "users" means and the SLO used.
+fn answer(s: &mut String, page: &Page, width: usize) {
+    let Some(a) = &page.answer else {
+        return;
+    };
+    let _ = writeln!(s, "\nCapacity");
+    for line in &a.sentences {
+        let _ = writeln!(s, "{}", wrap(line, width));
+    }
+    let _ = writeln!(s, "{}", wrap(crate::capacity::USERS_NOTE, width));
+    let _ = writeln!(s, "{}", wrap(&a.slo_note, width));
 }
 
 /// The prefill table; a row that is not valid says why in a numbered note under it.
@@ -62,13 +84,15 @@ fn decode(s: &mut String, page: &Page, width: usize) {
     }
     let heading = "Sustained decode: total tok/s, TTFT below (rows: context, columns: simultaneous requests)";
     let _ = writeln!(s, "\n{}", wrap(heading, width));
+    let col_names: Vec<String> =
+        m.cols.iter().zip(&m.searched_cols).map(|(c, s)| if *s { format!("{c}s") } else { c.to_string() }).collect();
     let texts: Vec<Vec<(String, String)>> = m
         .cells
         .iter()
         .map(|row| {
             row.iter()
                 .map(|c| match c.kind {
-                    CellKind::Valid => (opt(c.total, format::fixed1), opt(c.ttft_ms, format::ms)),
+                    CellKind::Valid => (marks(c, opt(c.total, format::fixed1)), opt(c.ttft_ms, format::ms)),
                     CellKind::OverCapacity => (marked("over cap", c.footnote), String::new()),
                     CellKind::NotMeasured => (format::NONE.into(), String::new()),
                     kind => (marked(&view::kind_text(kind).to_lowercase(), c.footnote), String::new()),
@@ -80,7 +104,7 @@ fn decode(s: &mut String, page: &Page, width: usize) {
         .iter()
         .flatten()
         .map(|(a, b)| a.chars().count().max(b.chars().count()))
-        .chain(m.cols.iter().map(|c| c.to_string().len()))
+        .chain(col_names.iter().map(|c| c.chars().count()))
         .max()
         .unwrap_or(4)
         + 2;
@@ -92,7 +116,7 @@ fn decode(s: &mut String, page: &Page, width: usize) {
         }
         let mut header = format!("{:<ctx_w$}", "Context");
         for &ci in block {
-            let _ = write!(header, "{:>cell_w$}", m.cols[ci]);
+            let _ = write!(header, "{:>cell_w$}", col_names[ci]);
         }
         let _ = writeln!(s, "{header}");
         for (ri, (_, label)) in m.rows.iter().enumerate() {
@@ -110,7 +134,13 @@ fn decode(s: &mut String, page: &Page, width: usize) {
         }
     }
     // the console has no room for the TTFT note: the heading says where TTFT is
-    let notes = page.decode_notes.iter().filter(|n| **n != view::TTFT_NOTE).map(|n| n.to_string());
+    // the console marks what the page marks, in characters a terminal has
+    let notes = page
+        .decode_notes
+        .iter()
+        .filter(|n| **n != view::TTFT_NOTE && **n != view::SEARCHED_NOTE)
+        .map(|n| n.to_string())
+        .chain(marks_key(m));
     let refs = page.notes_for(m.cells.iter().flatten().map(|c| c.footnote));
     let lines: Vec<String> = notes.chain(refs.iter().map(|(n, f)| format!("[{n}] {f}"))).collect();
     if !lines.is_empty() {
@@ -119,6 +149,27 @@ fn decode(s: &mut String, page: &Page, width: usize) {
     for line in lines {
         let _ = writeln!(s, "{}", wrap(&line, width));
     }
+}
+
+/// A valid cell's total with its SLO marks: ✓ it meets the SLO, * it is its context's capacity.
+fn marks(cell: &view::Cell, total: String) -> String {
+    let met = if cell.slo_met == Some(true) { " ✓" } else { "" };
+    let cap = if cell.capacity { "*" } else { "" };
+    format!("{total}{met}{cap}")
+}
+
+/// What the matrix's marks mean, for the marks it shows.
+fn marks_key(m: &view::Matrix) -> Option<String> {
+    let cells = || m.cells.iter().flatten();
+    let keys: Vec<&str> = [
+        cells().any(|c| c.slo_met.is_some()).then_some("✓ meets the SLO"),
+        cells().any(|c| c.capacity).then_some("* the capacity: the most users that meet it"),
+        m.searched_cols.contains(&true).then_some("Ns: a level only the capacity search (--find-capacity) measured"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    (!keys.is_empty()).then(|| keys.join(" · "))
 }
 
 /// A status with the number of the footnote that explains it.

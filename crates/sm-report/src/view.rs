@@ -1,17 +1,22 @@
 //! The page's content, worked out once from a record so that the HTML,
 //! Markdown, CSV and terminal views cannot disagree about a figure.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use sm_core::context::shown;
 use sm_core::plan::planned_label;
 use sm_core::record::{CellStatus, DecodeCell, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact;
 
+use crate::capacity::{self, Headline};
 use crate::facts::{engine, engine_name, gib, gpu_count, gpu_short, hardware, import_notes, run};
 use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
+
+mod slo;
+use slo::slo_measurements;
+pub use slo::{GOODPUT, GOODPUT_TOK_S, SEARCHED, SLO_MET, USD_PER_MTOK};
 
 /// The page's sentence for over-capacity cells.
 pub const OVER_CAPACITY_NOTE: &str =
@@ -21,6 +26,10 @@ pub const TTFT_NOTE: &str =
     "TTFT is measured after the benchmark warms the server's prompt cache, so it mostly excludes prefill.";
 /// What `—` in the matrix means.
 pub const NOT_MEASURED_NOTE: &str = "— : planned but not measured (the run stopped first).";
+/// What a column of levels only the capacity search measured means.
+pub const SEARCHED_NOTE: &str = "Levels marked \"searched\" were measured by the capacity search \
+(--find-capacity) after the matrix, each a normal cell with the run's window; — in such a column: not searched at \
+that context.";
 pub const MEASUREMENTS_NOTE: &str = "Latencies are medians. Total tok/s is output across all simultaneous requests.";
 
 /// The All-measurements columns, exactly as the published page names them.
@@ -41,6 +50,8 @@ pub const COLUMNS: [&str; 12] = [
 
 pub struct Page {
     pub title: String,
+    /// The capacity answer the page opens with; `None` for a record without an SLO or decode cells.
+    pub answer: Option<Headline>,
     /// Engine · version · quantization · the matrix's shape · prefill contexts.
     pub subtitle: Vec<String>,
     /// Who, what label, when.
@@ -59,6 +70,10 @@ pub struct Page {
     /// (prefill rows first, then the matrix row by row), so that no number is used twice.
     pub footnotes: Vec<String>,
     pub measurements: Vec<[String; 12]>,
+    /// The SLO's columns of the All-measurements table after [`COLUMNS`], and their values, a row per
+    /// row of `measurements`.
+    pub slo_columns: Vec<&'static str>,
+    pub slo_measurements: Vec<Vec<String>>,
     pub methodology: Vec<(&'static str, &'static str)>,
     /// Extra notes on an imported record (whose definitions are the other tool's).
     pub import_notes: Vec<String>,
@@ -114,12 +129,24 @@ pub struct Cell {
     /// 1-based number of the page footnote that explains this cell.
     pub footnote: Option<usize>,
     pub warnings: Vec<String>,
+    /// Whether the cell met the SLO (valid cells that were judged).
+    pub slo_met: Option<bool>,
+    /// "meets the SLO", or which bounds it missed and by how much.
+    pub verdict: Option<String>,
+    /// This cell proves its context's capacity answer.
+    pub capacity: bool,
+    /// Measured by the capacity search, not planned by the matrix.
+    pub searched: bool,
+    /// What one user got: the SLO's tok/s bound at its percentile, else the median per request.
+    pub user_tok_s: Option<f64>,
 }
 
 pub struct Matrix {
     /// `(context, label)`, ascending; the label shows the exact count where it does not say it.
     pub rows: Vec<(u64, String)>,
     pub cols: Vec<u32>,
+    /// Per column: only the capacity search measured this level (every cell in it is searched).
+    pub searched_cols: Vec<bool>,
     /// `cells[row][col]`.
     pub cells: Vec<Vec<Cell>>,
 }
@@ -166,8 +193,10 @@ pub fn build(record: &RunRecord) -> Page {
     let mut footnotes = Vec::new();
     let prefill = prefill(record, &mut footnotes);
     let matrix = matrix(record, &mut footnotes);
+    let (slo_columns, slo_measurements) = slo_measurements(&prefill, &matrix, record);
     Page {
         title: title(record),
+        answer: capacity::headline(record),
         subtitle: subtitle(record, &matrix, &prefill),
         byline: byline(record),
         status_note: status_note(record),
@@ -176,6 +205,8 @@ pub fn build(record: &RunRecord) -> Page {
         run: run(record),
         launch_command: record.launch_command.as_deref().map(redact::redact_command),
         measurements: measurements(&prefill, &matrix, record),
+        slo_columns,
+        slo_measurements,
         decode_notes: decode_notes(&matrix),
         footnotes,
         prefill,
@@ -221,8 +252,14 @@ fn decode_notes(matrix: &Matrix) -> Vec<&'static str> {
         notes.push(OVER_CAPACITY_NOTE);
     }
     notes.push(TTFT_NOTE);
-    if matrix.any(CellKind::NotMeasured) {
+    let planned_gap = matrix.cells.iter().any(|row| {
+        row.iter().zip(&matrix.searched_cols).any(|(c, searched)| c.kind == CellKind::NotMeasured && !searched)
+    });
+    if planned_gap {
         notes.push(NOT_MEASURED_NOTE);
+    }
+    if matrix.searched_cols.contains(&true) || matrix.cells.iter().flatten().any(|c| c.searched) {
+        notes.push(SEARCHED_NOTE);
     }
     notes
 }
@@ -369,7 +406,20 @@ fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footn
         }
         _ => None,
     };
-    Cell { kind, total: None, per_request: None, ttft_ms: None, reason, footnote, warnings: vec![] }
+    Cell {
+        kind,
+        total: None,
+        per_request: None,
+        ttft_ms: None,
+        reason,
+        footnote,
+        warnings: vec![],
+        slo_met: None,
+        verdict: None,
+        capacity: false,
+        searched: false,
+        user_tok_s: None,
+    }
 }
 
 fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec<String>) -> Cell {
@@ -394,6 +444,20 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
         reason: cell.reason.clone(),
         footnote,
         warnings: cell.warnings.clone(),
+        slo_met: cell.slo_met.filter(|_| valid),
+        verdict: capacity::verdict(cell),
+        capacity: false,
+        searched: cell.searched,
+        user_tok_s: user_tok_s(cell).filter(|_| valid),
+    }
+}
+
+/// What one user of the cell got, as the SLO chart draws it: the SLO's tok/s bound's value at its
+/// percentile where the SLO bounds tok/s, else the median per-request tok/s.
+pub fn user_tok_s(cell: &DecodeCell) -> Option<f64> {
+    match cell.slo_bounds.iter().find(|b| b.bound.starts_with("tok_s")) {
+        Some(b) => b.value,
+        None => cell.per_request_tok_s,
     }
 }
 
@@ -418,18 +482,30 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
     let cols: Vec<u32> = cols.into_iter().collect();
     let decode = DecodeIndex::new(record);
     let plan = planned_decode(record);
+    let proving: HashSet<(u64, u32)> = record.capacity.iter().filter_map(|a| a.cell.map(|c| (a.context, c))).collect();
     let cells = rows
         .iter()
         .map(|(ctx, row_label)| {
             cols.iter()
                 .map(|&c| match decode.get(*ctx, c) {
-                    Some(cell) => measured_cell(cell, row_label, c, footnotes),
+                    Some(cell) => {
+                        let mut shown = measured_cell(cell, row_label, c, footnotes);
+                        shown.capacity = shown.kind == CellKind::Valid && proving.contains(&(*ctx, c));
+                        shown
+                    }
                     None => unmeasured_cell(plan.get(&(*ctx, c)).copied(), row_label, c, footnotes),
                 })
                 .collect()
         })
         .collect();
-    Matrix { rows, cols, cells }
+    let searched_cols = cols
+        .iter()
+        .map(|&c| {
+            let mut cells = record.decode.iter().filter(|d| d.concurrency == c).peekable();
+            cells.peek().is_some() && cells.all(|d| d.searched) && !plan.keys().any(|(_, pc)| *pc == c)
+        })
+        .collect();
+    Matrix { rows, cols, searched_cols, cells }
 }
 
 fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Vec<[String; 12]> {

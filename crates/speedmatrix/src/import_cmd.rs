@@ -11,10 +11,14 @@ pub struct ImportArgs {
     /// Directory to write run.json into (created if missing).
     #[arg(long, value_name = "DIR", default_value = ".")]
     pub out: PathBuf,
+    /// Judge the file's cells against this service level instead of the default, from their
+    /// summary figures, e.g. 'tok_s>=30,ttft_p99<=1s'.
+    #[arg(long, value_name = "EXPR", value_parser = crate::report_cmd::parse_slo)]
+    pub slo: Option<sm_core::slo::Slo>,
 }
 
 pub fn main(args: ImportArgs) -> ExitCode {
-    let record = match sm_report::load_any(&args.file) {
+    let record = match crate::report_cmd::load(&args.file, args.slo.as_ref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");

@@ -4,6 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use sm_core::record::RunRecord;
+use sm_core::slo::Slo;
+
 /// Renders a record as one output format.
 type Render = fn(&sm_core::record::RunRecord) -> String;
 
@@ -23,10 +26,27 @@ pub struct ReportArgs {
     /// Open the HTML page in the default browser afterwards.
     #[arg(long)]
     pub open: bool,
+    /// Judge an imported file (or a run recorded before speedmatrix.run/1.1) against this service
+    /// level instead of the default, from its cells' summary figures, e.g. 'tok_s>=30,ttft_p99<=1s'.
+    #[arg(long, value_name = "EXPR", value_parser = parse_slo)]
+    pub slo: Option<Slo>,
+}
+
+pub(crate) fn parse_slo(s: &str) -> Result<Slo, String> {
+    s.parse::<Slo>().map_err(|e| e.to_string())
+}
+
+/// Reads `path` in any accepted format, judged against `slo` when one is given.
+pub(crate) fn load(path: &Path, slo: Option<&Slo>) -> Result<RunRecord, sm_report::ImportError> {
+    let mut record = sm_report::load_any(path)?;
+    if let Some(slo) = slo {
+        sm_report::judge(&mut record, slo)?;
+    }
+    Ok(record)
 }
 
 pub fn main(args: ReportArgs) -> ExitCode {
-    let record = match sm_report::load_any(&args.run) {
+    let record = match load(&args.run, args.slo.as_ref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -64,6 +84,10 @@ pub fn main(args: ReportArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
+    let answer = sm_report::capacity_text(&record, width());
+    if !answer.is_empty() {
+        println!("{answer}");
+    }
     for p in &written {
         println!("wrote {}", p.display());
     }
@@ -78,6 +102,16 @@ pub fn main(args: ReportArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Columns for the capacity sentences (`COLUMNS`, else the terminal's own, else 100), as `run`'s summary.
+fn width() -> usize {
+    std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.parse().ok())
+        .or_else(sm_tui::terminal_width)
+        .unwrap_or(100)
+        .clamp(40, 400)
 }
 
 /// Next to the run for a speedmatrix run; the current directory for a

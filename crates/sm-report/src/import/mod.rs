@@ -10,10 +10,14 @@ mod value;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sm_core::record::{Engine, RunRecord, SCHEMA};
+use sm_core::answer::judge_from_summaries;
+use sm_core::record::{CellStatus, Engine, RunRecord, schema_readable};
+use sm_core::slo::Slo;
+
+use crate::meta;
 
 /// The formats `load_any` and `import_str` accept, for error messages.
-pub const ACCEPTED: &str = "a speedmatrix run (run.json, schema speedmatrix.run/1, or its run directory), \
+pub const ACCEPTED: &str = "a speedmatrix run (run.json, schema speedmatrix.run/1 or /1.N, or its run directory), \
 an llm-inference-bench result JSON (versions 0.4.x–0.7.x: metadata, prefill, results, summary_table), \
 or a lil-bench-result/1 upload";
 
@@ -31,6 +35,18 @@ pub enum ImportError {
     InvalidRun { source: serde_json::Error },
     #[error("{format} file without {missing}")]
     Incomplete { format: &'static str, missing: &'static str },
+    #[error(
+        "this run was judged against its own SLO ({slo}) from each request's figures while it was measured: \
+         --slo applies to imported files and runs recorded before speedmatrix.run/1.1, which are judged from \
+         their summary figures; measure again with `speedmatrix run --slo` for another service level"
+    )]
+    SloJudgedWhenMeasured { slo: String },
+    #[error(
+        "the SLO names {}, which a cell's summary figures (p50, p90 and p99) cannot give: use ttft and tbt at \
+         p50, p90 or p99 and tok_s at p50, p10 or p1",
+        .missing.join(", ")
+    )]
+    SloNotInSummaries { missing: Vec<String> },
 }
 
 /// What an imported record came from, recorded under `server.extra.imported_from`.
@@ -75,7 +91,7 @@ pub fn detect(value: &Value) -> Result<Format, ImportError> {
         return Err(ImportError::UnknownFormat { what: "the top level is not a JSON object".into() });
     };
     match obj.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => return Ok(Format::Speedmatrix),
+        Some(s) if schema_readable(s) => return Ok(Format::Speedmatrix),
         Some(s) if s.starts_with("lil-bench-result/1") => return Ok(Format::LilBench),
         Some(s) => return Err(ImportError::UnknownFormat { what: format!("schema \"{s}\"") }),
         None => {}
@@ -93,11 +109,56 @@ pub fn detect(value: &Value) -> Result<Format, ImportError> {
 
 pub fn import_with(text: &str, source: &Source) -> Result<RunRecord, ImportError> {
     let value: Value = serde_json::from_str(text).map_err(|source| ImportError::NotJson { source })?;
-    match detect(&value)? {
-        Format::Speedmatrix => serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source }),
-        Format::LilBench => lil::import(&value, source),
-        Format::LlmInferenceBench => bench::import(&value, source, None),
+    let mut record = match detect(&value)? {
+        Format::Speedmatrix => serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })?,
+        Format::LilBench => lil::import(&value, source)?,
+        Format::LlmInferenceBench => bench::import(&value, source, None)?,
+    };
+    if record.settings.slo.is_none() {
+        let (slo, medians) = default_slo(&record);
+        judge(&mut record, &slo)?;
+        if medians {
+            record.server.extra.insert(meta::SLO_JUDGED_FROM.into(), meta::MEDIANS.into());
+        }
     }
+    Ok(record)
+}
+
+/// The SLO an unjudged record is judged against: the default, or, for a file whose cells carry
+/// medians only (the reference tool's older files: no p90 or p99), the default's bounds taken at
+/// the median, so that its cells get an answer rather than none (`true`: the page says so).
+fn default_slo(record: &RunRecord) -> (Slo, bool) {
+    let slo = Slo::default();
+    let valid = || record.decode.iter().filter(|c| c.status() == CellStatus::Valid);
+    let gives = |slo: &Slo| valid().all(|c| slo.judge_summary(&sm_core::answer::summary(c)).is_ok());
+    if gives(&slo) {
+        return (slo, false);
+    }
+    let medians = Slo { bounds: slo.bounds.iter().map(|b| sm_core::slo::Bound { percentile: 50, ..*b }).collect() };
+    if valid().next().is_some() && gives(&medians) { (medians, true) } else { (slo, false) }
+}
+
+/// Judges a record that was not judged while it was measured (an imported file, a run recorded
+/// before speedmatrix.run/1.1) against `slo`, from its cells' summary figures, replacing any
+/// judgement made that way before (`speedmatrix report --slo`). A run judged per request while it
+/// was measured is refused: its summaries would give a different answer than its requests did.
+pub fn judge(record: &mut RunRecord, slo: &Slo) -> Result<(), ImportError> {
+    if record.settings.slo.is_some() && !meta::slo_from_summaries(record) {
+        let slo = record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default();
+        return Err(ImportError::SloJudgedWhenMeasured { slo });
+    }
+    let missing = slo.unjudgeable_from_summary();
+    if !missing.is_empty() {
+        return Err(ImportError::SloNotInSummaries { missing });
+    }
+    for cell in record.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
+        cell.slo_met = None;
+        cell.slo_bounds.clear();
+    }
+    record.settings.slo = None;
+    judge_from_summaries(record, slo).map_err(|missing| ImportError::SloNotInSummaries { missing })?;
+    record.server.extra.insert(meta::SLO_JUDGED_FROM.into(), "summaries".into());
+    Ok(())
 }
 
 /// Engines the record's schema names; anything else (`openai_proxy`) is generic.

@@ -69,6 +69,7 @@ fn expected(v: &Value) -> String {
     match v {
         Value::Number(n) => n.as_u64().map_or_else(|| n.as_f64().unwrap().to_string(), |i| i.to_string()),
         Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
         Value::Array(a) => a.iter().map(|x| x.as_str().unwrap().to_string()).collect::<Vec<_>>().join("; "),
         other => panic!("unexpected value {other}"),
     }
@@ -81,6 +82,17 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
     for (key, v) in item.as_object().unwrap() {
         let column = match key.as_str() {
             "label" => continue,
+            // two columns per bound: its value and whether it holds (docs/report.md)
+            "slo_bounds" => {
+                for b in v.as_array().unwrap() {
+                    let bound = b["bound"].as_str().unwrap();
+                    let value =
+                        row.get(&format!("slo_{bound}")).unwrap_or_else(|| panic!("{what}: no column for {bound}"));
+                    assert_eq!(value, &expected(&b["value"]), "{what}: {bound}");
+                    assert_eq!(row[&format!("slo_{bound}_holds")], expected(&b["holds"]), "{what}: {bound} holds");
+                }
+                continue;
+            }
             "context" => "context_tokens",
             k => k,
         };

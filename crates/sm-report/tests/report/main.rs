@@ -3,6 +3,7 @@
 //! One integration-test binary for the crate, its parts as modules: the crate and its
 //! dependencies are linked once, not once per test file.
 
+mod capacity_page;
 mod common;
 mod csv_columns;
 mod import_and_render;

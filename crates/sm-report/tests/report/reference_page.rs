@@ -132,8 +132,40 @@ fn every_prefill_and_decode_number_matches_the_published_page() {
 
     let all: Vec<Vec<String>> =
         body_rows(table(&html, "all")).iter().map(|r| r.iter().map(|c| strip_tags(c)).collect()).collect();
-    assert_eq!(all, p.measurements, "All measurements, row by row");
+    assert_eq!(published_part(&all), p.measurements, "All measurements, row by row");
     assert_eq!(all.len(), 7 + 48);
+    slo_part_agrees_with_the_record(&all);
+}
+
+/// The published page's columns of each All-measurements row; the SLO's columns follow them.
+fn published_part(rows: &[Vec<String>]) -> Vec<Vec<String>> {
+    rows.iter().map(|r| r[..sm_report::view::COLUMNS.len()].to_vec()).collect()
+}
+
+/// The imported file's cells are judged against the default SLO from their summaries: SLO met
+/// says what the record says, and there is no goodput (summaries have no requests).
+fn slo_part_agrees_with_the_record(rows: &[Vec<String>]) {
+    let record = sm_report::load_any(&reference(LIL)).unwrap();
+    let (mut yes, mut no) = (0, 0);
+    for r in rows.iter().filter(|r| r[0] == "Sustained decode") {
+        let extra = &r[sm_report::view::COLUMNS.len()..];
+        assert_eq!(extra.len(), 3, "SLO met, goodput, goodput tok/s: {r:?}");
+        let cell = record
+            .decode
+            .iter()
+            .find(|c| sm_core::context::shown(&c.label, c.context) == r[1] && c.concurrency.to_string() == r[2])
+            .unwrap_or_else(|| panic!("{r:?}"));
+        let want = match cell.slo_met {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "—",
+        };
+        assert_eq!(extra[0], want, "{r:?}");
+        assert_eq!((extra[1].as_str(), extra[2].as_str()), ("—", "—"), "no goodput from summaries");
+        yes += usize::from(want == "yes");
+        no += usize::from(want == "no");
+    }
+    assert!(yes > 0 && no > 0, "the default SLO passes some cells and fails others: {yes} / {no}");
 }
 
 #[test]
@@ -228,7 +260,9 @@ fn every_markdown_number_matches_the_published_page() {
     assert_eq!((valued, over), (45, 3));
     assert!(md_text(&md).contains(sm_report::view::OVER_CAPACITY_NOTE));
 
-    assert_eq!(md_table(&md, "All measurements"), p.measurements, "Markdown All measurements, row by row");
+    let all = md_table(&md, "All measurements");
+    assert_eq!(published_part(&all), p.measurements, "Markdown All measurements, row by row");
+    slo_part_agrees_with_the_record(&all);
 }
 
 /// The `<svg>` of the chart titled `title`.

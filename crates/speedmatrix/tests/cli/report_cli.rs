@@ -113,7 +113,7 @@ fn import_writes_a_run_that_report_renders_next_to_it() {
     assert_eq!(names(&out), ["run.json"]);
     let record: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    assert_eq!(record["schema"], "speedmatrix.run/1");
+    assert_eq!(record["schema"], sm_core::record::SCHEMA);
 
     // the run directory, then its run.json: the reports go next to it either way
     let (code, _, err) = speedmatrix(dir.path(), &["report", out.to_str().unwrap()]);
@@ -147,6 +147,52 @@ fn import_writes_a_run_that_report_renders_next_to_it() {
     let (code, _, err) = speedmatrix(here.path(), &["import", reference(BENCH).to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(names(here.path()), ["run.json"]);
+}
+
+#[test]
+fn report_prints_the_capacity_answer_and_judges_an_import_against_another_slo() {
+    let dir = tempfile::tempdir().unwrap();
+    let lil = reference(LIL);
+    let (code, out, err) = speedmatrix(dir.path(), &["report", lil.to_str().unwrap(), "--md", "default.md"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("Capacity\nAt 8K context: "), "the answer comes first:\n{out}");
+    assert!(out.contains("Users are simultaneous") && out.contains("Service level (SLO): "), "{out}");
+
+    // a stricter SLO the file's medians can give: fewer users everywhere, said on the page
+    let (code, out, err) = speedmatrix(
+        dir.path(),
+        &["report", lil.to_str().unwrap(), "--md", "strict.md", "--slo", "tok_s>=1000,ttft_p50<=1s"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(dir.path().join("strict.md")).unwrap();
+    assert!(md.contains("tok\\_s\\_p50&gt;=1000,ttft\\_p50&lt;=1s"), "the page names the SLO used:\n{md}");
+    assert!(out.contains("no level meets the SLO"), "{out}");
+
+    // the import command takes it too, and writes the judgement into run.json
+    let (code, _, err) = speedmatrix(dir.path(), &["import", lil.to_str().unwrap(), "--slo", "tok_s>=1000"]);
+    assert_eq!(code, 0, "{err}");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
+    assert_eq!(record["settings"]["slo"], "tok_s_p50>=1000");
+    assert!(record["capacity"].as_array().is_some_and(|c| !c.is_empty()), "{record}");
+
+    // a bound the summaries cannot give is an error that says which bounds they can
+    let (code, _, err) = speedmatrix(dir.path(), &["report", lil.to_str().unwrap(), "--slo", "ttft_p95<=1s"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("ttft_p95") && err.contains("p50, p90 or p99"), "{err}");
+    let (code, _, err) = speedmatrix(dir.path(), &["report", lil.to_str().unwrap(), "--slo", "speed>=3"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("tok_s, ttft or tbt"), "{err}");
+
+    // a run judged per request while it was measured keeps its own SLO
+    let mut run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(reference("../run-sample.json")).unwrap()).unwrap();
+    run["settings"]["slo"] = "tok_s>=5".into();
+    let path = dir.path().join("run.json");
+    std::fs::write(&path, run.to_string()).unwrap();
+    let (code, _, err) = speedmatrix(dir.path(), &["report", path.to_str().unwrap(), "--slo", "tok_s>=6"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("judged against its own SLO (tok_s_p50>=5)"), "{err}");
 }
 
 #[test]
