@@ -1,4 +1,4 @@
-//! The capacity answer as people read it (methodology §8.3): one sentence per decode context,
+//! The capacity answer as people read it (methodology §11.3): one sentence per decode context,
 //! made from a record's `capacity[]` and the settings it was judged under (SLO, capacity rule,
 //! cost). Typed in, text out; every view (page, Markdown, terminal) prints these sentences.
 
@@ -73,7 +73,7 @@ pub fn headline(record: &RunRecord) -> Option<Headline> {
 pub fn slo_note(slo: &Slo, source: SloSource) -> String {
     let default = if *slo == Slo::default() { " (speedmatrix's default)" } else { "" };
     let how = match source {
-        SloSource::Measured => "each cell judged from its own requests' figures (docs/methodology.md §8)",
+        SloSource::Measured => "each cell judged from its own requests' figures (docs/methodology.md §11)",
         SloSource::Summaries => {
             "computed from the file's summary figures (each cell's p50, p90 and p99), not per request: \
              no goodput and no capacity search"
