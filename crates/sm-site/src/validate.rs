@@ -9,6 +9,10 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
+#[path = "validate_answer.rs"]
+mod answer;
+pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+
 /// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,
 /// `--prefill-contexts`): every run the tool can make must be accepted.
 const RUN_LIST_MAX: usize = 32;
@@ -53,6 +57,8 @@ pub enum Refusal {
     NoConcurrency { at: String },
     #[error("{at} is {status}, yet carries {field}: only valid cells and rows carry figures")]
     FigureOfInvalid { at: String, status: &'static str, field: &'static str },
+    #[error("{at}: {why}")]
+    Incoherent { at: String, why: String },
 }
 
 /// Every check: limits first (cheap, and they bound the rest), then figures.
@@ -159,11 +165,13 @@ fn decode_figures(c: &DecodeCell) -> [(&'static str, Option<f64>, f64); 15] {
     ]
 }
 
-fn decode_cell(c: &DecodeCell) -> Result<(), Refusal> {
+fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     let at = format!("decode cell {} × {}", c.label, c.concurrency);
     if c.concurrency < 1 {
         return Err(Refusal::NoConcurrency { at });
     }
+    figure(&at, "context", Some(c.context as f64), answer::MAX_CONTEXT_TOKENS)?;
+    answer::cell(&at, c, priced)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {
@@ -193,7 +201,8 @@ fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
 
 /// The figures as the schema defines them.
 pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
-    record.decode.iter().try_for_each(decode_cell)?;
+    let priced = record.settings.cost_per_hour_usd.is_some();
+    record.decode.iter().try_for_each(|c| decode_cell(c, priced))?;
     record.prefill.iter().try_for_each(prefill_row)?;
     if let Some(c) = record.settings.concurrency.iter().find(|c| **c < 1) {
         return Err(Refusal::NoConcurrency { at: format!("settings.concurrency ({c})") });
@@ -210,7 +219,8 @@ pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
     ] {
         figure("settings", field, value, MAX_S)?;
     }
-    Ok(())
+    answer::settings(record)?;
+    answer::capacity(record)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ mod value;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sm_core::record::{Engine, RunRecord, SCHEMA};
+use sm_core::record::{Engine, RunRecord, schema_readable};
 
 /// The formats `load_any` and `import_str` accept, for error messages.
 pub const ACCEPTED: &str = "a speedmatrix run (run.json, schema speedmatrix.run/1, or its run directory), \
@@ -75,7 +75,7 @@ pub fn detect(value: &Value) -> Result<Format, ImportError> {
         return Err(ImportError::UnknownFormat { what: "the top level is not a JSON object".into() });
     };
     match obj.get("schema").and_then(Value::as_str) {
-        Some(SCHEMA) => return Ok(Format::Speedmatrix),
+        Some(s) if schema_readable(s) => return Ok(Format::Speedmatrix),
         Some(s) if s.starts_with("lil-bench-result/1") => return Ok(Format::LilBench),
         Some(s) => return Err(ImportError::UnknownFormat { what: format!("schema \"{s}\"") }),
         None => {}
