@@ -19,14 +19,17 @@ const RUN_LIST_MAX: usize = 32;
 /// Distinct context lengths in a run (decode, prefill, plan and settings together): the
 /// decode contexts, the prefill-only contexts and the prefill row at the model's maximum.
 pub const MAX_CONTEXTS: usize = 2 * RUN_LIST_MAX + 8;
-/// Distinct concurrency levels in a run.
+/// Distinct concurrency levels of a run's matrix (the cells `--find-capacity` searched aside).
 pub const MAX_CONCURRENCY_LEVELS: usize = RUN_LIST_MAX;
-/// Decode cells: one per decode context and level.
-pub const MAX_DECODE_CELLS: usize = RUN_LIST_MAX * MAX_CONCURRENCY_LEVELS;
+/// Cells `--find-capacity` searched at one context: it doubles up to what fits and bisects down
+/// to 5 %, at most about 24 levels each way even for a server that holds 2^24 streams.
+pub const MAX_SEARCHED_PER_CONTEXT: usize = 64;
+/// Decode cells: one per decode context and level of the matrix, and the searched ones.
+pub const MAX_DECODE_CELLS: usize = RUN_LIST_MAX * (MAX_CONCURRENCY_LEVELS + MAX_SEARCHED_PER_CONTEXT);
 /// Prefill rows: one per context.
 pub const MAX_PREFILL_ROWS: usize = MAX_CONTEXTS;
-/// Rows of the plan (decode cells and prefill rows).
-pub const MAX_PLAN_ROWS: usize = MAX_DECODE_CELLS + MAX_PREFILL_ROWS;
+/// Rows of the plan (the matrix's decode cells and prefill rows; searched cells are not planned).
+pub const MAX_PLAN_ROWS: usize = RUN_LIST_MAX * MAX_CONCURRENCY_LEVELS + MAX_PREFILL_ROWS;
 /// Lines of the run's event log.
 pub const MAX_EVENTS: usize = 10_000;
 /// Warnings of one decode cell.
@@ -86,9 +89,15 @@ pub fn limits(record: &RunRecord) -> Result<(), Refusal> {
     contexts.extend(record.plan.iter().map(|p| p.context));
     at_most("distinct contexts", "MAX_CONTEXTS", contexts.len(), MAX_CONTEXTS)?;
     let mut levels: BTreeSet<u32> = s.concurrency.iter().copied().collect();
-    levels.extend(record.decode.iter().map(|c| c.concurrency));
+    levels.extend(record.decode.iter().filter(|c| !c.searched).map(|c| c.concurrency));
     levels.extend(record.plan.iter().filter(|p| p.kind == sm_core::record::PlanKind::Decode).map(|p| p.concurrency));
     at_most("distinct concurrency levels", "MAX_CONCURRENCY_LEVELS", levels.len(), MAX_CONCURRENCY_LEVELS)?;
+    let mut searched: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for c in record.decode.iter().filter(|c| c.searched) {
+        *searched.entry(c.context).or_default() += 1;
+    }
+    let most = searched.values().copied().max().unwrap_or(0);
+    at_most("searched cells at one context", "MAX_SEARCHED_PER_CONTEXT", most, MAX_SEARCHED_PER_CONTEXT)?;
     let warnings = record.decode.iter().map(|c| c.warnings.len()).max().unwrap_or(0);
     at_most("warnings in one decode cell", "MAX_WARNINGS", warnings, MAX_WARNINGS)?;
     text_lengths(&serde_json::to_value(record).unwrap_or(Value::Null), &mut Vec::new())
@@ -319,6 +328,18 @@ mod tests {
         r.settings.prefill_contexts = (0..32).map(prefill_ctx).collect();
         r.settings.concurrency = (1..=32).collect();
         assert_eq!(check(&r), Ok(()));
+        // and --find-capacity's cells on top, each context its own levels
+        let searched: Vec<DecodeCell> = (0..32u64)
+            .flat_map(|i| (0..MAX_SEARCHED_PER_CONTEXT as u32).map(move |k| (i, 33 + i as u32 * 100 + k)))
+            .map(|(i, concurrency)| DecodeCell { context: decode_ctx(i), concurrency, searched: true, ..cell.clone() })
+            .collect();
+        r.decode.extend(searched);
+        assert_eq!(check(&r), Ok(()));
+        let one_more = DecodeCell { context: decode_ctx(0), concurrency: 9999, searched: true, ..cell.clone() };
+        r.decode.pop();
+        r.decode.push(one_more);
+        let err = check(&r).unwrap_err();
+        assert!(matches!(err, Refusal::TooMany { name: "MAX_SEARCHED_PER_CONTEXT", .. }), "{err}");
     }
 
     #[test]

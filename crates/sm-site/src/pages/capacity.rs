@@ -12,7 +12,7 @@ pub fn bound_tag(bounded_by: &str) -> (String, String) {
         "kv_cache" => ("KV", "one more user would not fit the KV cache".to_string()),
         "max_num_seqs" => ("seqs", "one more user would be above the server's max_num_seqs".into()),
         "matrix_top" => ("top", "every level measured passed: the capacity may be higher".into()),
-        "unmeasured" => ("?", "the next level could not be measured: the capacity may be higher".into()),
+        "unmeasured" => ("?", "the next level could not be measured or judged: the capacity may be higher".into()),
         "none" => ("none", "no level meets the SLO".into()),
         other => match other.strip_prefix("slo:") {
             Some(bound) => {
@@ -31,11 +31,22 @@ pub fn bound_tag(bounded_by: &str) -> (String, String) {
 }
 
 /// The users as the list and the comparison print them: `≥ 46` where the true capacity may be
-/// higher (every measured level passed, or the next could not be measured).
+/// higher (every measured level passed, or the next could not be measured), `—` where not even
+/// the lowest level could be measured or judged.
 pub fn users_text(max_users: i64, bounded_by: &str) -> String {
     match bounded_by {
+        "unmeasured" if max_users == 0 => "—".into(),
         "matrix_top" | "unmeasured" => format!("≥ {max_users}"),
         _ => max_users.to_string(),
+    }
+}
+
+/// `46 users`, `≥ 1 user`, `not judged`.
+pub fn users_phrase(max_users: i64, bounded_by: &str) -> String {
+    match users_text(max_users, bounded_by) {
+        dash if dash == "—" => "not judged".into(),
+        one if max_users == 1 => format!("{one} user"),
+        many => format!("{many} users"),
     }
 }
 
@@ -44,7 +55,7 @@ pub fn users_text(max_users: i64, bounded_by: &str) -> String {
 pub fn compact(row: &CapacityRow, href: Option<&str>) -> String {
     let (tag, why) = bound_tag(&row.bounded_by);
     let users = users_text(row.max_users, &row.bounded_by);
-    let title = format!("{} context: {users} simultaneous users meet the SLO — {why}", row.label);
+    let title = format!("{} context: {} meet the SLO — {why}", row.label, users_phrase(row.max_users, &row.bounded_by));
     let text = format!("{}: {users}", esc(&row.label));
     let body = match href {
         Some(h) => format!("<a href=\"{}\">{text}</a>", esc(h)),
@@ -59,23 +70,6 @@ pub fn compact(row: &CapacityRow, href: Option<&str>) -> String {
         esc(&tag)
     );
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tags_and_escaping() {
-        assert_eq!(bound_tag("slo:tbt_p99").0, "TBT");
-        assert_eq!(bound_tag("slo:tok_s_p10").0, "tok/s");
-        assert_eq!(bound_tag("kv_cache").0, "KV");
-        assert_eq!(users_text(46, "matrix_top"), "≥ 46");
-        let row = CapacityRow { context: 8192, label: "<b>8K".into(), max_users: 3, bounded_by: "slo:<i>".into() };
-        let html = compact(&row, Some("/?context=8192&sort=users"));
-        assert!(!html.contains("<b>") && !html.contains("<i>") && html.contains("&lt;b&gt;8K: 3"), "{html}");
-        assert!(html.contains("href=\"/?context=8192&amp;sort=users\""), "{html}");
-    }
 }
 
 /// A price in dollars: cents, or four decimals below a cent.
@@ -164,18 +158,14 @@ fn answer_cell(s: &mut String, record: &sm_core::record::RunRecord, a: &sm_core:
         }
         .into();
     }
-    let users = if a.max_users == 0 {
-        match (&a.bounded_by, a.failed_cell) {
-            (sm_core::answer::BoundedBy::Slo(_), Some(f)) => format!("fewer than {f}"),
-            _ => "0".into(),
-        }
-    } else {
-        users_text(i64::from(a.max_users), &bounded)
+    let users = match (a.max_users, &a.bounded_by, a.failed_cell) {
+        (0, sm_core::answer::BoundedBy::Slo(_), Some(f)) => format!("fewer than {f} users"),
+        (n, _, _) => users_phrase(i64::from(n), &bounded),
     };
     let _ = write!(
         s,
-        "<td title=\"{}\"><span class=\"users\">{} users</span><abbr class=\"bound\" title=\"{}\">{}</abbr>",
-        esc(&format!("{} context: {users} users — {why}", a.label)),
+        "<td title=\"{}\"><span class=\"users\">{}</span><abbr class=\"bound\" title=\"{}\">{}</abbr>",
+        esc(&format!("{} context: {users} — {why}", a.label)),
         esc(&users),
         esc(&why),
         esc(&tag)
@@ -191,4 +181,25 @@ fn answer_cell(s: &mut String, record: &sm_core::record::RunRecord, a: &sm_core:
         let _ = write!(s, "<div class=\"sub\">{}</div>", esc(&costs.join(" · ")));
     }
     s.push_str("</td>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_and_escaping() {
+        assert_eq!(bound_tag("slo:tbt_p99").0, "TBT");
+        assert_eq!(bound_tag("slo:tok_s_p10").0, "tok/s");
+        assert_eq!(bound_tag("kv_cache").0, "KV");
+        assert_eq!(users_text(46, "matrix_top"), "≥ 46");
+        assert_eq!(users_text(0, "unmeasured"), "—");
+        assert_eq!(users_phrase(1, "unmeasured"), "≥ 1 user");
+        assert_eq!(users_phrase(0, "unmeasured"), "not judged");
+        assert_eq!(users_phrase(12, "kv_cache"), "12 users");
+        let row = CapacityRow { context: 8192, label: "<b>8K".into(), max_users: 3, bounded_by: "slo:<i>".into() };
+        let html = compact(&row, Some("/?context=8192&sort=users"));
+        assert!(!html.contains("<b>") && !html.contains("<i>") && html.contains("&lt;b&gt;8K: 3"), "{html}");
+        assert!(html.contains("href=\"/?context=8192&amp;sort=users\""), "{html}");
+    }
 }

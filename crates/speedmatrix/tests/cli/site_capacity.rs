@@ -245,13 +245,14 @@ async fn compare(site: &Site, [fresh, old, bench]: [&String; 3]) {
     assert!(section.contains("A: tok_s_p10&gt;=400; B: tok_s_p10&gt;=20,ttft_p90&lt;=2s"), "{section}");
     assert!(section.contains("$2.50 per user-hour") && section.contains("$1.62 per million tokens"), "{section}");
     assert!(section.contains("judged by the run") && section.contains("judged by the site"), "{section}");
+    assert!(section.contains(">4 users<") && section.contains(">KV</abbr>"), "{section}");
     assert!(section.contains("KV cache holds no more distinct users"), "{section}");
     // A measured no 128K context; B's answer there stands beside "not measured"
     assert!(section.contains("128K context") && section.contains("not measured"), "{section}");
     let old_record: RunRecord = serde_json::from_value(site.get_json(&format!("/api/runs/{old}")).await).unwrap();
     for a in old_record.capacity.iter().filter(|a| a.max_users > 0) {
-        let users = sm_site::pages::capacity::users_text(a.max_users.into(), &a.bounded_by.to_string());
-        assert!(section.contains(&format!("{users} users")), "{a:?}: {section}");
+        let users = sm_site::pages::capacity::users_phrase(a.max_users.into(), &a.bounded_by.to_string());
+        assert!(section.contains(&format!(">{users}<")), "{a:?}: {section}");
     }
     // the same SLO: no warning
     let (_, html) = site.get(&format!("/compare?ids={old},{bench}")).await;
