@@ -235,6 +235,37 @@ fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
     (clause, binds, f.gpu_count)
 }
 
+/// The runs list's one statement and its parameters: the text ones first, then the numbers
+/// (the GPU count, the context, the page's size and offset), numbered in that order.
+fn list_statement(q: &ListQuery) -> (String, Vec<String>, Vec<i64>) {
+    let (clause, texts, gpu_count) = where_clause(&q.filter);
+    let mut numbers: Vec<i64> = gpu_count.into_iter().collect();
+    let from = match q.filter.context {
+        Some(c) => {
+            numbers.push(c);
+            let n = texts.len() + numbers.len();
+            format!("runs JOIN capacity ON capacity.run_id = runs.id AND capacity.context = ${n}")
+        }
+        None => "runs".to_string(),
+    };
+    let users = if q.filter.context.is_some() { ", max_users" } else { "" };
+    let dir = if q.descending { "DESC" } else { "ASC" };
+    // without a context there is no one answer to sort by: the page refuses that earlier
+    let column = if q.sort == Sort::Users && users.is_empty() { Sort::default().column() } else { q.sort.column() };
+    let n = texts.len() + numbers.len();
+    // the filter's parameters are numbered, so both sides share them
+    let sql = format!(
+        "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM {from}{clause}) t LEFT JOIN \
+         (SELECT {SUMMARY_COLUMNS}{users} FROM {from}{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
+         ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
+        n + 1,
+        n + 2
+    );
+    let per_page = q.per_page.clamp(1, 200);
+    numbers.extend([per_page, (q.page.max(1) - 1).saturating_mul(per_page)]);
+    (sql, texts, numbers)
+}
+
 fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx::Error> {
     Ok(StoredRun {
         id: row.try_get("id")?,
@@ -350,40 +381,15 @@ impl Db {
     /// sort by users); each run's answers then come in one more query, bounded
     /// by the page's size.
     pub async fn list_runs(&self, q: &ListQuery) -> Result<(Vec<StoredRun>, i64), SiteError> {
-        let (clause, binds, gpu_count) = where_clause(&q.filter);
-        let mut n = binds.len() + usize::from(gpu_count.is_some());
-        let from = match q.filter.context {
-            Some(_) => {
-                n += 1;
-                format!("runs JOIN capacity ON capacity.run_id = runs.id AND capacity.context = ${n}")
-            }
-            None => "runs".to_string(),
-        };
-        let users = if q.filter.context.is_some() { ", max_users" } else { "" };
-        let dir = if q.descending { "DESC" } else { "ASC" };
-        // without a context there is no one answer to sort by: the page refuses that earlier
-        let column = if q.sort == Sort::Users && users.is_empty() { Sort::default().column() } else { q.sort.column() };
-        // the filter's parameters are numbered, so both sides share them
-        let sql = format!(
-            "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM {from}{clause}) t LEFT JOIN \
-             (SELECT {SUMMARY_COLUMNS}{users} FROM {from}{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
-             ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
-            n + 1,
-            n + 2
-        );
+        let (sql, texts, numbers) = list_statement(q);
         let mut list = sqlx::query(&sql);
-        for b in &binds {
-            list = list.bind(b.clone());
+        for b in texts {
+            list = list.bind(b);
         }
-        if let Some(c) = gpu_count {
-            list = list.bind(c);
+        for n in numbers {
+            list = list.bind(n);
         }
-        if let Some(c) = q.filter.context {
-            list = list.bind(c);
-        }
-        let per_page = q.per_page.clamp(1, 200);
-        let offset = (q.page.max(1) - 1).saturating_mul(per_page);
-        let rows = list.bind(per_page).bind(offset).fetch_all(&self.pool).await?;
+        let rows = list.fetch_all(&self.pool).await?;
         let total: i64 = match rows.first() {
             Some(r) => r.try_get("total")?,
             None => 0,

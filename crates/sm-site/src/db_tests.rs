@@ -77,6 +77,58 @@ async fn exact_and_range_filters_use_indexes() {
     db.close().await;
 }
 
+/// The list at one context reads the capacity table through its index on (context, users): its
+/// cost follows the runs that measured the context, not the whole table.
+#[tokio::test]
+async fn the_context_filter_uses_its_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::connect(&dir.path().join("plan.db").display().to_string()).await.unwrap();
+    sqlx::query(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
+         INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
+         measured_at, label, status, peak_tok_s, record, content_hash) SELECT printf('%012x', i), \
+         '2026-01-01T00:00:00Z', 'u', 'm', 'g', 1, 'e', 'v', '2026-01-01T00:00:00Z', '', 'complete', 0.0, '{}', NULL \
+         FROM n",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    // every run answered at 20 contexts, so one context is a twentieth of the table
+    sqlx::query(
+        "WITH RECURSIVE k(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM k WHERE j < 20) \
+         INSERT INTO capacity SELECT id, 1024 * j, j || 'K', j, 'matrix_top' FROM runs, k",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    sqlx::query("ANALYZE").execute(&db.pool).await.unwrap();
+    for sort in [Sort::Users, Sort::Measured] {
+        let q = ListQuery { filter: Filter { context: Some(8192), ..Filter::default() }, sort, ..ListQuery::default() };
+        let (sql, texts, numbers) = list_statement(&q);
+        let explain = format!("EXPLAIN QUERY PLAN {sql}");
+        let mut plan = sqlx::query_as::<_, (i64, i64, i64, String)>(&explain);
+        for t in texts {
+            plan = plan.bind(t);
+        }
+        for n in numbers {
+            plan = plan.bind(n);
+        }
+        let plan: Vec<String> = plan.fetch_all(&db.pool).await.unwrap().into_iter().map(|r| r.3).collect();
+        assert!(plan.iter().any(|p| p.contains("capacity_context_users")), "{sort:?}: {plan:?}");
+        assert!(!plan.iter().any(|p| p == "SCAN capacity"), "{sort:?}: {plan:?}");
+    }
+    // and the list answers: 500 runs at 8K, each with its answer there only
+    let q = ListQuery {
+        filter: Filter { context: Some(8192), ..Filter::default() },
+        sort: Sort::Users,
+        ..ListQuery::default()
+    };
+    let (runs, total) = db.list_runs(&q).await.unwrap();
+    assert_eq!((total, runs.len()), (500, 25));
+    assert!(runs.iter().all(|r| r.capacity.len() == 1 && r.capacity[0].context == 8192), "{runs:?}");
+    db.close().await;
+}
+
 #[test]
 fn migrations_split_into_statements() {
     let all = statements(MIGRATIONS[0].1);
