@@ -127,7 +127,7 @@ check run "/runs/$SAMPLE" "Sustained decode" "by @browser-test" "/runs/$SAMPLE/r
 HEIGHT=4800 check compare "/compare?ids=$SAMPLE,$VARIANT,$LIL,$TINY" "Comparing 4 runs" "1.35×" "Settings and provenance" "1.00×" \
     "Total tok/s at 8K context" "Prompt tok/s by context"
 check compare-capacity "/compare?ids=$CAP,$SAMPLE,$TINY" 'id="capacity"' "used different SLOs" "not comparable" \
-    "\$2.50 per user-hour" "not measured" "judged by the site" "KV cache holds no more distinct users"
+    "\$2.50 per user-hour" "not measured" "judged after the fact" "KV cache holds no more distinct users"
 check upload-form "/upload" 'enctype="multipart/form-data"' 'type="file"'
 
 # Filter through the form, tick two runs, press "Compare selected".

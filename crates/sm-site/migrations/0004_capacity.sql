@@ -1,13 +1,13 @@
 -- The capacity answer of every run (methodology §8.3), so the runs list can
 -- filter by a context and sort by the users it serves there in SQL. The SLO
--- the answer used and who judged the cells: 'run' (the run, from each
--- request's own figures) or 'site' (the site at upload, from the cells'
--- p50/p90/p99 summaries: runs written before speedmatrix.run/1.1, imported
--- reference-tool files). '' marks a run stored before this migration, whose
--- answer the site works out when it starts.
+-- the answer used and what the cells were judged from: 'requests' (each
+-- request's own figures, as the run measured them) or 'summaries' (the cells'
+-- p50/p90/p99 figures, after the fact: runs written before
+-- speedmatrix.run/1.1, imported reference-tool files). '' marks a run stored
+-- before this migration, whose answer the site works out when it starts.
 ALTER TABLE runs ADD COLUMN slo TEXT NOT NULL DEFAULT '';
-ALTER TABLE runs ADD COLUMN judged_by TEXT NOT NULL DEFAULT '';
-CREATE INDEX runs_judged_by ON runs (judged_by);
+ALTER TABLE runs ADD COLUMN judged_from TEXT NOT NULL DEFAULT '';
+CREATE INDEX runs_judged_from ON runs (judged_from);
 -- One row per decode context of a run. Column names differ from runs' own,
 -- so the two join without qualifying the list's filters.
 CREATE TABLE capacity (

@@ -61,8 +61,8 @@ pub struct StoredRun {
     pub content_hash: Option<String>,
     /// The SLO the capacity answer used (its expression); `""` before the site has worked it out.
     pub slo: String,
-    /// Who judged the cells: [`crate::answer::JudgedBy`]'s name; `""` as `slo`.
-    pub judged_by: String,
+    /// What the cells were judged from: [`crate::answer::JudgedFrom`]'s name; `""` as `slo`.
+    pub judged_from: String,
     /// The capacity answer per decode context, context ascending (in a list: only the chosen
     /// context's, when the list is filtered by one).
     pub capacity: Vec<CapacityRow>,
@@ -165,7 +165,7 @@ pub struct TokenInfo {
 }
 
 const SUMMARY_COLUMNS: &str = "id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-    measured_at, label, status, peak_tok_s, slo, judged_by";
+    measured_at, label, status, peak_tok_s, slo, judged_from";
 
 /// Turns the accepted spellings of a database into a URL sqlx understands:
 /// a bare path is an SQLite file, and an SQLite file is created when missing.
@@ -283,7 +283,7 @@ fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx
         record: if with_record { row.try_get("record")? } else { String::new() },
         content_hash: if with_record { row.try_get("content_hash")? } else { None },
         slo: row.try_get("slo")?,
-        judged_by: row.try_get("judged_by")?,
+        judged_from: row.try_get("judged_from")?,
         capacity: Vec::new(),
     })
 }
@@ -326,7 +326,7 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-             measured_at, label, status, peak_tok_s, record, content_hash, slo, judged_by) \
+             measured_at, label, status, peak_tok_s, record, content_hash, slo, judged_from) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
              ON CONFLICT (content_hash) DO NOTHING",
         )
@@ -345,7 +345,7 @@ impl Db {
         .bind(&run.record)
         .bind(run.content_hash.clone())
         .bind(&run.slo)
-        .bind(&run.judged_by)
+        .bind(&run.judged_from)
         .execute(&mut *tx)
         .await?;
         let outcome = if done.rows_affected() > 0 {

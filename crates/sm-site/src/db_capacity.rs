@@ -87,7 +87,7 @@ impl Db {
 
     /// Up to `limit` runs stored before the site recorded answers: `(id, record)`.
     pub async fn unanswered(&self, limit: i64) -> Result<Vec<(String, String)>, SiteError> {
-        let rows = sqlx::query("SELECT id, record FROM runs WHERE judged_by = '' ORDER BY id LIMIT $1")
+        let rows = sqlx::query("SELECT id, record FROM runs WHERE judged_from = '' ORDER BY id LIMIT $1")
             .bind(limit)
             .fetch_all(&self.pool)
             .await?;
@@ -101,14 +101,14 @@ impl Db {
         id: &str,
         record: &str,
         slo: &str,
-        judged_by: &str,
+        judged_from: &str,
         rows: &[CapacityRow],
     ) -> Result<(), SiteError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("UPDATE runs SET record = $1, slo = $2, judged_by = $3 WHERE id = $4")
+        sqlx::query("UPDATE runs SET record = $1, slo = $2, judged_from = $3 WHERE id = $4")
             .bind(record)
             .bind(slo)
-            .bind(judged_by)
+            .bind(judged_from)
             .bind(id)
             .execute(&mut *tx)
             .await?;

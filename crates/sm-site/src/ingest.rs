@@ -76,7 +76,7 @@ pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), Ing
     let id = tokens::random_hex(6).map_err(|e| IngestError::Internal(e.to_string()))?;
     let stored = StoredRun {
         content_hash: Some(content_hash),
-        judged_by: answer.judged_by.name().to_string(),
+        judged_from: answer.judged_from.name().to_string(),
         ..index(&record, id, uploader, json)
     };
     Ok((record, stored))
@@ -111,7 +111,11 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
         content_hash: None,
         slo: record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default(),
         // a record without an SLO is answered by the site when it starts (`answer::backfill`)
-        judged_by: if record.settings.slo.is_some() { "run".into() } else { String::new() },
+        judged_from: match record.settings.slo {
+            Some(_) if record.server.extra.contains_key(crate::answer::SLO_JUDGED_FROM) => "summaries".into(),
+            Some(_) => "requests".into(),
+            None => String::new(),
+        },
         capacity: crate::answer::rows(record),
     }
 }

@@ -81,15 +81,15 @@ pub fn usd(v: f64) -> String {
 pub struct Side<'a> {
     pub letter: &'a str,
     pub record: &'a sm_core::record::RunRecord,
-    /// [`crate::answer::JudgedBy`]'s name.
-    pub judged_by: &'a str,
+    /// [`crate::answer::JudgedFrom`]'s name.
+    pub judged_from: &'a str,
 }
 
-/// Who judged a run's cells, as a reader needs to know it.
-fn judged_text(judged_by: &str) -> &'static str {
-    match judged_by {
-        "site" => "judged by the site from the cells' p50/p90/p99 summaries (no search)",
-        "run" => "judged by the run from every request's figures",
+/// What a run's cells were judged from, as a reader needs to know it.
+fn judged_text(judged_from: &str) -> &'static str {
+    match judged_from {
+        "summaries" => "judged after the fact from the cells' summary figures (no goodput, no search)",
+        "requests" => "judged from every request's figures as the run measured them",
         _ => "no answer",
     }
 }
@@ -129,7 +129,7 @@ pub fn compare_section(s: &mut String, sides: &[Side<'_>]) {
     let _ = write!(s, "<tr{differs}><th scope=\"row\">SLO</th>");
     for (r, slo) in sides.iter().zip(&slos) {
         let slo = if slo.is_empty() { sm_report::format::NONE } else { slo };
-        let _ = write!(s, "<td><code>{}</code><div class=\"sub\">{}</div></td>", esc(slo), judged_text(r.judged_by));
+        let _ = write!(s, "<td><code>{}</code><div class=\"sub\">{}</div></td>", esc(slo), judged_text(r.judged_from));
     }
     s.push_str("</tr>\n");
     for (ctx, label) in &contexts {

@@ -266,7 +266,11 @@ pub fn page(runs: &[Compared]) -> String {
     let sides: Vec<super::capacity::Side> = runs
         .iter()
         .enumerate()
-        .map(|(i, r)| super::capacity::Side { letter: LETTERS[i], record: &r.record, judged_by: &r.stored.judged_by })
+        .map(|(i, r)| super::capacity::Side {
+            letter: LETTERS[i],
+            record: &r.record,
+            judged_from: &r.stored.judged_from,
+        })
         .collect();
     super::capacity::compare_section(&mut s, &sides);
     settings_table(&mut s, runs);

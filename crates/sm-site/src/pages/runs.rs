@@ -193,7 +193,7 @@ fn header_cell(s: &mut String, p: &ListParams, q: &ListQuery, sort: Sort, text: 
         (true, false) => (" ↑", " aria-sort=\"ascending\"".to_string()),
     };
     let href = p.href(&[("sort", sort.name().to_string()), ("dir", dir.to_string())]);
-    let class = if matches!(sort, Sort::Peak | Sort::Users) { " class=\"r\"" } else { "" };
+    let class = if sort == Sort::Peak { " class=\"r\"" } else { "" };
     let _ = write!(s, "<th scope=\"col\"{class}><a href=\"{}\"{aria}>{}{arrow}</a></th>", esc(&href), esc(text));
 }
 
@@ -353,7 +353,7 @@ mod tests {
             record: String::new(),
             content_hash: None,
             slo: String::new(),
-            judged_by: String::new(),
+            judged_from: String::new(),
             capacity: Vec::new(),
         }
     }

@@ -82,11 +82,14 @@ async fn ingest(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
     let all = site.get_json(&format!("/api/runs?uploader={who}")).await;
     assert_eq!(all["total"], 3, "{all}");
     let f = listed(&all, fresh);
-    assert_eq!((f["slo"].as_str(), f["judged_by"].as_str()), (Some("tok_s_p10>=400"), Some("run")));
+    assert_eq!((f["slo"].as_str(), f["judged_from"].as_str()), (Some("tok_s_p10>=400"), Some("requests")));
     assert_eq!(answers(f), [(1024, 4, "\"slo:tok_s_p10\"".to_string()), (8192, 4, "\"kv_cache\"".to_string())], "{f}");
     for id in [old, bench] {
         let r = listed(&all, id);
-        assert_eq!((r["slo"].as_str(), r["judged_by"].as_str()), (Some(sm_core::slo::DEFAULT_SLO), Some("site")));
+        assert_eq!(
+            (r["slo"].as_str(), r["judged_from"].as_str()),
+            (Some(sm_core::slo::DEFAULT_SLO), Some("summaries"))
+        );
         let stored = site.get_json(&format!("/api/runs/{id}")).await;
         let expected: Vec<(u64, u64, String)> = answers(&json!({"capacity": stored["capacity"]}));
         assert_eq!(answers(r), expected, "the list shows the stored record's answer");
@@ -244,7 +247,10 @@ async fn compare(site: &Site, [fresh, old, bench]: [&String; 3]) {
     assert!(section.contains("used different SLOs") && section.contains("not comparable"), "{section}");
     assert!(section.contains("A: tok_s_p10&gt;=400; B: tok_s_p10&gt;=20,ttft_p90&lt;=2s"), "{section}");
     assert!(section.contains("$2.50 per user-hour") && section.contains("$1.62 per million tokens"), "{section}");
-    assert!(section.contains("judged by the run") && section.contains("judged by the site"), "{section}");
+    assert!(
+        section.contains("judged from every request's figures") && section.contains("judged after the fact"),
+        "{section}"
+    );
     assert!(section.contains(">4 users<") && section.contains(">KV</abbr>"), "{section}");
     assert!(section.contains("KV cache holds no more distinct users"), "{section}");
     // A measured no 128K context; B's answer there stands beside "not measured"
@@ -270,7 +276,7 @@ async fn stored_before_answers(site: &Site, url: &str, who: &str) {
     let id = tokens::random_hex(6).unwrap();
     let json = serde_json::to_string(&record).unwrap();
     let stored = sm_site::ingest::index(&record, id.clone(), who, json);
-    assert_eq!((stored.judged_by.as_str(), stored.capacity.len()), ("", 0));
+    assert_eq!((stored.judged_from.as_str(), stored.capacity.len()), ("", 0));
     assert_eq!(site.db.insert_run(&stored).await.unwrap(), Inserted::New);
     let before = listed(&site.get_json(&format!("/api/runs?uploader={who}&per_page=200")).await, &id).clone();
     assert_eq!(before["capacity"], json!([]), "{before}");
@@ -283,7 +289,7 @@ async fn stored_before_answers(site: &Site, url: &str, who: &str) {
         .await
         .unwrap();
     let after = listed(&list, &id);
-    assert_eq!(after["judged_by"], "site", "{after}");
+    assert_eq!(after["judged_from"], "summaries", "{after}");
     let record: Value = reqwest::get(format!("http://{addr}/api/runs/{id}")).await.unwrap().json().await.unwrap();
     assert_eq!(record["capacity"], expected_answer(SAMPLE));
     assert_eq!(answers(after).len(), record["capacity"].as_array().unwrap().len());
