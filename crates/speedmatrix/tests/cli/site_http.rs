@@ -297,8 +297,7 @@ async fn view_and_compare(site: &Site, who: &str, [sample, lil, bench]: [&String
         assert!(r.text().await.unwrap().contains(needle), "{path}");
     }
     let record = site.get_json(&format!("/api/runs/{lil}")).await;
-    // stored with the capacity answer the site worked out: a speedmatrix.run/1.1 record
-    assert_eq!(record["schema"], "speedmatrix.run/1.1");
+    assert_eq!(record["schema"], sm_core::record::SCHEMA);
     assert_eq!(record["server"]["extra"]["uploader"], who);
     assert_eq!(site.get(&format!("/api/runs/{}", unique("nope"))).await.0, StatusCode::NOT_FOUND);
     assert_eq!(site.get("/runs/nope").await.0, StatusCode::NOT_FOUND);
