@@ -246,6 +246,19 @@ mod tests {
         assert_eq!(check(&sample()), Ok(()));
     }
 
+    /// What the site stores must pass its own checks: a record it answered is downloaded and
+    /// uploaded elsewhere. And a run as `speedmatrix run` writes it, with an SLO and a price.
+    #[test]
+    fn answered_records_are_accepted() {
+        let mut r = sample();
+        crate::answer::ensure(&mut r).unwrap();
+        assert!(!r.capacity.is_empty());
+        assert_eq!(check(&r), Ok(()));
+        let run: RunRecord = serde_json::from_str(include_str!("../../../tests/data/run-capacity-1.1.json")).unwrap();
+        assert!(run.settings.slo.is_some() && run.settings.cost_per_hour_usd.is_some() && !run.capacity.is_empty());
+        assert_eq!(check(&run), Ok(()));
+    }
+
     #[test]
     fn bad_figures_are_named() {
         let valid = |r: &RunRecord| r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
