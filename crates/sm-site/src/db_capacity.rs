@@ -27,7 +27,10 @@ pub(super) async fn insert(
 ) -> Result<(), sqlx::Error> {
     for row in rows {
         sqlx::query(
-            "INSERT INTO capacity (run_id, context, context_label, max_users, bounded_by) VALUES ($1, $2, $3, $4, $5)",
+            // two sites starting at once on one database may both answer a run stored before
+            // answers: the second one's rows are the same, and are not an error
+            "INSERT INTO capacity (run_id, context, context_label, max_users, bounded_by) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (run_id, context) DO NOTHING",
         )
         .bind(id)
         .bind(row.context)
