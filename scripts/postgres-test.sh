@@ -8,8 +8,9 @@
 # it, and stops the cluster on every way out.
 #
 #   scripts/postgres-test.sh                         the site's tests: cargo test -p sm-site, then the
-#                                                    HTTP suite against a `speedmatrix serve` process
-#                                                    (cargo test -p speedmatrix --test cli site_http::)
+#                                                    HTTP suites against a `speedmatrix serve` process
+#                                                    (cargo test -p speedmatrix --test cli -- site_http::
+#                                                    site_capacity::)
 #   scripts/postgres-test.sh cargo test --workspace  any command, with the variable set
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +61,7 @@ export SPEEDMATRIX_TEST_POSTGRES="postgres://postgres@127.0.0.1:$PORT/speedmatri
 echo "postgres-test: PostgreSQL $("$BIN/postgres" --version | awk '{print $3}') at 127.0.0.1:$PORT"
 if [ $# -eq 0 ]; then
     cargo test -p sm-site
-    cargo test -p speedmatrix --test cli site_http::
+    cargo test -p speedmatrix --test cli -- site_http:: site_capacity::
 else
     "$@"
 fi

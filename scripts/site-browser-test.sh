@@ -3,8 +3,9 @@
 #
 # Starts `speedmatrix serve` on a fresh SQLite file, uploads three runs with
 # `speedmatrix upload`, then, in headless Chromium with the network disabled,
-# opens the runs list, a filtered list, a run, a comparison and the upload
-# form; then, driving the pages as a person would (scripts/site-browser-test.py),
+# opens the runs list, a filtered list, the list at one context (sorted by the
+# capacity there), a run, a comparison (with the capacity answers side by side) and
+# the upload form; then, driving the pages as a person would (scripts/site-browser-test.py),
 # filters the list through its form, ticks two runs and presses "Compare
 # selected", and uploads a file through the upload form.
 # Fails when a page is missing what it should show, logs to the console, is
@@ -56,6 +57,8 @@ upload() { SPEEDMATRIX_TOKEN="$TOKEN" "$BIN" upload "$1" --site "$SITE" | sed 's
 SAMPLE=$(upload tests/data/run-sample.json)
 LIL=$(upload tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json)
 TINY=$(upload tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json)
+# a speedmatrix.run/1.1 run with its own SLO and price (the others get the default SLO at upload)
+CAP=$(upload tests/data/run-capacity-1.1.json)
 # A made-up variant of the sample, faster at 8K and slower at 128K, so the
 # comparison's ratio colours show in the screenshots.
 python3 - tests/data/run-sample.json "$OUT/variant.json" <<'PY'
@@ -114,13 +117,17 @@ check() {
     echo "site-browser-test: $name: $OUT/$name.png"
 }
 
-check runs "/" "/runs/$SAMPLE" "/runs/$LIL" "/runs/$TINY" "/runs/$VARIANT" "Compare selected"
+check runs "/" "/runs/$SAMPLE" "/runs/$LIL" "/runs/$TINY" "/runs/$VARIANT" "/runs/$CAP" "Compare selected" \
+    "Capacity (users)" "1K: 4" ">KV</abbr>" "tok_s_p10&gt;=400" "tok_s_p10&gt;=20,ttft_p90&lt;=2s"
+check runs-context "/?context=8K" "Users at 8K ↓" "/runs/$CAP" "/runs/$SAMPLE" "8K: 4" "!1K: 4" "!128K: "
 check runs-filtered "/?gpu=H200&from=2026-09-01&to=2026-09-30&sort=peak&dir=desc" "/runs/$SAMPLE" "/runs/$LIL" \
     "/runs/$VARIANT" "!/runs/$TINY" "1–3 of 3"
 check run "/runs/$SAMPLE" "Sustained decode" "by @browser-test" "/runs/$SAMPLE/run.json" "/runs/$SAMPLE/measurements.csv" \
     "/runs/$SAMPLE/report.md" '<svg class="chart"'
 HEIGHT=4800 check compare "/compare?ids=$SAMPLE,$VARIANT,$LIL,$TINY" "Comparing 4 runs" "1.35×" "Settings and provenance" "1.00×" \
     "Total tok/s at 8K context" "Prompt tok/s by context"
+check compare-capacity "/compare?ids=$CAP,$SAMPLE,$TINY" 'id="capacity"' "used different SLOs" "not comparable" \
+    "\$2.50 per user-hour" "not measured" "judged after the fact" "KV cache holds no more distinct users"
 check upload-form "/upload" 'enctype="multipart/form-data"' 'type="file"'
 
 # Filter through the form, tick two runs, press "Compare selected".
@@ -143,7 +150,7 @@ WHERE=$(CHROMIUM_LOG="$OUT/form-upload.chromium.log" timeout 120 python3 scripts
 if [ -n "${WHERE:-}" ]; then
     check uploaded "$WHERE" "Sustained decode" "by @browser-test"
     COUNT=$(grep -o '"total":[0-9]*' <(curl -s --max-time 10 "$SITE/api/runs") | cut -d: -f2 || true)
-    [ "${COUNT:-0}" = 5 ] || fail "expected 5 runs after the form upload, the API says ${COUNT:-nothing}"
+    [ "${COUNT:-0}" = 6 ] || fail "expected 6 runs after the form upload, the API says ${COUNT:-nothing}"
     echo "site-browser-test: form upload: $WHERE, $OUT/form-upload.png"
 fi
 

@@ -11,11 +11,16 @@ use sqlx::any::AnyPoolOptions;
 
 use crate::SiteError;
 
+#[path = "db_capacity.rs"]
+mod capacity;
+pub use capacity::CapacityRow;
+
 /// Embedded migrations, applied in order, each in its own transaction.
 const MIGRATIONS: &[(i64, &str)] = &[
     (1, include_str!("../migrations/0001_runs_and_tokens.sql")),
     (2, include_str!("../migrations/0002_filter_indexes.sql")),
     (3, include_str!("../migrations/0003_content_hash.sql")),
+    (4, include_str!("../migrations/0004_capacity.sql")),
 ];
 
 /// How long opening the database may take before it is reported unreachable.
@@ -54,6 +59,13 @@ pub struct StoredRun {
     /// What makes two uploads the same run ([`crate::identity`]); `None` for runs stored before it.
     #[serde(skip)]
     pub content_hash: Option<String>,
+    /// The SLO the capacity answer used (its expression); `""` before the site has worked it out.
+    pub slo: String,
+    /// What the cells were judged from: [`crate::answer::JudgedFrom`]'s name; `""` as `slo`.
+    pub judged_from: String,
+    /// The capacity answer per decode context, context ascending (in a list: only the chosen
+    /// context's, when the list is filtered by one).
+    pub capacity: Vec<CapacityRow>,
 }
 
 /// Where an upload ended up.
@@ -80,6 +92,8 @@ pub struct Filter {
     pub label: Option<String>,
     pub from: Option<time::Date>,
     pub to: Option<time::Date>,
+    /// Only runs whose answer covers this decode context (tokens, exactly).
+    pub context: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -91,16 +105,19 @@ pub enum Sort {
     Gpu,
     Engine,
     Peak,
+    /// The most users at the filter's context (needs [`Filter::context`]).
+    Users,
 }
 
 impl Sort {
-    pub const ALL: [(Sort, &'static str); 6] = [
+    pub const ALL: [(Sort, &'static str); 7] = [
         (Sort::Measured, "measured"),
         (Sort::Uploaded, "uploaded"),
         (Sort::Model, "model"),
         (Sort::Gpu, "gpu"),
         (Sort::Engine, "engine"),
         (Sort::Peak, "peak"),
+        (Sort::Users, "users"),
     ];
 
     pub fn parse(s: &str) -> Option<Sort> {
@@ -119,6 +136,7 @@ impl Sort {
             Sort::Gpu => "gpu",
             Sort::Engine => "engine",
             Sort::Peak => "peak_tok_s",
+            Sort::Users => "max_users",
         }
     }
 }
@@ -147,7 +165,7 @@ pub struct TokenInfo {
 }
 
 const SUMMARY_COLUMNS: &str = "id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-    measured_at, label, status, peak_tok_s";
+    measured_at, label, status, peak_tok_s, slo, judged_from";
 
 /// Turns the accepted spellings of a database into a URL sqlx understands:
 /// a bare path is an SQLite file, and an SQLite file is created when missing.
@@ -217,6 +235,37 @@ fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
     (clause, binds, f.gpu_count)
 }
 
+/// The runs list's one statement and its parameters: the text ones first, then the numbers
+/// (the GPU count, the context, the page's size and offset), numbered in that order.
+fn list_statement(q: &ListQuery) -> (String, Vec<String>, Vec<i64>) {
+    let (clause, texts, gpu_count) = where_clause(&q.filter);
+    let mut numbers: Vec<i64> = gpu_count.into_iter().collect();
+    let from = match q.filter.context {
+        Some(c) => {
+            numbers.push(c);
+            let n = texts.len() + numbers.len();
+            format!("runs JOIN capacity ON capacity.run_id = runs.id AND capacity.context = ${n}")
+        }
+        None => "runs".to_string(),
+    };
+    let users = if q.filter.context.is_some() { ", max_users" } else { "" };
+    let dir = if q.descending { "DESC" } else { "ASC" };
+    // without a context there is no one answer to sort by: the page refuses that earlier
+    let column = if q.sort == Sort::Users && users.is_empty() { Sort::default().column() } else { q.sort.column() };
+    let n = texts.len() + numbers.len();
+    // the filter's parameters are numbered, so both sides share them
+    let sql = format!(
+        "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM {from}{clause}) t LEFT JOIN \
+         (SELECT {SUMMARY_COLUMNS}{users} FROM {from}{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
+         ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
+        n + 1,
+        n + 2
+    );
+    let per_page = q.per_page.clamp(1, 200);
+    numbers.extend([per_page, (q.page.max(1) - 1).saturating_mul(per_page)]);
+    (sql, texts, numbers)
+}
+
 fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx::Error> {
     Ok(StoredRun {
         id: row.try_get("id")?,
@@ -233,6 +282,9 @@ fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx
         peak_tok_s: row.try_get("peak_tok_s")?,
         record: if with_record { row.try_get("record")? } else { String::new() },
         content_hash: if with_record { row.try_get("content_hash")? } else { None },
+        slo: row.try_get("slo")?,
+        judged_from: row.try_get("judged_from")?,
+        capacity: Vec::new(),
     })
 }
 
@@ -274,8 +326,8 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-             measured_at, label, status, peak_tok_s, record, content_hash) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) \
+             measured_at, label, status, peak_tok_s, record, content_hash, slo, judged_from) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
              ON CONFLICT (content_hash) DO NOTHING",
         )
         .bind(&run.id)
@@ -292,9 +344,12 @@ impl Db {
         .bind(run.peak_tok_s)
         .bind(&run.record)
         .bind(run.content_hash.clone())
+        .bind(&run.slo)
+        .bind(&run.judged_from)
         .execute(&mut *tx)
         .await?;
         let outcome = if done.rows_affected() > 0 {
+            capacity::insert(&mut tx, &run.id, &run.capacity).await?;
             Inserted::New
         } else {
             let id: String = sqlx::query("SELECT id FROM runs WHERE content_hash = $1")
@@ -313,36 +368,28 @@ impl Db {
             .bind(id)
             .fetch_optional(&self.pool)
             .await?;
-        Ok(row.map(|r| summary(&r, true)).transpose()?)
+        let Some(mut run) = row.map(|r| summary(&r, true)).transpose()? else { return Ok(None) };
+        run.capacity = self.capacity_of(std::slice::from_ref(&run.id), None).await?.remove(&run.id).unwrap_or_default();
+        Ok(Some(run))
     }
 
     /// One page of runs (without their records) and how many match in all,
     /// from one statement: the count and the page are of the same moment
     /// however many uploads land meanwhile. The count is the left side of a
-    /// join, so an empty page still brings it.
+    /// join, so an empty page still brings it. Filtered by a context, the runs
+    /// are joined to their answer there (its index serves the filter and the
+    /// sort by users); each run's answers then come in one more query, bounded
+    /// by the page's size.
     pub async fn list_runs(&self, q: &ListQuery) -> Result<(Vec<StoredRun>, i64), SiteError> {
-        let (clause, binds, gpu_count) = where_clause(&q.filter);
-        let n = binds.len() + usize::from(gpu_count.is_some());
-        let dir = if q.descending { "DESC" } else { "ASC" };
-        let column = q.sort.column();
-        // the filter's parameters are numbered, so both sides share them
-        let sql = format!(
-            "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM runs{clause}) t LEFT JOIN \
-             (SELECT {SUMMARY_COLUMNS} FROM runs{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
-             ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
-            n + 1,
-            n + 2
-        );
+        let (sql, texts, numbers) = list_statement(q);
         let mut list = sqlx::query(&sql);
-        for b in &binds {
-            list = list.bind(b.clone());
+        for b in texts {
+            list = list.bind(b);
         }
-        if let Some(c) = gpu_count {
-            list = list.bind(c);
+        for n in numbers {
+            list = list.bind(n);
         }
-        let per_page = q.per_page.clamp(1, 200);
-        let offset = (q.page.max(1) - 1).saturating_mul(per_page);
-        let rows = list.bind(per_page).bind(offset).fetch_all(&self.pool).await?;
+        let rows = list.fetch_all(&self.pool).await?;
         let total: i64 = match rows.first() {
             Some(r) => r.try_get("total")?,
             None => 0,
@@ -352,6 +399,11 @@ impl Db {
             if r.try_get::<Option<String>, _>("id")?.is_some() {
                 runs.push(summary(r, false)?);
             }
+        }
+        let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
+        let mut answers = self.capacity_of(&ids, q.filter.context).await?;
+        for run in &mut runs {
+            run.capacity = answers.remove(&run.id).unwrap_or_default();
         }
         Ok((runs, total))
     }
@@ -367,6 +419,7 @@ impl Db {
             let run = summary(r, true)?;
             rows.push(format!("run {} {}", serde_json::to_string(&run).unwrap_or_default(), run.record));
         }
+        rows.extend(self.capacity_snapshot().await?);
         let tokens = sqlx::query("SELECT name, hash, created_at, revoked_at FROM tokens ORDER BY name")
             .fetch_all(&self.pool)
             .await?;
@@ -485,94 +538,5 @@ fn statements(sql: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        assert_eq!(normalise_url("sqlite://site.db"), "sqlite://site.db?mode=rwc");
-        assert_eq!(normalise_url("/tmp/x.db"), "sqlite:///tmp/x.db?mode=rwc");
-        assert_eq!(normalise_url("sqlite://x.db?mode=ro"), "sqlite://x.db?mode=ro");
-        assert_eq!(normalise_url("postgres://u@h/db"), "postgres://u@h/db");
-    }
-
-    #[test]
-    fn like_escapes_wildcards() {
-        assert_eq!(like_pattern(" A_b%\\ "), "%a\\_b\\%\\\\%");
-    }
-
-    #[test]
-    fn where_numbers_parameters_in_order() {
-        let f = Filter {
-            model: Some("m".into()),
-            from: Some(day(2026, 1, 1)),
-            to: Some(day(2026, 1, 31)),
-            engine_version: Some(" 0.27.2 ".into()),
-            gpu_count: Some(2),
-            ..Filter::default()
-        };
-        let (clause, binds, count) = where_clause(&f);
-        assert_eq!(
-            clause,
-            " WHERE LOWER(model) LIKE $1 ESCAPE '\\' AND engine_version = $2 AND measured_at >= $3 \
-             AND measured_at < $4 AND gpu_count = $5"
-        );
-        assert_eq!(binds, ["%m%", "0.27.2", "2026-01-01", "2026-02-01"]);
-        assert_eq!(count, Some(2));
-    }
-
-    fn day(y: i32, m: u8, d: u8) -> time::Date {
-        time::Date::from_calendar_date(y, time::Month::try_from(m).unwrap(), d).unwrap()
-    }
-
-    /// SQLite's plan for the exact and range filters names their indexes.
-    #[tokio::test]
-    async fn exact_and_range_filters_use_indexes() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Db::connect(&dir.path().join("plan.db").display().to_string()).await.unwrap();
-        // an empty table is scanned whatever its indexes: give the planner rows and their statistics
-        sqlx::query(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
-             INSERT INTO runs SELECT printf('%012x', i), '2026-01-01T00:00:00Z', 'u' || i, 'm', 'g', i, 'e', \
-             'v' || i, printf('2026-%02d-%02dT00:00:00Z', i % 12 + 1, i % 28 + 1), '', 'complete', 0.0, '{}', NULL \
-             FROM n",
-        )
-        .execute(&db.pool)
-        .await
-        .unwrap();
-        sqlx::query("ANALYZE").execute(&db.pool).await.unwrap();
-        for (filter, index) in [
-            (Filter { gpu_count: Some(2), ..Filter::default() }, "runs_gpu_count"),
-            (
-                Filter { from: Some(day(2026, 9, 1)), to: Some(day(2026, 9, 30)), ..Filter::default() },
-                "runs_measured_at",
-            ),
-            (Filter { engine_version: Some("0.27.2".into()), ..Filter::default() }, "runs_engine_version"),
-            (Filter { uploader: Some("alice".into()), ..Filter::default() }, "runs_uploader"),
-        ] {
-            let (clause, binds, count) = where_clause(&filter);
-            let sql = format!("EXPLAIN QUERY PLAN SELECT id FROM runs{clause}");
-            let mut q = sqlx::query_as::<_, (i64, i64, i64, String)>(&sql);
-            for b in binds {
-                q = q.bind(b);
-            }
-            if let Some(c) = count {
-                q = q.bind(c);
-            }
-            let plan: Vec<String> = q.fetch_all(&db.pool).await.unwrap().into_iter().map(|r| r.3).collect();
-            assert!(plan.iter().any(|p| p.contains(index)), "{clause}: {plan:?}");
-        }
-        db.close().await;
-    }
-
-    #[test]
-    fn migrations_split_into_statements() {
-        let all = statements(MIGRATIONS[0].1);
-        assert_eq!(all.len(), 9, "{all:#?}");
-        assert!(all.iter().all(|s| s.starts_with("CREATE ")), "{all:#?}");
-        let second = statements(MIGRATIONS[1].1);
-        assert_eq!(second.len(), 2, "{second:#?}");
-        let third = statements(MIGRATIONS[2].1);
-        assert_eq!(third.len(), 2, "{third:#?}");
-    }
-}
+#[path = "db_tests.rs"]
+mod tests;

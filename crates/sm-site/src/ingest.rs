@@ -1,7 +1,8 @@
 //! Turning an uploaded body into a stored run: size limits (also after
 //! decompression, so a small gzip bomb is refused like a big body), any format
 //! `speedmatrix report` reads, secrets redacted again whatever the uploader's
-//! tool did ([`crate::scrub`], which refuses a record it cannot clean), and the
+//! tool did ([`crate::scrub`], which refuses a record it cannot clean), the
+//! capacity answer where the record has none ([`crate::answer`]), and the
 //! index columns worked out from the record.
 
 use std::io::Read;
@@ -66,11 +67,18 @@ pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), Ing
     let mut record = sm_report::import_str(text)?;
     crate::validate::check(&record)?;
     crate::scrub::scrub_record(&mut record)?;
+    // the hash is of the run as uploaded, so the same file is the same run before and after the
+    // site learnt to answer (the answer is a function of the record)
     let content_hash = crate::identity::content_hash(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
+    let answer = crate::answer::ensure(&mut record).map_err(IngestError::Internal)?;
     record.server.extra.insert(meta::UPLOADER.into(), Value::String(uploader.to_string()));
     let json = serde_json::to_string(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
     let id = tokens::random_hex(6).map_err(|e| IngestError::Internal(e.to_string()))?;
-    let stored = StoredRun { content_hash: Some(content_hash), ..index(&record, id, uploader, json) };
+    let stored = StoredRun {
+        content_hash: Some(content_hash),
+        judged_from: answer.judged_from.name().to_string(),
+        ..index(&record, id, uploader, json)
+    };
     Ok((record, stored))
 }
 
@@ -101,6 +109,14 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
         peak_tok_s: peak,
         record: json,
         content_hash: None,
+        slo: record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default(),
+        // a record without an SLO is answered by the site when it starts (`answer::backfill`)
+        judged_from: match record.settings.slo {
+            Some(_) if record.server.extra.contains_key(crate::answer::SLO_JUDGED_FROM) => "summaries".into(),
+            Some(_) => "requests".into(),
+            None => String::new(),
+        },
+        capacity: crate::answer::rows(record),
     }
 }
 

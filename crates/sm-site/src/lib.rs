@@ -9,6 +9,7 @@
 //! tokens are stored as hashes only ([`tokens`]); [`server`] bounds what slow and
 //! idle clients can hold.
 
+pub mod answer;
 pub mod db;
 pub mod identity;
 pub mod ingest;
@@ -45,12 +46,18 @@ pub enum SiteError {
     Random(String),
 }
 
-/// Serves the site on `listener` within `limits` until `shutdown` completes.
+/// Serves the site on `listener` within `limits` until `shutdown` completes. Runs stored before
+/// the site kept capacity answers get theirs first (connections wait in the backlog meanwhile).
 pub async fn serve(
     db: Db,
     listener: tokio::net::TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    match answer::backfill(&db).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("worked out the capacity answer of {n} runs stored before answers were kept"),
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    }
     server::run(router(db, limits.request_timeout), listener, limits, shutdown).await
 }

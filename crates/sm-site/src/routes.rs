@@ -183,13 +183,16 @@ async fn load_renderable(db: &Db, id: &str) -> Result<(StoredRun, RunRecord), Fa
     Ok((stored, record))
 }
 
+/// The runs list. A parameter that is not valid is a 400 whose page says why, above the
+/// unfiltered list (so the page still leads somewhere).
 async fn runs_page(State(db): State<Db>, Query(p): Query<runs::ListParams>) -> Response {
     let (q, notice) = match p.to_query() {
         Ok(q) => (q, None),
         Err(e) => (ListQuery::default(), Some(e)),
     };
+    let status = if notice.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
     match db.list_runs(&q).await {
-        Ok((list, total)) => Html(runs::page(&p, &q, &list, total, notice.as_deref())).into_response(),
+        Ok((list, total)) => (status, Html(runs::page(&p, &q, &list, total, notice.as_deref()))).into_response(),
         Err(e) => Failure::from(e).page(Nav::Runs, "Runs"),
     }
 }

@@ -9,20 +9,27 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
+#[path = "validate_answer.rs"]
+mod answer;
+pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+
 /// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,
 /// `--prefill-contexts`): every run the tool can make must be accepted.
 const RUN_LIST_MAX: usize = 32;
 /// Distinct context lengths in a run (decode, prefill, plan and settings together): the
 /// decode contexts, the prefill-only contexts and the prefill row at the model's maximum.
 pub const MAX_CONTEXTS: usize = 2 * RUN_LIST_MAX + 8;
-/// Distinct concurrency levels in a run.
+/// Distinct concurrency levels of a run's matrix (the cells `--find-capacity` searched aside).
 pub const MAX_CONCURRENCY_LEVELS: usize = RUN_LIST_MAX;
-/// Decode cells: one per decode context and level.
-pub const MAX_DECODE_CELLS: usize = RUN_LIST_MAX * MAX_CONCURRENCY_LEVELS;
+/// Cells `--find-capacity` searched at one context: it doubles up to what fits and bisects down
+/// to 5 %, at most about 24 levels each way even for a server that holds 2^24 streams.
+pub const MAX_SEARCHED_PER_CONTEXT: usize = 64;
+/// Decode cells: one per decode context and level of the matrix, and the searched ones.
+pub const MAX_DECODE_CELLS: usize = RUN_LIST_MAX * (MAX_CONCURRENCY_LEVELS + MAX_SEARCHED_PER_CONTEXT);
 /// Prefill rows: one per context.
 pub const MAX_PREFILL_ROWS: usize = MAX_CONTEXTS;
-/// Rows of the plan (decode cells and prefill rows).
-pub const MAX_PLAN_ROWS: usize = MAX_DECODE_CELLS + MAX_PREFILL_ROWS;
+/// Rows of the plan (the matrix's decode cells and prefill rows; searched cells are not planned).
+pub const MAX_PLAN_ROWS: usize = RUN_LIST_MAX * MAX_CONCURRENCY_LEVELS + MAX_PREFILL_ROWS;
 /// Lines of the run's event log.
 pub const MAX_EVENTS: usize = 10_000;
 /// Warnings of one decode cell.
@@ -53,6 +60,8 @@ pub enum Refusal {
     NoConcurrency { at: String },
     #[error("{at} is {status}, yet carries {field}: only valid cells and rows carry figures")]
     FigureOfInvalid { at: String, status: &'static str, field: &'static str },
+    #[error("{at}: {why}")]
+    Incoherent { at: String, why: String },
 }
 
 /// Every check: limits first (cheap, and they bound the rest), then figures.
@@ -80,9 +89,15 @@ pub fn limits(record: &RunRecord) -> Result<(), Refusal> {
     contexts.extend(record.plan.iter().map(|p| p.context));
     at_most("distinct contexts", "MAX_CONTEXTS", contexts.len(), MAX_CONTEXTS)?;
     let mut levels: BTreeSet<u32> = s.concurrency.iter().copied().collect();
-    levels.extend(record.decode.iter().map(|c| c.concurrency));
+    levels.extend(record.decode.iter().filter(|c| !c.searched).map(|c| c.concurrency));
     levels.extend(record.plan.iter().filter(|p| p.kind == sm_core::record::PlanKind::Decode).map(|p| p.concurrency));
     at_most("distinct concurrency levels", "MAX_CONCURRENCY_LEVELS", levels.len(), MAX_CONCURRENCY_LEVELS)?;
+    let mut searched: std::collections::BTreeMap<u64, usize> = std::collections::BTreeMap::new();
+    for c in record.decode.iter().filter(|c| c.searched) {
+        *searched.entry(c.context).or_default() += 1;
+    }
+    let most = searched.values().copied().max().unwrap_or(0);
+    at_most("searched cells at one context", "MAX_SEARCHED_PER_CONTEXT", most, MAX_SEARCHED_PER_CONTEXT)?;
     let warnings = record.decode.iter().map(|c| c.warnings.len()).max().unwrap_or(0);
     at_most("warnings in one decode cell", "MAX_WARNINGS", warnings, MAX_WARNINGS)?;
     text_lengths(&serde_json::to_value(record).unwrap_or(Value::Null), &mut Vec::new())
@@ -159,11 +174,13 @@ fn decode_figures(c: &DecodeCell) -> [(&'static str, Option<f64>, f64); 15] {
     ]
 }
 
-fn decode_cell(c: &DecodeCell) -> Result<(), Refusal> {
+fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     let at = format!("decode cell {} × {}", c.label, c.concurrency);
     if c.concurrency < 1 {
         return Err(Refusal::NoConcurrency { at });
     }
+    figure(&at, "context", Some(c.context as f64), answer::MAX_CONTEXT_TOKENS)?;
+    answer::cell(&at, c, priced)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {
@@ -193,7 +210,8 @@ fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
 
 /// The figures as the schema defines them.
 pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
-    record.decode.iter().try_for_each(decode_cell)?;
+    let priced = record.settings.cost_per_hour_usd.is_some();
+    record.decode.iter().try_for_each(|c| decode_cell(c, priced))?;
     record.prefill.iter().try_for_each(prefill_row)?;
     if let Some(c) = record.settings.concurrency.iter().find(|c| **c < 1) {
         return Err(Refusal::NoConcurrency { at: format!("settings.concurrency ({c})") });
@@ -210,7 +228,8 @@ pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
     ] {
         figure("settings", field, value, MAX_S)?;
     }
-    Ok(())
+    answer::settings(record)?;
+    answer::capacity(record)
 }
 
 #[cfg(test)]
@@ -225,6 +244,19 @@ mod tests {
     #[test]
     fn the_sample_is_accepted() {
         assert_eq!(check(&sample()), Ok(()));
+    }
+
+    /// What the site stores must pass its own checks: a record it answered is downloaded and
+    /// uploaded elsewhere. And a run as `speedmatrix run` writes it, with an SLO and a price.
+    #[test]
+    fn answered_records_are_accepted() {
+        let mut r = sample();
+        crate::answer::ensure(&mut r).unwrap();
+        assert!(!r.capacity.is_empty());
+        assert_eq!(check(&r), Ok(()));
+        let run: RunRecord = serde_json::from_str(include_str!("../../../tests/data/run-capacity-1.1.json")).unwrap();
+        assert!(run.settings.slo.is_some() && run.settings.cost_per_hour_usd.is_some() && !run.capacity.is_empty());
+        assert_eq!(check(&run), Ok(()));
     }
 
     #[test]
@@ -309,6 +341,18 @@ mod tests {
         r.settings.prefill_contexts = (0..32).map(prefill_ctx).collect();
         r.settings.concurrency = (1..=32).collect();
         assert_eq!(check(&r), Ok(()));
+        // and --find-capacity's cells on top, each context its own levels
+        let searched: Vec<DecodeCell> = (0..32u64)
+            .flat_map(|i| (0..MAX_SEARCHED_PER_CONTEXT as u32).map(move |k| (i, 33 + i as u32 * 100 + k)))
+            .map(|(i, concurrency)| DecodeCell { context: decode_ctx(i), concurrency, searched: true, ..cell.clone() })
+            .collect();
+        r.decode.extend(searched);
+        assert_eq!(check(&r), Ok(()));
+        let one_more = DecodeCell { context: decode_ctx(0), concurrency: 9999, searched: true, ..cell.clone() };
+        r.decode.pop();
+        r.decode.push(one_more);
+        let err = check(&r).unwrap_err();
+        assert!(matches!(err, Refusal::TooMany { name: "MAX_SEARCHED_PER_CONTEXT", .. }), "{err}");
     }
 
     #[test]

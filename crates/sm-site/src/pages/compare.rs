@@ -1,4 +1,5 @@
-//! The comparison of 2–4 runs: what differs in their settings and provenance,
+//! The comparison of 2–4 runs: their capacity answers side by side (with the
+//! SLO each used), what differs in their settings and provenance,
 //! each run's decode matrix as ratios to the first (B/A per cell, coloured),
 //! and prefill and decode curves overlaid. Runs are lettered A–D everywhere,
 //! with the chart palette's colours, so a legend stays short.
@@ -262,6 +263,16 @@ fn prefill_section(s: &mut String, runs: &[Compared]) {
 pub fn page(runs: &[Compared]) -> String {
     let mut s = String::new();
     key(&mut s, runs);
+    let sides: Vec<super::capacity::Side> = runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| super::capacity::Side {
+            letter: LETTERS[i],
+            record: &r.record,
+            judged_from: &r.stored.judged_from,
+        })
+        .collect();
+    super::capacity::compare_section(&mut s, &sides);
     settings_table(&mut s, runs);
     decode_section(&mut s, runs);
     prefill_section(&mut s, runs);

@@ -2,6 +2,7 @@
 //! usable without script. They share the report page's stylesheet so a run's
 //! page and the pages around it look like one site.
 
+pub mod capacity;
 pub mod compare;
 pub mod runs;
 pub mod upload;

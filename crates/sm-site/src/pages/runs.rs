@@ -1,11 +1,13 @@
 //! The runs list (`/`): filters, sortable columns, pages, and checkboxes that
-//! send the chosen runs to the comparison.
+//! send the chosen runs to the comparison. Each run's capacity answer shows
+//! per context; `context` keeps the runs that measured one and shows (and
+//! sorts by) their answer there.
 
 use std::fmt::Write;
 
 use serde::Deserialize;
 
-use super::{Nav, esc, gpu_text, shell, short_time, url_encode};
+use super::{Nav, capacity, esc, gpu_text, shell, short_time, url_encode};
 use crate::db::{Filter, ListQuery, Sort, StoredRun};
 
 /// The list's query string, shared by the page and `GET /api/runs`.
@@ -20,6 +22,7 @@ pub struct ListParams {
     pub label: Option<String>,
     pub from: Option<String>,
     pub to: Option<String>,
+    pub context: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
     pub page: Option<String>,
@@ -28,8 +31,8 @@ pub struct ListParams {
 
 /// The parameters every link of the list carries, so that sorting and paging
 /// keep the filters and the page size (`sort`, `dir` and `page` are set per link).
-const CARRIED: [&str; 10] =
-    ["model", "gpu", "gpu_count", "engine", "engine_version", "uploader", "label", "from", "to", "per_page"];
+const CARRIED: [&str; 11] =
+    ["model", "gpu", "gpu_count", "engine", "engine_version", "uploader", "label", "from", "to", "context", "per_page"];
 
 fn clean(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
@@ -39,6 +42,17 @@ fn clean(v: &Option<String>) -> Option<String> {
 fn date(v: &Option<String>, what: &str) -> Result<Option<time::Date>, String> {
     let Some(d) = clean(v) else { return Ok(None) };
     parse_day(&d).map(Some).ok_or_else(|| format!("{what} must be a date like 2026-09-03, not \"{d}\""))
+}
+
+/// A context length in tokens (`32768`, `32K`, `32k`: K is 1,024), or why not.
+fn context(v: &Option<String>) -> Result<Option<i64>, String> {
+    let Some(text) = clean(v) else { return Ok(None) };
+    sm_core::units::parse_tokens(&text)
+        .ok()
+        .and_then(|t| i64::try_from(t.0).ok())
+        .filter(|&t| t >= 1 && (t as f64) <= crate::validate::MAX_CONTEXT_TOKENS)
+        .map(Some)
+        .ok_or_else(|| format!("context must be a context length in tokens, e.g. 32768 or 32K, not \"{text}\""))
 }
 
 /// `YYYY-MM-DD`, a day of the calendar (so not 2026-02-30).
@@ -66,6 +80,7 @@ impl ListParams {
             "label" => &self.label,
             "from" => &self.from,
             "to" => &self.to,
+            "context" => &self.context,
             "sort" => &self.sort,
             "dir" => &self.dir,
             "per_page" => &self.per_page,
@@ -81,13 +96,19 @@ impl ListParams {
                 .map(|s| s.parse::<i64>().map_err(|_| format!("{what} must be a whole number, not \"{s}\"")))
                 .transpose()
         };
+        let context = context(&self.context)?;
         let sort = match clean(&self.sort) {
+            // a chosen context lists its runs by the users they serve there
+            None if context.is_some() => Sort::Users,
             None => Sort::default(),
             Some(s) => Sort::parse(&s).ok_or_else(|| {
                 let names: Vec<&str> = Sort::ALL.iter().map(|(_, n)| *n).collect();
                 format!("sort must be one of {}, not \"{s}\"", names.join(", "))
             })?,
         };
+        if sort == Sort::Users && context.is_none() {
+            return Err("sort=users sorts by the users at one context: add context, e.g. context=32K".into());
+        }
         let descending = match clean(&self.dir).as_deref() {
             None => !matches!(sort, Sort::Model | Sort::Gpu | Sort::Engine),
             Some("asc") => false,
@@ -105,6 +126,7 @@ impl ListParams {
                 label: clean(&self.label),
                 from: date(&self.from, "from")?,
                 to: date(&self.to, "to")?,
+                context,
             },
             sort,
             descending,
@@ -136,6 +158,7 @@ fn filter_form(s: &mut String, p: &ListParams, q: &ListQuery) {
         ("uploader", "Uploader", "search", "@name"),
         ("from", "Measured from", "date", ""),
         ("to", "Measured to", "date", ""),
+        ("context", "Context", "search", "e.g. 32K: its capacity"),
     ] {
         let _ = writeln!(
             s,
@@ -174,7 +197,37 @@ fn header_cell(s: &mut String, p: &ListParams, q: &ListQuery, sort: Sort, text: 
     let _ = write!(s, "<th scope=\"col\"{class}><a href=\"{}\"{aria}>{}{arrow}</a></th>", esc(&href), esc(text));
 }
 
-fn row(s: &mut String, r: &StoredRun) {
+/// The capacity column's header: sortable once a context is chosen.
+fn capacity_header(s: &mut String, p: &ListParams, q: &ListQuery) {
+    match q.filter.context {
+        Some(ctx) => {
+            let label = sm_core::context::label(sm_core::Tokens(ctx as u64));
+            header_cell(s, p, q, Sort::Users, &format!("Users at {label}"));
+        }
+        None => s.push_str(
+            "<th scope=\"col\" title=\"most simultaneous users per context that meet the run's SLO; \
+             choose a context to filter and sort by it\">Capacity (users)</th>",
+        ),
+    }
+}
+
+/// A run's answers, each linking to the list at that context (the other filters kept).
+fn capacity_cell(s: &mut String, p: &ListParams, r: &StoredRun) {
+    s.push_str("<td class=\"cap\">");
+    if r.capacity.is_empty() {
+        s.push_str(sm_report::format::NONE);
+    }
+    for a in &r.capacity {
+        let href = p.href(&[("context", a.context.to_string()), ("sort", "users".into()), ("dir", "desc".into())]);
+        s.push_str(&capacity::compact(a, Some(&href)));
+    }
+    if !r.slo.is_empty() {
+        let _ = write!(s, "<div class=\"sub\" title=\"the SLO of this answer\">{}</div>", esc(&r.slo));
+    }
+    s.push_str("</td>");
+}
+
+fn row(s: &mut String, p: &ListParams, r: &StoredRun) {
     let id = esc(&r.id);
     let _ = write!(
         s,
@@ -193,6 +246,7 @@ fn row(s: &mut String, r: &StoredRun) {
     let peak =
         if r.peak_tok_s > 0.0 { sm_report::format::fixed1(r.peak_tok_s) } else { sm_report::format::NONE.into() };
     let _ = write!(s, "<td class=\"num\">{}</td>", esc(&peak));
+    capacity_cell(s, p, r);
     let status = if r.status == "complete" {
         String::new()
     } else {
@@ -216,20 +270,18 @@ pub fn page(p: &ListParams, q: &ListQuery, runs: &[StoredRun], total: i64, notic
         return shell(Nav::Runs, "speedmatrix results", "Runs", &s);
     }
     s.push_str("<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th class=\"pick\" scope=\"col\" title=\"compare\">⇆</th>");
-    for (sort, text) in [
-        (Sort::Model, "Model"),
-        (Sort::Gpu, "GPU"),
-        (Sort::Engine, "Engine"),
-        (Sort::Peak, "Peak total tok/s"),
-        (Sort::Measured, "Measured"),
-    ] {
+    for (sort, text) in
+        [(Sort::Model, "Model"), (Sort::Gpu, "GPU"), (Sort::Engine, "Engine"), (Sort::Peak, "Peak total tok/s")]
+    {
         header_cell(&mut s, p, q, sort, text);
     }
+    capacity_header(&mut s, p, q);
+    header_cell(&mut s, p, q, Sort::Measured, "Measured");
     s.push_str("<th scope=\"col\">Uploader</th>");
     header_cell(&mut s, p, q, Sort::Uploaded, "Uploaded");
     s.push_str("</tr></thead>\n<tbody>\n");
     for r in runs {
-        row(&mut s, r);
+        row(&mut s, p, r);
     }
     s.push_str("</tbody></table></div>\n<div class=\"toolbar\">");
     s.push_str("<button type=\"submit\" form=\"compare\">Compare selected (2–4)</button>");
@@ -300,6 +352,9 @@ mod tests {
             peak_tok_s: 1.0,
             record: String::new(),
             content_hash: None,
+            slo: String::new(),
+            judged_from: String::new(),
+            capacity: Vec::new(),
         }
     }
 

@@ -25,6 +25,7 @@ mod run_server_down;
 mod run_token_counts;
 mod run_tokenizer;
 mod seed_profile;
+mod site_capacity;
 mod site_cli;
 mod site_common;
 mod site_http;

@@ -5,12 +5,11 @@
 //! Runs on SQLite always and on PostgreSQL when `SPEEDMATRIX_TEST_POSTGRES`
 //! names a database (required under CI=true; scripts/postgres-test.sh sets it).
 
-use std::io::Write;
 use std::time::Duration;
 
-use crate::site_common::{Server, serve};
+use crate::site_common::Server;
+use crate::site_common::site::{Site, gz, ids, mark, start, unique};
 use reqwest::StatusCode;
-use reqwest::header::HeaderMap;
 use serde_json::{Value, json};
 use sm_site::db::Inserted;
 use sm_site::{Db, tokens};
@@ -18,135 +17,6 @@ use sm_site::{Db, tokens};
 const SAMPLE: &str = include_str!("../../../../tests/data/run-sample.json");
 const LIL: &str = include_str!("../../../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json");
 const BENCH: &str = include_str!("../../../../tests/data/reference/llm-inference-bench-0.4.18.vllm-cpu-tiny.json");
-
-struct Site {
-    /// The test's own connection, for tokens and for reading every row.
-    db: Db,
-    /// Marks every file this site is sent, so that a PostgreSQL database an
-    /// earlier suite left holds none of the same runs (uploads are idempotent).
-    tag: String,
-    base: String,
-    http: reqwest::Client,
-    _server: Server,
-}
-
-/// Migrates `url` here, then starts `speedmatrix serve` on it on a free port.
-async fn start(url: &str) -> Site {
-    let db = Db::connect(url).await.expect("connect and migrate");
-    let (server, addr) = serve(url).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .timeout(Duration::from_secs(120))
-        .build()
-        .unwrap();
-    Site { db, tag: unique("suite"), base: format!("http://{addr}"), http, _server: server }
-}
-
-/// `text` with `tag` in a field each format keeps: a run's id, a lil-bench
-/// note, an llm-inference-bench server's path.
-fn mark(text: &str, tag: &str) -> String {
-    let Ok(mut v) = serde_json::from_str::<Value>(text) else { return text.to_string() };
-    if v["schema"] == "speedmatrix.run/1" {
-        v["run_id"] = json!(tag);
-    } else if v["client"].is_object() {
-        v["client"]["note"] = json!(tag);
-    } else if v["metadata"].is_object() {
-        v["metadata"]["server"] = json!(format!("http://127.0.0.1/{tag}"));
-    } else {
-        return text.to_string();
-    }
-    serde_json::to_string_pretty(&v).unwrap()
-}
-
-impl Site {
-    async fn get(&self, path: &str) -> (StatusCode, String) {
-        let r = self.http.get(format!("{}{path}", self.base)).send().await.unwrap();
-        (r.status(), r.text().await.unwrap())
-    }
-
-    async fn get_json(&self, path: &str) -> Value {
-        let (status, body) = self.get(path).await;
-        assert_eq!(status, StatusCode::OK, "{path}: {body}");
-        serde_json::from_str(&body).unwrap()
-    }
-
-    async fn post_with(&self, token: &str, body: Vec<u8>, encoding: Option<&str>) -> (StatusCode, HeaderMap, Value) {
-        let mut req = self.http.post(format!("{}/api/runs", self.base)).bearer_auth(token).body(body);
-        if let Some(e) = encoding {
-            req = req.header("content-encoding", e);
-        }
-        let r = req.send().await.unwrap();
-        let (status, headers) = (r.status(), r.headers().clone());
-        let text = r.text().await.unwrap();
-        (status, headers, serde_json::from_str(&text).unwrap_or_else(|_| json!({ "raw": text })))
-    }
-
-    async fn post(&self, token: &str, body: Vec<u8>, gzip: bool) -> (StatusCode, Value) {
-        let (status, _, v) = self.post_with(token, body, gzip.then_some("gzip")).await;
-        (status, v)
-    }
-
-    /// Uploads a new run through the API; checks the 201's body and its Location.
-    async fn upload(&self, token: &str, text: &str, gzip: bool) -> String {
-        self.upload_expect(token, text, gzip, false).await
-    }
-
-    /// Uploads (marked); `existing`: the site must answer 200 with the run it had, else 201.
-    async fn upload_expect(&self, token: &str, text: &str, gzip: bool, existing: bool) -> String {
-        let text = mark(text, &self.tag);
-        let body = if gzip { gz(text.as_bytes()) } else { text.as_bytes().to_vec() };
-        let (status, headers, v) = self.post_with(token, body, gzip.then_some("gzip")).await;
-        let expected = if existing { StatusCode::OK } else { StatusCode::CREATED };
-        assert_eq!(status, expected, "{v}");
-        assert_eq!(v["existing"], existing, "{v}");
-        let id = v["id"].as_str().unwrap().to_string();
-        assert!(id.len() == 12 && id.chars().all(|c| c.is_ascii_hexdigit()), "run ids are 12 hex digits: {id}");
-        assert_eq!(v["url"].as_str().unwrap(), format!("{}/runs/{id}", self.base));
-        assert_eq!(headers["location"].to_str().unwrap(), format!("/runs/{id}"));
-        id
-    }
-
-    /// Posts the upload form (multipart, built by hand) with a token and a file.
-    async fn upload_form(&self, token: &str, file_name: &str, file: &[u8]) -> reqwest::Response {
-        let boundary = "speedmatrix-test-3f9c1e";
-        let mut body = Vec::new();
-        write!(body, "--{boundary}\r\ncontent-disposition: form-data; name=\"token\"\r\n\r\n{token}\r\n").unwrap();
-        write!(
-            body,
-            "--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n\
-             content-type: application/json\r\n\r\n"
-        )
-        .unwrap();
-        body.extend_from_slice(mark(&String::from_utf8_lossy(file), &self.tag).as_bytes());
-        write!(body, "\r\n--{boundary}--\r\n").unwrap();
-        self.http
-            .post(format!("{}/upload", self.base))
-            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
-            .body(body)
-            .send()
-            .await
-            .unwrap()
-    }
-
-    async fn snapshot(&self) -> Vec<String> {
-        self.db.snapshot().await.unwrap()
-    }
-}
-
-fn gz(bytes: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(bytes).unwrap();
-    e.finish().unwrap()
-}
-
-/// A name no earlier run of the suite used: a PostgreSQL database outlives the test.
-fn unique(prefix: &str) -> String {
-    format!("{prefix}-{}", tokens::random_hex(4).unwrap())
-}
-
-fn ids(list: &Value) -> Vec<String> {
-    list["runs"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_string()).collect()
-}
 
 /// The `href` of the pager's link `rel` (`next`, `prev`), unescaped.
 fn pager_link(html: &str, rel: &str) -> Option<String> {
@@ -587,12 +457,8 @@ async fn sqlite_upload_list_view_compare_and_hostile_input() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_upload_list_view_compare_and_hostile_input() {
-    match std::env::var("SPEEDMATRIX_TEST_POSTGRES") {
-        Ok(url) if !url.trim().is_empty() => suite(url.trim()).await,
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("CI=true but SPEEDMATRIX_TEST_POSTGRES is not set: run scripts/postgres-test.sh")
-        }
-        _ => eprintln!("skipped: set SPEEDMATRIX_TEST_POSTGRES=postgres://… (scripts/postgres-test.sh does)"),
+    if let Some((url, _one_suite)) = crate::site_common::postgres().await {
+        suite(&url).await;
     }
 }
 

@@ -1,5 +1,8 @@
 //! `speedmatrix serve` as a child process, shared by the site's test binaries.
 
+#[allow(dead_code)]
+pub mod site;
+
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -38,4 +41,23 @@ pub async fn serve_with(db: &str, flags: &[&str]) -> (Server, String) {
         tokio::time::timeout(Duration::from_secs(60), line).await.expect("serve prints its address").unwrap().unwrap();
     let addr = line.split("http://").nth(1).expect("an address").trim().trim_end_matches('/').to_string();
     (server, addr)
+}
+
+/// The PostgreSQL database `SPEEDMATRIX_TEST_POSTGRES` names, held for one suite at a time: the
+/// suites compare every row of the database before and after a refused upload, so another
+/// suite writing meanwhile would fail them. `None` (the suite skipped) without the variable,
+/// except under CI=true, where it must be set.
+#[allow(dead_code)]
+pub async fn postgres() -> Option<(String, tokio::sync::MutexGuard<'static, ()>)> {
+    static ONE_SUITE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    match std::env::var("SPEEDMATRIX_TEST_POSTGRES") {
+        Ok(url) if !url.trim().is_empty() => Some((url.trim().to_string(), ONE_SUITE.lock().await)),
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("CI=true but SPEEDMATRIX_TEST_POSTGRES is not set: run scripts/postgres-test.sh")
+        }
+        _ => {
+            eprintln!("skipped: set SPEEDMATRIX_TEST_POSTGRES=postgres://… (scripts/postgres-test.sh does)");
+            None
+        }
+    }
 }

@@ -1,0 +1,138 @@
+//! The fields speedmatrix.run/1.1 added, checked like the rest: the SLO, the
+//! price, each valid cell's judgement, goodput and cost, and `capacity[]`,
+//! whose every answer must name a context of the run and, when it claims
+//! users, the measured cell that met the SLO with that many.
+
+use std::collections::BTreeSet;
+
+use sm_core::answer::BoundedBy;
+use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+use sm_core::slo::Figure;
+
+use super::{MAX_MS, MAX_TOK_S, Refusal, figure, status_name};
+
+/// Bounds of one SLO (a figure at a percentile each: `tok_s_p10`, `ttft_p90`, …).
+pub const MAX_SLO_BOUNDS: usize = 16;
+/// The largest price taken: USD per hour for the server, or per million tokens.
+const MAX_USD: f64 = 1e9;
+/// The largest context taken, in tokens: far above any model's.
+pub const MAX_CONTEXT_TOKENS: f64 = 1e12;
+
+/// A bound's key as run.json writes it: `tok_s_p10`, `ttft_p90`, `tbt_p99`; `slo` when a cell
+/// failed without naming a bound.
+fn known_bound(key: &str) -> bool {
+    let known = |f: Figure| {
+        key.strip_prefix(f.name()).and_then(|p| p.strip_prefix("_p")).is_some_and(|p| {
+            p.len() <= 2
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && p.parse::<u8>().is_ok_and(|n| (1..=99).contains(&n))
+        })
+    };
+    key == "slo" || [Figure::TokS, Figure::Ttft, Figure::Tbt].into_iter().any(known)
+}
+
+fn bound_limit(key: &str) -> f64 {
+    if key.starts_with("tok_s") { MAX_TOK_S } else { MAX_MS }
+}
+
+/// The SLO and the price of the run.
+pub fn settings(record: &RunRecord) -> Result<(), Refusal> {
+    let s = &record.settings;
+    if let Some(slo) = &s.slo {
+        if slo.bounds.len() > MAX_SLO_BOUNDS {
+            return Err(Refusal::TooMany {
+                what: "bounds in settings.slo",
+                name: "MAX_SLO_BOUNDS",
+                found: slo.bounds.len(),
+                limit: MAX_SLO_BOUNDS,
+            });
+        }
+        for b in &slo.bounds {
+            figure("settings.slo", "a limit", Some(b.limit), bound_limit(&b.key()))?;
+        }
+    }
+    figure("settings", "cost_per_hour_usd", s.cost_per_hour_usd, MAX_USD)
+}
+
+/// A decode cell's judgement, goodput and cost: only a valid cell carries them.
+pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
+    let status = c.status();
+    let carried = [
+        ("slo_met", c.slo_met.is_some()),
+        ("slo_bounds", !c.slo_bounds.is_empty()),
+        ("goodput_pct", c.goodput_pct.is_some()),
+        ("goodput_tok_s", c.goodput_tok_s.is_some()),
+        ("usd_per_million_tokens", c.usd_per_million_tokens.is_some()),
+    ];
+    if let Some((field, _)) = carried.iter().find(|(_, has)| *has).filter(|_| status != CellStatus::Valid) {
+        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field });
+    }
+    if c.usd_per_million_tokens.is_some() && !priced {
+        return Err(Refusal::Incoherent {
+            at: at.to_string(),
+            why: "usd_per_million_tokens without settings.cost_per_hour_usd".into(),
+        });
+    }
+    figure(at, "goodput_pct", c.goodput_pct, 100.0)?;
+    figure(at, "goodput_tok_s", c.goodput_tok_s, MAX_TOK_S)?;
+    figure(at, "usd_per_million_tokens", c.usd_per_million_tokens, MAX_USD)?;
+    if c.slo_bounds.len() > MAX_SLO_BOUNDS {
+        let found = c.slo_bounds.len();
+        return Err(Refusal::TooMany {
+            what: "bounds in one cell's slo_bounds",
+            name: "MAX_SLO_BOUNDS",
+            found,
+            limit: MAX_SLO_BOUNDS,
+        });
+    }
+    for b in &c.slo_bounds {
+        if !known_bound(&b.bound) {
+            return Err(Refusal::Incoherent {
+                at: at.to_string(),
+                why: format!("slo_bounds names an unknown bound \"{}\"", b.bound),
+            });
+        }
+        figure(at, "an slo_bounds limit", Some(b.limit), bound_limit(&b.bound))?;
+        figure(at, "an slo_bounds value", b.value, bound_limit(&b.bound))?;
+    }
+    Ok(())
+}
+
+/// `capacity[]`: one answer per decode context of the run, each backed by its cells.
+pub fn capacity(record: &RunRecord) -> Result<(), Refusal> {
+    let decode: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
+    let mut seen = BTreeSet::new();
+    let priced = record.settings.cost_per_hour_usd.is_some();
+    for a in &record.capacity {
+        let at = format!("capacity at {}", a.label);
+        let wrong = |why: String| Err(Refusal::Incoherent { at: at.clone(), why });
+        if !decode.contains(&a.context) {
+            return wrong(format!("context {} is not a decode context of the run", a.context));
+        }
+        if !seen.insert(a.context) {
+            return wrong(format!("context {} has two answers", a.context));
+        }
+        if let BoundedBy::Slo(bound) = &a.bounded_by
+            && !known_bound(bound)
+        {
+            return wrong(format!("bounded_by names an unknown bound \"slo:{bound}\""));
+        }
+        // the users claimed must be a measured cell of that context that met the SLO
+        let proving = record.decode_cell(a.context, a.max_users);
+        let proven = proving.is_some_and(|c| c.status() == CellStatus::Valid && c.slo_met == Some(true));
+        match (a.max_users, a.cell) {
+            (0, None) => {}
+            (n, Some(c)) if n == c && proven => {}
+            (n, _) => return wrong(format!("max_users {n} is not a measured cell of this context that met the SLO")),
+        }
+        if let Some(f) = a.failed_cell.filter(|&f| record.decode_cell(a.context, f).is_none()) {
+            return wrong(format!("failed_cell {f} is not a measured cell of this context"));
+        }
+        if !priced && (a.usd_per_user_hour.is_some() || a.usd_per_million_tokens.is_some()) {
+            return wrong("a cost without settings.cost_per_hour_usd".into());
+        }
+        figure(&at, "usd_per_user_hour", a.usd_per_user_hour, MAX_USD)?;
+        figure(&at, "usd_per_million_tokens", a.usd_per_million_tokens, MAX_USD)?;
+    }
+    Ok(())
+}
