@@ -1,4 +1,4 @@
--- The capacity answer of every run (methodology §8.3), so the runs list can
+-- The capacity answer of every run (methodology §11.3), so the runs list can
 -- filter by a context and sort by the users it serves there in SQL. The SLO
 -- the answer used and what the cells were judged from: 'requests' (each
 -- request's own figures, as the run measured them) or 'summaries' (the cells'

@@ -1,4 +1,4 @@
-//! Every stored run carries the capacity answer (methodology §8.3). A run
+//! Every stored run carries the capacity answer (methodology §11.3). A run
 //! recorded with speedmatrix.run/1.1 brings its own, judged from each
 //! request's figures; one without (recorded before 1.1, or imported from a
 //! reference tool) is judged here from its cells' p50/p90/p99 summaries

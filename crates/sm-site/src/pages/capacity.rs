@@ -1,4 +1,4 @@
-//! How the site shows a capacity answer (methodology §8.3): the users at one
+//! How the site shows a capacity answer (methodology §11.3): the users at one
 //! context, a short tag for what bounds them and a sentence that says it.
 
 use std::fmt::Write;
@@ -101,7 +101,7 @@ pub fn compare_section(s: &mut String, sides: &[Side<'_>]) {
     s.push_str(
         "<h2 id=\"capacity\">Capacity</h2>\n<p class=\"caption\">the most simultaneous users per context whose cell \
          meets the run's SLO: continuously generating streams, a conservative bound on chat users (who also read and \
-         type) · ≥ where every measured level passed or the next could not be measured · see methodology §8</p>\n",
+         type) · ≥ where every measured level passed or the next could not be measured · see methodology §11</p>\n",
     );
     let slos: Vec<String> =
         sides.iter().map(|r| r.record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
