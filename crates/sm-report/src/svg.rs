@@ -197,14 +197,7 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
         y = axis_bottom + 34.0,
     );
     if let Some(l) = limit {
-        let y = y_at(l.value.min(top_value));
-        let _ = write!(
-            s,
-            r#"<line class="limit" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="limit" x="{x2}" y="{ty:.1}" text-anchor="end">{}</text>"#,
-            html(&l.label),
-            x2 = W - RIGHT,
-            ty = y - 5.0,
-        );
+        limit_line(&mut s, l, y_at(l.value.min(top_value)));
     }
     for (si, series) in chart.series.iter().enumerate() {
         let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
@@ -224,6 +217,17 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
     }
     s.push_str("</svg>");
     s
+}
+
+/// A horizontal line across the plot at `y` (an SLO's limit), labelled at its right end.
+fn limit_line(s: &mut String, l: &Limit, y: f64) {
+    let _ = write!(
+        s,
+        r#"<line class="limit" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="limit" x="{x2}" y="{ty:.1}" text-anchor="end">{}</text>"#,
+        html(&l.label),
+        x2 = W - RIGHT,
+        ty = y - 5.0,
+    );
 }
 
 /// Gridlines and y ticks from 0 to `top_value`.
