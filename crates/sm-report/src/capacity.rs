@@ -105,9 +105,17 @@ pub fn sentence(cap: &Capacity, terms: &Terms) -> String {
             format!("{} at {quality} — limited by {}{miss}", users(n), bound_name(bound))
         }
         (BoundedBy::KvCache, 0) => format!("no user fits the KV cache ({})", whose_prompts(terms.rule)),
-        (BoundedBy::KvCache, _) => {
-            format!("{} at {quality} — the KV cache holds no more {}", users(n), whose_prompts(terms.rule))
-        }
+        (BoundedBy::KvCache, _) => match cap.fit_limit.filter(|&fit| fit > n) {
+            // the next level measured did not fit, but levels between would: not searched
+            Some(fit) => format!(
+                "at least {} at {quality} — the next level does not fit the KV cache, which holds up to {} {} \
+                 (--find-capacity measures the levels between)",
+                users(n),
+                format::count(u64::from(fit)),
+                whose_prompts(terms.rule)
+            ),
+            None => format!("{} at {quality} — the KV cache holds no more {}", users(n), whose_prompts(terms.rule)),
+        },
         (BoundedBy::MaxNumSeqs, 0) => "the server's max_num_seqs admits no user".to_string(),
         (BoundedBy::MaxNumSeqs, _) => {
             format!("{} at {quality} — the server runs no more sequences at once (max_num_seqs)", users(n))

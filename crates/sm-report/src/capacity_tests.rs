@@ -77,6 +77,22 @@ fn every_bound_reads_as_a_sentence_without_cost() {
     }
 }
 
+/// The next matrix level did not fit, but levels between would: the answer is a lower bound and
+/// says how far the cache goes.
+#[test]
+fn an_unsearched_kv_bound_says_how_many_would_fit() {
+    let c = Capacity { fit_limit: Some(93), ..cap(64, BoundedBy::KvCache, None) };
+    assert_eq!(
+        said(&c, CapacityRule::Reference, None),
+        format!(
+            "At 32K context: at least 64 users at {Q} — the next level does not fit the KV cache, which holds up to \
+             93 distinct users, each with a prompt of its own (--find-capacity measures the levels between)."
+        )
+    );
+    let searched = Capacity { fit_limit: Some(64), ..cap(64, BoundedBy::KvCache, None) };
+    assert!(said(&searched, CapacityRule::Reference, None).contains("— the KV cache holds no more distinct users"));
+}
+
 #[test]
 fn the_kv_bound_says_whose_prompts_it_counts() {
     let c = cap(64, BoundedBy::KvCache, None);
