@@ -302,6 +302,24 @@ mod tests {
         assert!((s.progress() - 3.0 / 7.0).abs() < 1e-9);
     }
 
+    /// A capacity search's cells come after the plan: they do not count as the plan's cells done.
+    #[test]
+    fn searched_cells_are_not_the_plans() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        s.start(&record());
+        let valid = |concurrency, searched| DecodeCell {
+            context: 8192,
+            concurrency,
+            status: Some(CellStatus::Valid),
+            searched,
+            ..Default::default()
+        };
+        s.cell_done(&valid(1, false), t0);
+        s.cell_done(&valid(8, true), t0);
+        assert_eq!(s.cells_done(), 1);
+    }
+
     #[test]
     fn live_rate_follows_the_token_count() {
         let t0 = Instant::now();
