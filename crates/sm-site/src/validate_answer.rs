@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use sm_core::answer::BoundedBy;
+use sm_core::answer::{BoundedBy, capacities};
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 use sm_core::slo::Figure;
 
@@ -134,5 +134,34 @@ pub fn capacity(record: &RunRecord) -> Result<(), Refusal> {
         figure(&at, "usd_per_user_hour", a.usd_per_user_hour, MAX_USD)?;
         figure(&at, "usd_per_million_tokens", a.usd_per_million_tokens, MAX_USD)?;
     }
-    Ok(())
+    follows_from_the_cells(record)
+}
+
+/// The answer is a pure function of the judged cells (methodology §11.3): the site works it out
+/// again and refuses an upload whose `capacity[]` says anything else (a bound, a limit, a price).
+fn follows_from_the_cells(record: &RunRecord) -> Result<(), Refusal> {
+    if record.capacity.is_empty() {
+        return Ok(());
+    }
+    let computed = capacities(record);
+    let differs = record.capacity.iter().find(|a| !computed.contains(a));
+    match differs {
+        None if computed.len() == record.capacity.len() => Ok(()),
+        None => Err(Refusal::Incoherent {
+            at: "capacity".into(),
+            why: format!("the cells give {} answers, the file {}", computed.len(), record.capacity.len()),
+        }),
+        Some(a) => {
+            let ours = computed.iter().find(|c| c.context == a.context);
+            let said =
+                ours.map_or_else(|| "no answer".to_string(), |c| format!("{} users ({})", c.max_users, c.bounded_by));
+            Err(Refusal::Incoherent {
+                at: format!("capacity at {}", a.label),
+                why: format!(
+                    "does not follow from the cells: they give {said}, the file says {} users ({})",
+                    a.max_users, a.bounded_by
+                ),
+            })
+        }
+    }
 }

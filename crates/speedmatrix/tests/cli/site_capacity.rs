@@ -192,6 +192,8 @@ async fn refused(site: &Site, token: &str) {
         ),
         (Box::new(|v| v["capacity"][1]["context"] = json!(1024)), "two answers"),
         (Box::new(|v| v["capacity"][0]["context"] = json!(4096)), "not a decode context"),
+        (Box::new(|v| v["capacity"][0]["bounded_by"] = json!("matrix_top")), "does not follow from the cells"),
+        (Box::new(|v| v["capacity"][1]["fit_limit"] = json!(3)), "does not follow from the cells"),
         (Box::new(|v| v["capacity"][0]["max_users"] = json!(-1)), "invalid speedmatrix.run/1"),
         (Box::new(|v| v["capacity"][0]["usd_per_user_hour"] = json!(-2.5)), "usd_per_user_hour is -2.5"),
         (Box::new(|v| v["capacity"][0]["failed_cell"] = json!(64)), "failed_cell 64"),
