@@ -134,7 +134,37 @@ pub fn capacity(record: &RunRecord) -> Result<(), Refusal> {
         figure(&at, "usd_per_user_hour", a.usd_per_user_hour, MAX_USD)?;
         figure(&at, "usd_per_million_tokens", a.usd_per_million_tokens, MAX_USD)?;
     }
+    judgements_follow(record)?;
     follows_from_the_cells(record)
+}
+
+/// Every valid cell's judgement is the SLO's: its bounds are the SLO's, in its order, with the
+/// same limits; each `holds` is what its value says; `slo_met` is that every bound holds.
+fn judgements_follow(record: &RunRecord) -> Result<(), Refusal> {
+    let Some(slo) = &record.settings.slo else { return Ok(()) };
+    for c in record.decode.iter().filter(|c| c.status() == CellStatus::Valid && c.slo_met.is_some()) {
+        let wrong =
+            |why: String| Err(Refusal::Incoherent { at: format!("decode cell {} × {}", c.label, c.concurrency), why });
+        let same = c.slo_bounds.len() == slo.bounds.len()
+            && c.slo_bounds.iter().zip(&slo.bounds).all(|(got, b)| got.bound == b.key() && got.limit == b.limit);
+        if !same {
+            return wrong(format!("slo_bounds are not the bounds of settings.slo ({slo})"));
+        }
+        if let Some((got, b)) =
+            c.slo_bounds.iter().zip(&slo.bounds).find(|(got, b)| got.holds != got.value.is_some_and(|v| b.holds(v)))
+        {
+            return wrong(format!(
+                "slo_bounds says {} {} at {:?}",
+                got.bound,
+                if got.holds { "holds" } else { "fails" },
+                b.limit
+            ));
+        }
+        if c.slo_met != Some(c.slo_bounds.iter().all(|b| b.holds)) {
+            return wrong("slo_met is not whether every bound holds".into());
+        }
+    }
+    Ok(())
 }
 
 /// The answer is a pure function of the judged cells (methodology §11.3): the site works it out

@@ -193,6 +193,18 @@ async fn refused(site: &Site, token: &str) {
         (Box::new(|v| v["capacity"][1]["context"] = json!(1024)), "two answers"),
         (Box::new(|v| v["capacity"][0]["context"] = json!(4096)), "not a decode context"),
         (Box::new(|v| v["capacity"][0]["bounded_by"] = json!("matrix_top")), "does not follow from the cells"),
+        (Box::new(move |v| v["decode"][valid]["slo_met"] = json!(false)), "slo_met is not whether every bound holds"),
+        (
+            Box::new(move |v| v["decode"][valid]["slo_bounds"][0]["limit"] = json!(1.0)),
+            "not the bounds of settings.slo",
+        ),
+        (
+            Box::new(move |v| {
+                let holds = v["decode"][valid]["slo_bounds"][0]["holds"].as_bool().unwrap();
+                v["decode"][valid]["slo_bounds"][0]["holds"] = json!(!holds);
+            }),
+            "slo_bounds says tok_s_p10",
+        ),
         (Box::new(|v| v["capacity"][1]["fit_limit"] = json!(3)), "does not follow from the cells"),
         (Box::new(|v| v["capacity"][0]["max_users"] = json!(-1)), "invalid speedmatrix.run/1"),
         (Box::new(|v| v["capacity"][0]["usd_per_user_hour"] = json!(-2.5)), "usd_per_user_hour is -2.5"),
