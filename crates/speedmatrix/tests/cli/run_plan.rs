@@ -9,7 +9,7 @@ async fn seed_profile_plan_equals_the_published_page() {
     let r = run(dir.path(), &["--url", &sim.handle.url(), "--dry-run"]).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     let rec = r.record();
-    assert_eq!(rec["schema"], "speedmatrix.run/1");
+    assert_eq!(rec["schema"], sm_core::record::SCHEMA, "a new run writes the current schema");
     assert_eq!(rec["status"], "planned");
     assert_eq!(rec["settings"]["contexts"], serde_json::json!([8192, 16384, 32768, 65536, 131072, 257984]));
     let over: Vec<(String, u64, String)> = r
