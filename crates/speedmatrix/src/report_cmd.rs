@@ -84,7 +84,7 @@ pub fn main(args: ReportArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let answer = sm_report::capacity_text(&record, width());
+    let answer = sm_report::capacity_text(&record, crate::run_cmd::terminal_width());
     if !answer.is_empty() {
         println!("{answer}");
     }
@@ -102,16 +102,6 @@ pub fn main(args: ReportArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
-}
-
-/// Columns for the capacity sentences (`COLUMNS`, else the terminal's own, else 100), as `run`'s summary.
-fn width() -> usize {
-    std::env::var("COLUMNS")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .or_else(sm_tui::terminal_width)
-        .unwrap_or(100)
-        .clamp(40, 400)
 }
 
 /// Next to the run for a speedmatrix run; the current directory for a

@@ -195,8 +195,9 @@ fn progress_display(
     }
 }
 
-/// Columns of the terminal for the summary (`COLUMNS`, else the terminal's own, else 100).
-fn terminal_width() -> usize {
+/// Columns of the terminal for the summary and the capacity sentences (`COLUMNS`, else the
+/// terminal's own, else 100).
+pub(crate) fn terminal_width() -> usize {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.parse().ok())
