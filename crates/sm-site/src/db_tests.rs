@@ -39,12 +39,9 @@ fn day(y: i32, m: u8, d: u8) -> time::Date {
     time::Date::from_calendar_date(y, time::Month::try_from(m).unwrap(), d).unwrap()
 }
 
-/// SQLite's plan for the exact and range filters names their indexes.
-#[tokio::test]
-async fn exact_and_range_filters_use_indexes() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Db::connect(&dir.path().join("plan.db").display().to_string()).await.unwrap();
-    // an empty table is scanned whatever its indexes: give the planner rows and their statistics
+/// A database of 500 runs, for the query planner: an empty table is scanned whatever its indexes.
+async fn seeded(dir: &std::path::Path) -> Db {
+    let db = Db::connect(&dir.join("plan.db").display().to_string()).await.unwrap();
     sqlx::query(
         "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
          INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
@@ -55,6 +52,14 @@ async fn exact_and_range_filters_use_indexes() {
     .execute(&db.pool)
     .await
     .unwrap();
+    db
+}
+
+/// SQLite's plan for the exact and range filters names their indexes.
+#[tokio::test]
+async fn exact_and_range_filters_use_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = seeded(dir.path()).await;
     sqlx::query("ANALYZE").execute(&db.pool).await.unwrap();
     for (filter, index) in [
         (Filter { gpu_count: Some(2), ..Filter::default() }, "runs_gpu_count"),
@@ -82,17 +87,7 @@ async fn exact_and_range_filters_use_indexes() {
 #[tokio::test]
 async fn the_context_filter_uses_its_index() {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::connect(&dir.path().join("plan.db").display().to_string()).await.unwrap();
-    sqlx::query(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500) \
-         INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-         measured_at, label, status, peak_tok_s, record, content_hash) SELECT printf('%012x', i), \
-         '2026-01-01T00:00:00Z', 'u', 'm', 'g', 1, 'e', 'v', '2026-01-01T00:00:00Z', '', 'complete', 0.0, '{}', NULL \
-         FROM n",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
+    let db = seeded(dir.path()).await;
     // every run answered at 20 contexts, so one context is a twentieth of the table
     sqlx::query(
         "WITH RECURSIVE k(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM k WHERE j < 20) \
