@@ -143,14 +143,20 @@ fn cost(cap: &Capacity, terms: &Terms) -> String {
     if terms.cost_per_hour_usd.is_none() || cap.max_users == 0 {
         return String::new();
     }
-    let parts: Vec<String> = [
+    let parts = cost_parts(cap);
+    if parts.is_empty() { String::new() } else { format!("; {}", parts.join(", ")) }
+}
+
+/// "$0.41 per million tokens", "$0.22 per user-hour": the answer's prices that it has, for every
+/// view that shows them (the page, the site's runs list and comparison).
+pub fn cost_parts(cap: &Capacity) -> Vec<String> {
+    [
         cap.usd_per_million_tokens.map(|v| format!("{} per million tokens", usd(v))),
         cap.usd_per_user_hour.map(|v| format!("{} per user-hour", usd(v))),
     ]
     .into_iter()
     .flatten()
-    .collect();
-    if parts.is_empty() { String::new() } else { format!("; {}", parts.join(", ")) }
+    .collect()
 }
 
 /// Whose prompts the KV bound is for, by the run's capacity rule.

@@ -72,11 +72,6 @@ pub fn compact(row: &CapacityRow, href: Option<&str>) -> String {
     s
 }
 
-/// A price in dollars: cents, or four decimals below a cent.
-pub fn usd(v: f64) -> String {
-    if v >= 0.01 { format!("${v:.2}") } else { format!("${v:.4}") }
-}
-
 /// One run of a comparison, as the capacity section needs it.
 pub struct Side<'a> {
     pub letter: &'a str,
@@ -170,13 +165,7 @@ fn answer_cell(s: &mut String, record: &sm_core::record::RunRecord, a: &sm_core:
         esc(&why),
         esc(&tag)
     );
-    let costs: Vec<String> = [
-        a.usd_per_user_hour.map(|v| format!("{} per user-hour", usd(v))),
-        a.usd_per_million_tokens.map(|v| format!("{} per million tokens", usd(v))),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let costs = sm_report::capacity::cost_parts(a);
     if !costs.is_empty() {
         let _ = write!(s, "<div class=\"sub\">{}</div>", esc(&costs.join(" · ")));
     }
