@@ -1,5 +1,5 @@
 //! The sustained-decode cell driver (methodology §1.6): C saturated streams,
-//! readiness, a fixed window, cancel, drain barrier.
+//! readiness, a fixed window (or one that ends at `--precision`, §12.3), cancel, drain barrier.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use sm_client::JsonBody;
 use sm_client::discover;
-use sm_core::record::{CellStatus, TokenSource};
+use sm_core::record::{CellPhases, CellStatus, TokenSource};
 use tokio::sync::watch;
 
 use crate::health::{Probe, process_cpu_seconds};
@@ -16,7 +16,7 @@ use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::RequestLog;
+use crate::request_log::{Point, RequestLog};
 use crate::server::{DrainError, Target, answers, drain, scrape};
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
@@ -33,6 +33,16 @@ pub struct CellTiming {
     pub idle_timeout: Duration,
     pub drain_timeout: Duration,
     pub poll: Duration,
+    /// `--precision`: `duration` is then the longest window.
+    pub precision: Option<Precision>,
+}
+
+/// An adaptive window (methodology §12.3): it ends once total tok/s and TBT p50 are known within
+/// `pct` % (95 % intervals), but not before `min_duration`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Precision {
+    pub pct: f64,
+    pub min_duration: Duration,
 }
 
 impl Default for CellTiming {
@@ -44,6 +54,7 @@ impl Default for CellTiming {
             idle_timeout: Duration::from_secs(15),
             drain_timeout: Duration::from_secs(300),
             poll: Duration::from_millis(250),
+            precision: None,
         }
     }
 }
@@ -65,6 +76,9 @@ pub struct Live {
     connection_lost: AtomicBool,
     failure: Mutex<Option<(CellStatus, String)>>,
     failed: AtomicBool,
+    /// With `--precision`: each stream's requests as they arrive, one lock per stream (never
+    /// contended but by the watcher's snapshot), so the window can end when the figures settle.
+    mirrors: Vec<Mutex<Vec<RequestLog>>>,
 }
 
 /// Recent timings for the live view only; the cell's figures come from the logs.
@@ -77,6 +91,17 @@ struct LiveStats {
 const LIVE_TBT_KEEP: usize = 2048;
 
 impl Live {
+    fn new(streams: u32, mirrored: bool) -> Live {
+        let n = if mirrored { streams as usize } else { 0 };
+        Live { mirrors: (0..n).map(|_| Mutex::default()).collect(), ..Live::default() }
+    }
+
+    /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
+    /// spread back: the precision check needs the figures' noise, not their exact level).
+    fn snapshot(&self) -> Vec<RequestLog> {
+        self.mirrors.iter().flat_map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
+    }
+
     fn medians(&self) -> (Option<f64>, Option<f64>) {
         let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
         let tbt: Vec<f64> = s.tbt_ms.iter().copied().collect();
@@ -98,6 +123,8 @@ impl Live {
 struct WorkerObserver {
     live: Arc<Live>,
     has_token: AtomicBool,
+    /// This stream's index into `live.mirrors`.
+    stream: usize,
 }
 
 impl Observer for WorkerObserver {
@@ -116,6 +143,16 @@ impl Observer for WorkerObserver {
                 s.tbt_ms.pop_front();
             }
             s.tbt_ms.push_back(gap.as_secs_f64() * 1000.0 / tokens as f64);
+        }
+    }
+    fn point(&self, sent: Instant, point: Point) {
+        let Some(mirror) = self.live.mirrors.get(self.stream) else { return };
+        let mut logs = mirror.lock().unwrap_or_else(|p| p.into_inner());
+        if logs.last().is_none_or(|l| l.sent != sent) {
+            logs.push(RequestLog { first_token: Some(point.at), ..RequestLog::new(sent) });
+        }
+        if let Some(log) = logs.last_mut() {
+            log.points.push(point);
         }
     }
 }
@@ -139,7 +176,8 @@ pub struct CellSpec<'a> {
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
     let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
-    let live = Arc::new(Live::default());
+    let begun = Instant::now();
+    let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
         && let Err(e) = drain(target, timing.drain_timeout).await
     {
@@ -151,9 +189,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     }
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let wire = JsonBody::new(&body);
-    let workers: Vec<_> = (0..concurrency)
-        .map(|_| {
+    let spawned = Instant::now();
+    let workers: Vec<_> = (0..concurrency as usize)
+        .map(|stream| {
             tokio::spawn(worker(
+                stream,
                 target.clone(),
                 path,
                 wire.clone(),
@@ -203,6 +243,12 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 outcome.warnings.extend(h.warnings());
             }
             outcome.health = health;
+            outcome.phases = Some(CellPhases {
+                before_s: (spawned - begun).as_secs_f64(),
+                ramp_s: (window.start - spawned).as_secs_f64(),
+                window_s: window.len().as_secs_f64(),
+                after_s: window.end.elapsed().as_secs_f64(),
+            });
             outcome
         }
     };
@@ -316,6 +362,7 @@ impl Watcher<'_> {
                 if let Some(s) = &state {
                     samples.push(RunningSample { at: now, running: s.running });
                 }
+                let w = if now < w.end && self.settled(w.start, now) { Window { start: w.start, end: now } } else { w };
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
                     return Phase::Measured { window: w, samples, ready_warning, cpu_s };
@@ -352,6 +399,16 @@ impl Watcher<'_> {
                 samples.push(RunningSample { at: now, running: s.running });
             }
         }
+    }
+
+    /// With `--precision`, past the shortest window: whether the figures so far have settled.
+    fn settled(&self, start: Instant, now: Instant) -> bool {
+        let Some(p) = self.timing.precision else { return false };
+        if now - start < p.min_duration {
+            return false;
+        }
+        let logs = self.live.snapshot();
+        figures(&logs, Window { start, end: now }, &[], None).reached(p.pct)
     }
 
     fn ramp(&self, last: &mut String, reason: &str) {
@@ -410,6 +467,7 @@ fn readiness(
 }
 
 async fn worker(
+    stream: usize,
     target: Target,
     path: &'static str,
     body: JsonBody,
@@ -417,7 +475,7 @@ async fn worker(
     mut cancel: watch::Receiver<bool>,
     live: Arc<Live>,
 ) -> Vec<RequestLog> {
-    let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false) };
+    let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false), stream };
     let mut logs = Vec::new();
     loop {
         let run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {

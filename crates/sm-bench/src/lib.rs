@@ -33,7 +33,7 @@ mod verdict;
 mod window;
 
 // The library's whole surface; its modules stay private.
-pub use cell::CellTiming;
+pub use cell::{CellTiming, Precision};
 pub use journal::{Journal, JournalError, RUN_FILE, remove_held_locks};
 pub use progress::{
     ControlHandle, Controls, IDLE_GAP, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage,

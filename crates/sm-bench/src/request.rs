@@ -33,6 +33,8 @@ pub trait Observer: Sync {
     fn tokens(&self, _tokens: u64, _since_last: Option<Duration>) {}
     /// The server's request id (SGLang aborts need it).
     fn request_id(&self, _id: &str) {}
+    /// A point was added to the log of the request sent at `sent` (for `--precision`'s running check).
+    fn point(&self, _sent: Instant, _point: Point) {}
 }
 
 impl Observer for () {}
@@ -240,6 +242,7 @@ fn record_tokens(log: &mut RequestLog, at: Instant, has_text: bool, usage: Optio
         log.usage_at_end |= usage.is_some() && known.is_none();
         let since_last = last.map(|p| at - p.at);
         log.points.push(Point { at, chunks: chunks + 1, usage });
+        observer.point(log.sent, Point { at, chunks: chunks + 1, usage });
         // live view only: the usage increase where known, else one token per chunk
         observer.tokens(usage.zip(known).map_or(1, |(u, k)| u.saturating_sub(k).max(1)), since_last);
         return;
@@ -256,6 +259,7 @@ fn record_tokens(log: &mut RequestLog, at: Instant, has_text: bool, usage: Optio
         }
         (_, Some(k)) if n > k => {
             log.points.push(Point { at, chunks, usage: Some(n) });
+            observer.point(log.sent, Point { at, chunks, usage: Some(n) });
             observer.tokens(n - k, last.map(|p| at - p.at));
         }
         _ => {}

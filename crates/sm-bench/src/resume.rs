@@ -74,6 +74,10 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     // added to a finished matrix
     old.settings.cost_per_hour_usd = new.settings.cost_per_hour_usd;
     old.settings.find_capacity = new.settings.find_capacity;
+    // how precisely and how often cells are measured may change on resume: each cell records its own
+    old.settings.precision_pct = new.settings.precision_pct;
+    old.settings.min_duration_s = new.settings.min_duration_s;
+    old.settings.repeats = new.settings.repeats;
     if let Some(slo) = new.settings.slo.filter(|_| old.settings.slo.is_none()) {
         // cells measured before SLOs were recorded are judged from their summaries
         if sm_core::answer::judge_from_summaries(&mut old, &slo).is_err() {

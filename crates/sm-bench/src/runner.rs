@@ -12,9 +12,10 @@ use sm_core::answer;
 use sm_core::capacity::{CapacityRule, Limits};
 use sm_core::context::shown;
 use sm_core::plan::{Cell, Plan, PlanInput};
+use sm_core::precision::Interval;
 use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings,
-    Tool, now_rfc3339,
+    Api, CellIntervals, CellPhases, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus,
+    SCHEMA, Settings, TimingSettings, Tool, now_rfc3339,
 };
 use sm_core::slo::{BoundCheck, Slo};
 
@@ -74,6 +75,8 @@ pub struct RunConfig {
     pub cost_per_hour: Option<f64>,
     /// `--find-capacity`: after the matrix, measure the levels that pin the capacity down.
     pub find_capacity: bool,
+    /// `--repeats`: each cell is measured this many times, in interleaved passes over the matrix.
+    pub repeats: u32,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -234,6 +237,9 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             slo: Some(config.slo.clone()),
             cost_per_hour_usd: config.cost_per_hour,
             find_capacity: config.find_capacity,
+            precision_pct: config.timing.precision.map(|p| p.pct),
+            min_duration_s: config.timing.precision.map(|p| p.min_duration.as_secs_f64()),
+            repeats: (config.repeats > 1).then_some(config.repeats),
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -445,6 +451,9 @@ impl Runner<'_> {
 
     fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome, searched: bool) -> std::io::Result<()> {
         let mut dc = decode_cell(cell, outcome, &self.config.slo, self.config.cost_per_hour);
+        if let Some(p) = self.config.timing.precision {
+            precision_verdict(&mut dc, p.pct, self.config.timing.duration);
+        }
         dc.searched = searched;
         dc.warnings.extend(self.take_warmup_warning());
         self.event(match dc.status() {
@@ -522,5 +531,51 @@ fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Opti
     dc.goodput_pct = judged.goodput_pct.map(round1);
     dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
     dc.usd_per_million_tokens = cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s));
+    dc.ci = Some(rounded(f.ci));
+    dc.phases = outcome.phases.map(|p| CellPhases {
+        before_s: round3(p.before_s),
+        ramp_s: round3(p.ramp_s),
+        window_s: round3(p.window_s),
+        after_s: round3(p.after_s),
+    });
     dc
+}
+
+/// Intervals rounded outward to the figures' 3 decimals: rounding never narrows one.
+fn rounded(ci: CellIntervals) -> CellIntervals {
+    let r = |i: Option<Interval>| i.map(|i| i.rounded(3));
+    CellIntervals {
+        total_tok_s: r(ci.total_tok_s),
+        per_request_tok_s: r(ci.per_request_tok_s),
+        ttft_ms_p50: r(ci.ttft_ms_p50),
+        ttft_ms_p90: r(ci.ttft_ms_p90),
+        tbt_ms_p50: r(ci.tbt_ms_p50),
+        tbt_ms_p99: r(ci.tbt_ms_p99),
+    }
+}
+
+/// With `--precision`: whether the valid cell reached it, and a warning when the longest window
+/// (`--duration`) ended first (methodology §12.3).
+fn precision_verdict(dc: &mut DecodeCell, pct: f64, longest: Duration) {
+    if dc.status() != CellStatus::Valid {
+        return;
+    }
+    let ci = dc.ci.unwrap_or_default();
+    let half = |i: Option<Interval>, v: Option<f64>| i.zip(v).and_then(|(i, v)| i.half_width_pct(v));
+    let total = half(ci.total_tok_s, dc.total_tok_s);
+    let tbt = half(ci.tbt_ms_p50, dc.tbt_ms_p50);
+    let met = matches!((total, tbt), (Some(a), Some(b)) if a <= pct && b <= pct);
+    dc.precision_met = Some(met);
+    if !met {
+        let show = |v: Option<f64>| v.map_or("no interval".to_string(), |v| format!("±{v:.1} %"));
+        let measured = dc.measured_s.unwrap_or(0.0);
+        let when = if measured + 0.5 < longest.as_secs_f64() {
+            format!(
+                "the window ended at {measured:.1} s when the running figures were within it, but the final ones are not"
+            )
+        } else {
+            format!("the longest window ({} s) ended first", longest.as_secs_f64())
+        };
+        dc.warnings.push(format!("not within ±{pct} %: {when}: total tok/s {}, TBT p50 {}", show(total), show(tbt)));
+    }
 }

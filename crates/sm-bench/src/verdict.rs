@@ -21,6 +21,8 @@ pub struct CellOutcome {
     /// The server went away during the cell (or before it): the reason then starts with
     /// [`crate::cell::SERVER_LOST`], and the runner waits for the server before the next cell.
     pub server_lost: bool,
+    /// Where the cell's wall time went (a measured cell).
+    pub phases: Option<sm_core::record::CellPhases>,
 }
 
 impl CellOutcome {
@@ -32,6 +34,7 @@ impl CellOutcome {
             warnings: Vec::new(),
             health: None,
             server_lost: false,
+            phases: None,
         }
     }
 }
@@ -72,6 +75,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         warnings,
         health: None,
         server_lost: false,
+        phases: None,
     }
 }
 

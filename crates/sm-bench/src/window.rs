@@ -4,7 +4,8 @@
 
 use std::time::{Duration, Instant};
 
-use sm_core::record::TokenSource;
+use sm_core::precision::{self, BATCHES, Interval};
+use sm_core::record::{CellIntervals, TokenSource};
 use sm_core::slo::RequestFigures;
 use sm_core::stats::{Quantiles, median};
 
@@ -61,6 +62,22 @@ pub struct Figures {
     pub longest_open_gap_ms: Option<f64>,
     /// Every request of the TTFT population (§7.3) with what it saw inside the window, for the SLO and goodput (§11.2).
     pub per_request: Vec<RequestFigures>,
+    /// 95 % intervals of the main figures (§12).
+    pub ci: CellIntervals,
+}
+
+impl Figures {
+    /// The half-widths (% of the figure) `--precision` stops on: total tok/s and TBT p50.
+    pub fn precision_pct(&self) -> (Option<f64>, Option<f64>) {
+        let total = self.ci.total_tok_s.and_then(|i| i.half_width_pct(self.total_tok_s));
+        let tbt = self.ci.tbt_ms_p50.zip(self.tbt_ms).and_then(|(i, q)| i.half_width_pct(q.p50));
+        (total, tbt)
+    }
+
+    /// Whether both figures `--precision` stops on are within `pct` (%) of their value.
+    pub fn reached(&self, pct: f64) -> bool {
+        matches!(self.precision_pct(), (Some(a), Some(b)) if a <= pct && b <= pct)
+    }
 }
 
 /// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
@@ -106,13 +123,17 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
     let completed = logs.iter().filter(|r| r.ended.is_some_and(|t| window.contains(t))).count() as u64;
     let measured_s = window.len().as_secs_f64();
     let output_tokens = output.round() as u64;
+    let total_tok_s = if measured_s > 0.0 { output_tokens as f64 / measured_s } else { 0.0 };
+    let per_request_tok_s = median(&per_user);
+    let tbt_ms = Quantiles::of(&tbt);
+    let ci = intervals(logs, window, per_chunk, &ttft, (total_tok_s, per_request_tok_s, tbt_ms));
     Figures {
         output_tokens,
         measured_s,
-        total_tok_s: if measured_s > 0.0 { output_tokens as f64 / measured_s } else { 0.0 },
-        per_request_tok_s: median(&per_user),
+        total_tok_s,
+        per_request_tok_s,
         ttft_ms: Quantiles::of(&ttft),
-        tbt_ms: Quantiles::of(&tbt),
+        tbt_ms,
         chunk_gap_ms: Quantiles::of(&gaps),
         avg_active: if running.is_empty() { client_active(logs, window) } else { time_weighted(running, window) },
         completed,
@@ -124,6 +145,62 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         chunk_ratio: ratio.filter(|_| estimated > 0.0),
         longest_open_gap_ms,
         per_request,
+        ci,
+    }
+}
+
+/// The figures of one of the window's [`BATCHES`] sub-windows.
+struct Batch {
+    total_tok_s: f64,
+    per_request_tok_s: Option<f64>,
+    tbt_ms: Option<Quantiles>,
+}
+
+/// The window cut into [`BATCHES`] equal sub-windows, each measured like a window of its own.
+fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<Batch> {
+    let len = window.len() / BATCHES as u32;
+    let secs = len.as_secs_f64();
+    let mut scratch = Vec::new();
+    (0..BATCHES as u32)
+        .filter(|_| secs > 0.0)
+        .map(|i| {
+            let sub = Window { start: window.start + len * i, end: window.start + len * (i + 1) };
+            let (mut tokens, mut tbt) = (0.0, Vec::new());
+            for log in logs {
+                let seen = in_window(log, per_chunk, sub, &mut scratch);
+                tokens += seen.tokens;
+                tbt.extend(seen.tbt_ms);
+                scratch.clear();
+            }
+            let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
+            Batch { total_tok_s: tokens / secs, per_request_tok_s: median(&per_user), tbt_ms: Quantiles::of(&tbt) }
+        })
+        .collect()
+}
+
+/// The 95 % intervals of §12: batch means for the figures the streams make together (total and
+/// per-request tok/s, TBT), order statistics for TTFT percentiles (one independent sample per request).
+fn intervals(
+    logs: &[RequestLog],
+    window: Window,
+    per_chunk: Option<f64>,
+    ttft: &[f64],
+    (total, per_request, tbt): (f64, Option<f64>, Option<Quantiles>),
+) -> CellIntervals {
+    let b = batches(logs, window, per_chunk);
+    let of = |center: Option<f64>, pick: &dyn Fn(&Batch) -> Option<f64>| -> Option<Interval> {
+        let values: Vec<f64> = b.iter().filter_map(pick).collect();
+        precision::batch_interval(center?, &values)
+    };
+    let mut sorted = ttft.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    CellIntervals {
+        total_tok_s: of(Some(total), &|b| Some(b.total_tok_s)),
+        per_request_tok_s: of(per_request, &|b| b.per_request_tok_s),
+        ttft_ms_p50: precision::quantile_interval(&sorted, 50.0),
+        ttft_ms_p90: precision::quantile_interval(&sorted, 90.0),
+        tbt_ms_p50: of(tbt.map(|q| q.p50), &|b| b.tbt_ms.map(|q| q.p50)),
+        tbt_ms_p99: of(tbt.map(|q| q.p99), &|b| b.tbt_ms.map(|q| q.p99)),
     }
 }
 

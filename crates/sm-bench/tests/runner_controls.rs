@@ -55,6 +55,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         slo: sm_core::slo::Slo::default(),
         cost_per_hour: None,
         find_capacity: false,
+        repeats: 1,
     }
 }
 

@@ -7,6 +7,7 @@
 //! * [`capacity`] — the over-capacity rule that decides which cells are not run.
 //! * [`slo`] — service levels and the judgement of a cell against one.
 //! * [`answer`] — the capacity answer per context, and the capacity search's next level.
+//! * [`precision`] — 95 % confidence intervals, significance of differences, agreement of repeats.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
@@ -18,6 +19,7 @@ pub mod capacity;
 pub mod context;
 pub mod engine;
 pub mod plan;
+pub mod precision;
 pub mod record;
 pub mod redact;
 pub mod scheduler;

@@ -9,10 +9,11 @@ use crate::Tokens;
 use crate::answer::Capacity;
 use crate::capacity::{CapacityRule, Limits};
 pub use crate::engine::Engine;
+use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`.
-pub const SCHEMA: &str = "speedmatrix.run/1.1";
+pub const SCHEMA: &str = "speedmatrix.run/1.2";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
 pub fn schema_readable(schema: &str) -> bool {
@@ -160,6 +161,15 @@ pub struct Settings {
     /// `--find-capacity`: levels between the matrix's were searched for the capacity answer.
     #[serde(default, skip_serializing_if = "is_false")]
     pub find_capacity: bool,
+    /// `--precision`: the half-width (% of the figure) each cell measured towards; `duration_s` is
+    /// then the longest window and `min_duration_s` the shortest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_duration_s: Option<f64>,
+    /// `--repeats`: how many times each cell is measured (absent: once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -282,6 +292,68 @@ pub struct DecodeCell {
     /// Measured by `--find-capacity`, not part of the planned matrix.
     #[serde(default, skip_serializing_if = "is_false")]
     pub searched: bool,
+    /// 95 % confidence intervals of the main figures (methodology §12); absent before 1.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CellIntervals>,
+    /// With `--precision`: whether total tok/s and TBT p50 reached it within the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_met: Option<bool>,
+    /// With `--repeats N`: every measurement of the cell; the cell's main figures are their means.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repeats: Vec<Repeat>,
+    /// With two or more repeats: whether they agree within their intervals (methodology §12.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats_agree: Option<bool>,
+    /// Where the cell's wall time went (s); absent before 1.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phases: Option<CellPhases>,
+}
+
+/// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too
+/// few for one (methodology §12).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CellIntervals {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_tok_s: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_request_tok_s: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms_p50: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttft_ms_p90: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tbt_ms_p50: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tbt_ms_p99: Option<Interval>,
+}
+
+/// The main figures of one measurement of a cell under `--repeats`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Repeat {
+    pub total_tok_s: Option<f64>,
+    pub per_request_tok_s: Option<f64>,
+    pub ttft_ms_p50: Option<f64>,
+    pub ttft_ms_p90: Option<f64>,
+    pub tbt_ms_p50: Option<f64>,
+    pub tbt_ms_p99: Option<f64>,
+    pub measured_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_tok_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci: Option<CellIntervals>,
+    /// Why this measurement has no figures (it was not valid).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where a cell's wall time went, in seconds: the scout and the drain before it, the ramp to
+/// stable readiness, the window, and stopping the streams and draining after it.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct CellPhases {
+    pub before_s: f64,
+    pub ramp_s: f64,
+    pub window_s: f64,
+    pub after_s: f64,
 }
 
 impl DecodeCell {

@@ -77,6 +77,16 @@ pub const WARMUP: DurationLimit = DurationLimit {
     hint: "the hidden warm-up cell's window; the default is 3s",
 };
 
+pub const MIN_DURATION: DurationLimit = DurationLimit {
+    flag: "--min-duration",
+    min: SECOND,
+    max: DAY,
+    zero: None,
+    hint: "the shortest window with --precision; the default is 5s",
+};
+pub const REPEATS: CountLimit =
+    CountLimit { flag: "--repeats", min: 1, max: 100, hint: "how many times each cell is measured, e.g. 3" };
+
 pub const MAX_TOKENS: CountLimit = CountLimit {
     flag: "--max-tokens",
     min: 2,

@@ -93,6 +93,17 @@ pub struct RunArgs {
     /// cell and $ per user-hour to the capacity answer.
     #[arg(long, value_name = "USD", value_parser = cost_per_hour)]
     pub(crate) cost_per_hour: Option<f64>,
+    /// Adaptive windows: each cell measures until its total tok/s and TBT p50 are known within
+    /// this (95 % intervals), between --min-duration and --duration, e.g. 1%.
+    #[arg(long, value_name = "PCT", value_parser = precision)]
+    pub(crate) precision: Option<f64>,
+    /// The shortest window with --precision [default: 5s].
+    #[arg(long, requires = "precision", value_parser = |s: &str| limits::MIN_DURATION.parse(s))]
+    pub(crate) min_duration: Option<Duration>,
+    /// Measure each cell N times, in interleaved passes over the matrix: the cell reports the mean,
+    /// its interval and the spread, and is flagged when the repeats disagree.
+    #[arg(long, value_name = "N", value_parser = |s: &str| limits::REPEATS.parse_u32(s))]
+    pub(crate) repeats: Option<u32>,
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -195,6 +206,7 @@ pub(crate) const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
 pub(crate) const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
 pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
 pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const DEFAULT_MIN_DURATION: Duration = Duration::from_secs(5);
 pub(crate) const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
 
 /// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
@@ -206,6 +218,16 @@ pub(crate) fn default_concurrency() -> Vec<u32> {
 }
 
 /// `--cost-per-hour`: a positive price, USD per hour.
+fn precision(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().trim_end_matches('%').trim().parse().map_err(|_| {
+        format!("'{s}' is not a precision: give the half-width of the 95 % interval in percent, e.g. 1%")
+    })?;
+    if !(v.is_finite() && (0.1..=50.0).contains(&v)) {
+        return Err(format!("'{s}': the precision must be between 0.1% and 50%"));
+    }
+    Ok(v)
+}
+
 fn cost_per_hour(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .trim()

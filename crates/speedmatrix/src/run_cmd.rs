@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use sm_bench::CellTiming;
 use sm_bench::LocalTokenizer;
 use sm_bench::RunConfig;
+use sm_bench::{CellTiming, Precision};
 use sm_bench::{Journal, JournalError};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
@@ -272,6 +272,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
             ready_stable: s.ready_stable,
             ready_timeout: s.ready_timeout,
             idle_timeout: s.stall_timeout,
+            precision: s.precision.map(|(pct, min_duration)| Precision { pct, min_duration }),
             ..CellTiming::default()
         },
         warmup: s.warmup,
@@ -292,6 +293,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         slo: s.slo.clone(),
         cost_per_hour: s.cost_per_hour,
         find_capacity: s.find_capacity,
+        repeats: s.repeats,
     }
 }
 

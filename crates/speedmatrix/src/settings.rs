@@ -46,6 +46,9 @@ pub(crate) struct Layer {
     pub slo: Option<Slo>,
     pub cost_per_hour: Option<f64>,
     pub find_capacity: Option<bool>,
+    pub precision: Option<f64>,
+    pub min_duration: Option<Duration>,
+    pub repeats: Option<u32>,
 }
 
 impl Layer {
@@ -70,6 +73,9 @@ impl Layer {
             slo: self.slo.or(lower.slo),
             cost_per_hour: self.cost_per_hour.or(lower.cost_per_hour),
             find_capacity: self.find_capacity.or(lower.find_capacity),
+            precision: self.precision.or(lower.precision),
+            min_duration: self.min_duration.or(lower.min_duration),
+            repeats: self.repeats.or(lower.repeats),
         }
     }
 
@@ -99,6 +105,9 @@ impl Layer {
             slo: args.slo.clone(),
             cost_per_hour: args.cost_per_hour,
             find_capacity: args.find_capacity.then_some(true),
+            precision: args.precision,
+            min_duration: args.min_duration,
+            repeats: args.repeats,
         }
     }
 
@@ -136,6 +145,9 @@ impl Layer {
             slo: s.slo.clone(),
             cost_per_hour: s.cost_per_hour_usd,
             find_capacity: s.find_capacity.then_some(true),
+            precision: s.precision_pct,
+            min_duration: secs(s.min_duration_s),
+            repeats: s.repeats,
         })
     }
 
@@ -177,12 +189,26 @@ impl Layer {
             (READY_TIMEOUT, self.ready_timeout),
             (SERVER_WAIT, self.server_wait),
             (WARMUP, self.warmup),
+            (MIN_DURATION, self.min_duration),
         ];
         for (limit, value) in durations {
             value.map_or(Ok(()), |v| limit.check_flag(v))?;
         }
         if let Some(t) = self.max_tokens {
             MAX_TOKENS.check_flag(t.0)?;
+        }
+        if let Some(n) = self.repeats {
+            REPEATS.check_flag(u64::from(n))?;
+        }
+        if let (Some(min), Some(_)) = (self.min_duration, self.precision) {
+            let max = self.duration.unwrap_or(flags::DEFAULT_DURATION);
+            if min > max {
+                return Err(format!(
+                    "--min-duration {} is longer than --duration {}: with --precision, --duration is the longest window",
+                    show(min),
+                    show(max)
+                ));
+            }
         }
         check_readiness(
             self.ready_stable.unwrap_or(flags::DEFAULT_READY_STABLE),
@@ -239,6 +265,9 @@ pub(crate) struct Settings {
     pub slo: Slo,
     pub cost_per_hour: Option<f64>,
     pub find_capacity: bool,
+    /// `--precision` with `--min-duration`: adaptive windows.
+    pub precision: Option<(f64, Duration)>,
+    pub repeats: u32,
     pub kv_budget: Option<Tokens>,
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
@@ -316,6 +345,11 @@ impl Settings {
             slo: layer.slo.unwrap_or_default(),
             cost_per_hour: layer.cost_per_hour,
             find_capacity: layer.find_capacity.unwrap_or(false),
+            precision: layer.precision.map(|p| {
+                let longest = layer.duration.unwrap_or(flags::DEFAULT_DURATION);
+                (p, layer.min_duration.unwrap_or(flags::DEFAULT_MIN_DURATION).min(longest))
+            }),
+            repeats: layer.repeats.unwrap_or(1),
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use crate::common::*;
 use serde_json::Value;
-use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
+use sm_core::precision::Interval;
+use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
 
 /// Every field set, written out without `..Default::default()`: a field added
 /// to `DecodeCell` stops this test compiling until it is set here, and then
@@ -48,6 +49,18 @@ fn full_cell() -> DecodeCell {
         goodput_tok_s: Some(255.25),
         usd_per_million_tokens: Some(4.1525),
         searched: true,
+        ci: Some(CellIntervals {
+            total_tok_s: Some(Interval { lo: 395.5, hi: 407.25 }),
+            per_request_tok_s: Some(Interval { lo: 99.5, hi: 101.5 }),
+            ttft_ms_p50: Some(Interval { lo: 60.5, hi: 63.0 }),
+            ttft_ms_p90: None,
+            tbt_ms_p50: Some(Interval { lo: 9.25, hi: 9.75 }),
+            tbt_ms_p99: Some(Interval { lo: 13.5, hi: 16.0 }),
+        }),
+        precision_met: Some(true),
+        repeats: vec![],
+        repeats_agree: Some(true),
+        phases: Some(CellPhases { before_s: 1.5, ramp_s: 3.25, window_s: 30.0, after_s: 0.5 }),
     }
 }
 

@@ -1,0 +1,171 @@
+//! 95 % confidence intervals (methodology §12): batch means over sub-windows for the figures a
+//! window's streams make together, distribution-free order statistics for percentiles of
+//! independent samples, and the tests built on them (does a run reach its precision; do two
+//! figures differ beyond their noise; do repeats of a cell agree). Pure functions, no clock.
+
+use serde::{Deserialize, Serialize};
+
+/// A 95 % confidence interval `[lo, hi]`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub lo: f64,
+    pub hi: f64,
+}
+
+impl Interval {
+    /// The larger distance from `center` to an end, as % of `center`; `None` at a zero center.
+    pub fn half_width_pct(&self, center: f64) -> Option<f64> {
+        (center != 0.0).then(|| (self.hi - center).max(center - self.lo) / center.abs() * 100.0)
+    }
+
+    pub fn contains(&self, v: f64) -> bool {
+        v >= self.lo && v <= self.hi
+    }
+
+    /// Rounded outward to `decimals`, so that rounding never narrows it.
+    pub fn rounded(&self, decimals: i32) -> Interval {
+        let f = 10f64.powi(decimals);
+        Interval { lo: (self.lo * f).floor() / f, hi: (self.hi * f).ceil() / f }
+    }
+}
+
+/// Sub-windows a window is cut into for batch means: 10 is the usual lower end (Schmeiser 1982),
+/// enough degrees of freedom for a t-interval, few enough that each batch is long.
+pub const BATCHES: usize = 10;
+
+/// Fewest batches with a value that still give an interval.
+pub const MIN_BATCHES: usize = 5;
+
+/// Two-sided 95 % Student t quantile for `dof` degrees of freedom.
+pub fn t95(dof: usize) -> f64 {
+    const TABLE: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
+        2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match dof {
+        0 => f64::INFINITY,
+        d if d <= 30 => TABLE[d - 1],
+        // the Cornish-Fisher expansion's first terms: within 0.001 past 30
+        d => {
+            let z: f64 = 1.959_964;
+            let d = d as f64;
+            z + (z.powi(3) + z) / (4.0 * d) + (5.0 * z.powi(5) + 16.0 * z.powi(3) + 3.0 * z) / (96.0 * d * d)
+        }
+    }
+}
+
+fn mean_sd(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
+}
+
+/// The batch-means (sectioning) interval: `center ± t(k−1) · s / √k`, where `s` is the standard
+/// deviation of the `k` batch values. `center` is the figure over the whole window, not the mean
+/// of the batches: for a percentile the two differ, and the window's figure is the one reported.
+/// `None` with fewer than [`MIN_BATCHES`] batches.
+pub fn batch_interval(center: f64, batches: &[f64]) -> Option<Interval> {
+    let k = batches.len();
+    if k < MIN_BATCHES {
+        return None;
+    }
+    let (_, sd) = mean_sd(batches);
+    let h = t95(k - 1) * sd / (k as f64).sqrt();
+    Some(Interval { lo: center - h, hi: center + h })
+}
+
+/// The mean of `values` with its t-interval; `None` with fewer than two.
+pub fn mean_interval(values: &[f64]) -> Option<(f64, Interval)> {
+    if values.len() < 2 {
+        return None;
+    }
+    let (mean, sd) = mean_sd(values);
+    let h = t95(values.len() - 1) * sd / (values.len() as f64).sqrt();
+    Some((mean, Interval { lo: mean - h, hi: mean + h }))
+}
+
+/// The distribution-free interval of the `p`-th percentile (0–100) of independent samples:
+/// `[x(l), x(u)]`, the order statistics whose binomial(n, p) probability of straddling the true
+/// percentile is at least 95 %. `sorted` ascending. `None` when `n` is too small for such a pair
+/// (fewer than 6 samples at p50, fewer than 36 at p90).
+pub fn quantile_interval(sorted: &[f64], p: f64) -> Option<Interval> {
+    let n = sorted.len();
+    let q = (p / 100.0).clamp(0.0, 1.0);
+    if n == 0 || q <= 0.0 || q >= 1.0 {
+        return None;
+    }
+    let (l, u) = if n <= 1000 { binomial_ranks(n, q)? } else { normal_ranks(n, q)? };
+    Some(Interval { lo: sorted[l], hi: sorted[u] })
+}
+
+/// 0-based ranks `(l, u)` with `P(l < B ≤ u) ≥ 0.95` for `B ~ binomial(n, q)`, each tail ≤ 2.5 %.
+fn binomial_ranks(n: usize, q: f64) -> Option<(usize, usize)> {
+    // cdf[k] = P(B ≤ k), by the pmf's recurrence in logs: (1 − q)^n alone underflows at n = 500
+    let mut ln_pmf = n as f64 * (1.0 - q).ln();
+    let odds = (q / (1.0 - q)).ln();
+    let mut cdf = Vec::with_capacity(n + 1);
+    let mut acc = 0.0;
+    for k in 0..=n {
+        acc += ln_pmf.exp();
+        cdf.push(acc);
+        ln_pmf += ((n - k) as f64 / (k + 1) as f64).ln() + odds;
+    }
+    // x(l+1) (1-based) is below the percentile unless B ≤ l: want P(B ≤ l) ≤ 2.5 %
+    let l = cdf.iter().rposition(|&c| c <= 0.025)?;
+    // x(u+1) is above it unless B > u: want P(B ≤ u) ≥ 97.5 %
+    let u = cdf.iter().position(|&c| c >= 0.975)?;
+    (u < n).then_some((l, u))
+}
+
+fn normal_ranks(n: usize, q: f64) -> Option<(usize, usize)> {
+    let nf = n as f64;
+    let h = 1.959_964 * (nf * q * (1.0 - q)).sqrt();
+    let l = (nf * q - h).floor();
+    let u = (nf * q + h).ceil();
+    (l >= 1.0 && u < nf).then(|| (l as usize - 1, u as usize))
+}
+
+/// Whether `a` and `b` differ beyond their noise: the gap between them is larger than the
+/// root-sum-square of the half-widths facing each other (`a`'s upper side and `b`'s lower side when
+/// `b > a`). Figures without an interval cannot be told apart from noise: `None`.
+pub fn differ(a: f64, ia: Option<Interval>, b: f64, ib: Option<Interval>) -> Option<bool> {
+    let (ia, ib) = (ia?, ib?);
+    let (ha, hb) = if b >= a { (ia.hi - a, b - ib.lo) } else { (a - ia.lo, ib.hi - b) };
+    Some((b - a).abs() > (ha.max(0.0).powi(2) + hb.max(0.0).powi(2)).sqrt())
+}
+
+/// Whether repeats `(value, interval)` of one figure agree: Cochran's Q, the weighted squared
+/// distance of each repeat from their weighted mean (weights 1/se², se = half-width / 1.96),
+/// against the 99th percentile of χ² with k−1 degrees of freedom. A 1 % level, so that a run with
+/// many cells seldom flags a steady one. `None` with fewer than two repeats with intervals.
+pub fn repeats_agree(repeats: &[(f64, Interval)]) -> Option<bool> {
+    let weighted: Vec<(f64, f64)> = repeats
+        .iter()
+        .map(|(v, i)| {
+            let se = ((i.hi - i.lo) / 2.0 / 1.959_964).max(v.abs() * 1e-6).max(1e-12);
+            (*v, 1.0 / (se * se))
+        })
+        .collect();
+    if weighted.len() < 2 {
+        return None;
+    }
+    let wsum: f64 = weighted.iter().map(|(_, w)| w).sum();
+    let mean = weighted.iter().map(|(v, w)| v * w).sum::<f64>() / wsum;
+    let q: f64 = weighted.iter().map(|(v, w)| w * (v - mean).powi(2)).sum();
+    Some(q <= chi2_99(weighted.len() - 1))
+}
+
+/// The 99th percentile of χ² with `k` degrees of freedom (Wilson–Hilferty; exact at k = 1).
+fn chi2_99(k: usize) -> f64 {
+    if k == 1 {
+        return 6.635;
+    }
+    let k = k as f64;
+    let z = 2.326_348;
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+#[cfg(test)]
+#[path = "precision_tests.rs"]
+mod tests;
