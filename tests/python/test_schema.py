@@ -27,12 +27,17 @@ def test_a_fresh_run_validates(tmp_path):
         [BIN, "run", "--sim-profile", "tiny", "--contexts", "1k,4k", "--concurrency", "1,2,128",
          "--duration", "1s", "--max-tokens", "256", "--ready-stable", "200ms", "--warmup", "1s",
          # the capacity answer's fields too: a search (to max_num_seqs 4) and prices
-         "--max-num-seqs", "4", "--find-capacity", "--cost-per-hour", "12.5", "--out", str(out)],
+         "--max-num-seqs", "4", "--find-capacity", "--cost-per-hour", "12.5",
+         # and precision's: adaptive windows and repeats (intervals, phases, repeats[])
+         "--precision", "20%", "--min-duration", "1s", "--repeats", "2", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     record = json.loads((out / "run.json").read_text())
     validate(record)
+    valid = [c for c in record["decode"] if c["status"] == "valid"]
+    assert all("ci" in c and "phases" in c and "precision_met" in c for c in valid), valid
+    assert any(len(c.get("repeats", [])) == 2 for c in valid), valid
     statuses = {c["status"] for c in record["decode"]}
     assert statuses == {"valid", "over_capacity"}, statuses
     assert any(c.get("searched") for c in record["decode"]), "the search measured C=4"

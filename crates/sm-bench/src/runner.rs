@@ -30,6 +30,7 @@ use crate::verdict::CellOutcome;
 
 mod prefill;
 mod prompts;
+mod repeats;
 mod search;
 mod warmup;
 
@@ -352,16 +353,19 @@ impl Runner<'_> {
         self.find_capacity(plan, &prompts).await
     }
 
+    /// The matrix, once per `--repeats` pass: interleaved, so that a drift shows between repeats.
     async fn decode_cells(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {
-        for cell in plan.runnable() {
-            if self.halted() {
-                return Ok(RunStatus::Interrupted);
-            }
-            if self.record.decode_cell(cell.context.0, cell.concurrency).is_some() {
-                continue;
-            }
-            if let Some(status) = self.measure_cell(cell, prompts, false).await? {
-                return Ok(status);
+        for pass in 1..=self.config.repeats.max(1) {
+            for cell in plan.runnable() {
+                if self.halted() {
+                    return Ok(RunStatus::Interrupted);
+                }
+                if !repeats::wanted(self.record.decode_cell(cell.context.0, cell.concurrency), pass) {
+                    continue;
+                }
+                if let Some(status) = self.measure_cell(cell, prompts, false).await? {
+                    return Ok(status);
+                }
             }
         }
         Ok(RunStatus::Complete)
@@ -471,8 +475,21 @@ impl Runner<'_> {
                 reason: dc.reason.clone().unwrap_or_default(),
             },
         });
-        self.reporter.cell_done(&dc);
-        self.record.decode.push(dc);
+        let existing = self
+            .record
+            .decode
+            .iter_mut()
+            .find(|c| c.context == dc.context && c.concurrency == dc.concurrency && !searched);
+        match existing {
+            Some(cell) => {
+                repeats::merge(cell, &dc, &self.config.slo, self.config.cost_per_hour);
+                self.reporter.cell_done(cell);
+            }
+            None => {
+                self.reporter.cell_done(&dc);
+                self.record.decode.push(dc);
+            }
+        }
         self.record.capacity = answer::capacities(&self.record);
         self.journal.write(&self.record)
     }

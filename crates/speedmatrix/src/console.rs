@@ -151,12 +151,17 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     let cells_left = plan.decode_planned.saturating_sub(done);
     let rows = plan.prefill_planned.len();
     let rows_left = rows.saturating_sub(record.prefill.len());
+    let s = &record.settings;
+    let windows = match (s.precision_pct, s.min_duration_s) {
+        (Some(pct), Some(min)) => format!("windows until ±{pct} % ({min}–{} s)", s.duration_s),
+        _ => format!("{} s windows", s.duration_s),
+    };
+    let times = s.repeats.filter(|&n| n > 1).map_or(String::new(), |n| format!(", each cell {n} times"));
     let mut text = format!(
-        "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {} s windows",
+        "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {windows}{times}",
         plan.decode_planned,
         plan.over_capacity.len(),
         rows,
-        record.settings.duration_s
     );
     if done > 0 || rows_left < rows {
         text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
@@ -309,7 +314,8 @@ impl Reporter for Console {
     fn cell_done(&self, cell: &DecodeCell) {
         let mut inner = self.inner();
         inner.cell = None;
-        if !cell.searched {
+        // a search's cells and a cell's second and later repeats are not cells of the plan
+        if !cell.searched && cell.repeats.len() <= 1 {
             inner.decode.outcomes.push(cell.status());
         }
         self.line(&mut inner, &table::cell_line(cell));
