@@ -86,11 +86,14 @@ fn across(repeats: &[Repeat], figure: impl Fn(&Repeat) -> (Option<f64>, Option<I
     Some(Across { mean, ci: ci.map(|i| i.rounded(3)), each })
 }
 
+/// One main figure of a repeat, with its interval.
+type Pick<'a> = &'a dyn Fn(&Repeat) -> (Option<f64>, Option<Interval>);
+
 /// The cell's main figures, intervals, agreement and judgement from its repeats. The figures a
 /// repeat does not keep (TTFT p99, TBT p90, chunk gaps, …) stay those of the first measurement.
 fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
     let ci = |r: &Repeat| r.ci.unwrap_or_default();
-    let figures: [&dyn Fn(&Repeat) -> (Option<f64>, Option<Interval>); 6] = [
+    let figures: [Pick; 6] = [
         &|r| (r.total_tok_s, ci(r).total_tok_s),
         &|r| (r.per_request_tok_s, ci(r).per_request_tok_s),
         &|r| (r.ttft_ms_p50, ci(r).ttft_ms_p50),
