@@ -17,7 +17,7 @@ use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::{Point, RequestLog};
-use crate::server::{DrainError, Target, answers, drain, scrape};
+use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
 use crate::window::{Figures, RunningSample, Window, figures};
@@ -179,7 +179,10 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
-        && let Err(e) = drain(target, timing.drain_timeout).await
+        // one idle scrape: the barrier after the previous cell held idleness for IDLE_FOR, and only
+        // the scout (which completed) ran since; a busy server (another client, the streams of a
+        // process that was stopped) is still waited for
+        && let Err(e) = drain(target, timing.drain_timeout, Duration::ZERO).await
     {
         let lost = matches!(e, DrainError::Unreachable);
         return CellOutcome { server_lost: lost, ..CellOutcome::failed(CellStatus::Error, before_reason(e)) };
@@ -221,7 +224,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     }
     let mut warnings: Vec<String> = retry_warning(&logs).into_iter().collect();
     if target.metrics {
-        match drain(target, timing.drain_timeout).await {
+        match drain(target, timing.drain_timeout, IDLE_FOR).await {
             Ok(()) => {}
             Err(DrainError::Unreachable) => server_lost = true,
             Err(e) => warnings.push(format!("after the cell: {e}")),

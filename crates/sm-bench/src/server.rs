@@ -24,7 +24,8 @@ pub async fn answers(client: &Client, timeout: Duration) -> bool {
 
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 const DRAIN_POLL: Duration = Duration::from_millis(200);
-const IDLE_FOR: Duration = Duration::from_millis(500);
+/// How long the server must stay idle after a cell's cancel (methodology §6.6).
+pub const IDLE_FOR: Duration = Duration::from_millis(500);
 
 /// A server that refuses connections this long is gone, not busy.
 const UNREACHABLE_FOR: Duration = Duration::from_secs(5);
@@ -62,8 +63,8 @@ pub enum DrainError {
     Unreachable,
 }
 
-/// Waits until running = 0 and waiting = 0 have held for half a second.
-pub async fn drain(target: &Target, timeout: Duration) -> Result<(), DrainError> {
+/// Waits until running = 0 and waiting = 0 have held for `hold` (zero: one idle scrape).
+pub async fn drain(target: &Target, timeout: Duration, hold: Duration) -> Result<(), DrainError> {
     let start = Instant::now();
     let mut idle_since: Option<Instant> = None;
     let mut unreachable_since: Option<Instant> = None;
@@ -76,7 +77,7 @@ pub async fn drain(target: &Target, timeout: Duration) -> Result<(), DrainError>
         }
         match scraped {
             Ok(Some(s)) if s.running == 0.0 && s.waiting == 0.0 => {
-                if now - *idle_since.get_or_insert(now) >= IDLE_FOR {
+                if now - *idle_since.get_or_insert(now) >= hold {
                     return Ok(());
                 }
             }
