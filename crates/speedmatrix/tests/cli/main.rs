@@ -19,6 +19,7 @@ mod run_interrupt;
 mod run_measure;
 mod run_phase_faults;
 mod run_plan;
+mod run_precision;
 mod run_resume;
 mod run_secrets;
 mod run_server_down;
