@@ -14,6 +14,7 @@ pub mod fault;
 pub mod flavor;
 mod grid;
 pub mod hf_tokenizer;
+pub mod noise;
 pub mod profile;
 mod server;
 mod text;
@@ -29,6 +30,7 @@ use std::time::Duration;
 pub use engine::{EmissionStats, LatenessHist};
 pub use fault::{Fault, Scope, ServerFault};
 pub use flavor::Flavor;
+pub use noise::Noise;
 pub use profile::{Profile, ProfileError};
 
 #[derive(Debug, Clone)]

@@ -5,6 +5,7 @@ use std::path::Path;
 use toml::{Table, Value};
 
 use crate::grid;
+use crate::noise::Noise;
 
 const BUILTINS: &[(&str, &str)] = &[
     ("seed-ling-3.0-flash-h200nvl-x2", include_str!("../profiles/seed-ling-3.0-flash-h200nvl-x2.toml")),
@@ -78,6 +79,8 @@ pub struct Profile {
     pub ttft: Option<BatchContextTable>,
     /// Mean output length when a request does not set `ignore_eos`.
     pub natural_output_tokens: u64,
+    /// Optional `[noise]`: random variation and drift of the decode step times.
+    pub noise: Noise,
 }
 
 impl Profile {
@@ -149,6 +152,11 @@ impl Profile {
             Some(_) => Some(req_grid(req_table(&t, "ttft")?, "ttft", "cached_ms")?),
         };
 
+        let noise = match t.get("noise") {
+            None => Noise::default(),
+            Some(_) => noise_table(req_table(&t, "noise")?)?,
+        };
+
         Ok(Profile {
             name,
             model,
@@ -162,6 +170,7 @@ impl Profile {
             cached_prefill_ms,
             ttft,
             natural_output_tokens,
+            noise,
         })
     }
 
@@ -231,6 +240,32 @@ fn check_value(path: &str, x: f64, allow_zero: bool) -> Result<f64, ProfileError
         return Err(invalid(path, format!("must be {want}, got {x}")));
     }
     Ok(x)
+}
+
+const NOISE_KEYS: &[&str] = &["step_cv", "drift_pct_per_min", "seed"];
+
+/// `[noise]`: unlike the rest of a profile, an unknown key here is an error, because a misspelt
+/// key would silently leave the engine quiet.
+fn noise_table(t: &Table) -> Result<Noise, ProfileError> {
+    if let Some(k) = t.keys().find(|k| !NOISE_KEYS.contains(&k.as_str())) {
+        return Err(invalid(&format!("noise.{k}"), format!("unknown key (known: {})", NOISE_KEYS.join(", "))));
+    }
+    let mut noise = Noise::default();
+    if t.contains_key("step_cv") {
+        let x = req_f64(t, "noise.step_cv", true)?;
+        noise = noise.with_step_cv(x).map_err(|e| invalid("noise.step_cv", e.to_string()))?;
+    }
+    if t.contains_key("drift_pct_per_min") {
+        let x = req_f64(t, "noise.drift_pct_per_min", true)?;
+        noise = noise.with_drift(x).map_err(|e| invalid("noise.drift_pct_per_min", e.to_string()))?;
+    }
+    match t.get("seed") {
+        None => {}
+        Some(Value::Integer(i)) if *i >= 0 => noise.seed = *i as u64,
+        Some(Value::Integer(i)) => return Err(invalid("noise.seed", format!("must be an integer ≥ 0, got {i}"))),
+        Some(v) => return Err(invalid("noise.seed", format!("expected an integer, found {}", v.type_str()))),
+    }
+    Ok(noise)
 }
 
 fn req_table<'a>(t: &'a Table, key: &str) -> Result<&'a Table, ProfileError> {
@@ -345,5 +380,32 @@ mod tests {
         assert!(matches!(e, ProfileError::Toml(_)));
         let e = Profile::resolve("nope").unwrap_err().to_string();
         assert!(e.contains("tiny") && e.contains("seed-ling"), "{e}");
+    }
+
+    #[test]
+    fn noise_table_is_optional_and_validated() {
+        let base = include_str!("../profiles/tiny.toml");
+        assert_eq!(Profile::from_toml_str(base).unwrap().noise, Noise::default());
+        let with = |table: &str| Profile::from_toml_str(&format!("{base}\n[noise]\n{table}\n"));
+        let p = with("step_cv = 0.2\ndrift_pct_per_min = 5\nseed = 42").unwrap();
+        assert_eq!(p.noise, Noise { step_cv: 0.2, drift_pct_per_min: 5.0, seed: 42 });
+        let p = with("step_cv = 0.1").unwrap();
+        assert_eq!((p.noise.drift_pct_per_min, p.noise.seed), (0.0, crate::noise::DEFAULT_SEED));
+        for (table, key, reason) in [
+            ("step_cv = -0.1", "noise.step_cv", "≥ 0"),
+            ("step_cv = 2.5", "noise.step_cv", "from 0 to 2, got 2.5"),
+            ("step_cv = \"x\"", "noise.step_cv", "expected a number"),
+            ("drift_pct_per_min = 1000", "noise.drift_pct_per_min", "from 0 to 600"),
+            ("drift_pct_per_min = -3", "noise.drift_pct_per_min", "≥ 0"),
+            ("seed = -1", "noise.seed", "≥ 0"),
+            ("seed = 1.5", "noise.seed", "expected an integer"),
+            ("cv = 0.2", "noise.cv", "unknown key (known: step_cv, drift_pct_per_min, seed)"),
+        ] {
+            let e = with(table).unwrap_err();
+            assert!(matches!(&e, ProfileError::Invalid { key: k, .. } if k == key), "{table}: {e}");
+            assert!(e.to_string().contains(reason), "{table}: {e}");
+        }
+        let e = Profile::from_toml_str(&format!("noise = 0.2\n{base}")).unwrap_err().to_string();
+        assert!(e.contains("`noise`") && e.contains("expected a table"), "{e}");
     }
 }

@@ -22,6 +22,10 @@ pub(crate) struct TraceRecord {
     pub finish: &'static str,
     /// `[time, tokens]` per emission.
     pub emissions: Vec<(f64, u32)>,
+    /// The profile's `[noise]` (with any `--step-noise`/`--drift` override), only when it is on: the
+    /// truth a test needs to know what the step times were drawn from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::noise::Noise>,
 }
 
 pub(crate) struct TraceWriter {

@@ -36,6 +36,14 @@ pub struct SimArgs {
     /// N-th matching request on, or up to).
     #[arg(long, value_name = "SPEC[@SCOPE]")]
     fault: Vec<String>,
+    /// Vary each decode step's duration randomly with this coefficient of variation (0 to 2; mean kept),
+    /// overriding the profile's `[noise] step_cv`.
+    #[arg(long, value_name = "CV")]
+    step_noise: Option<String>,
+    /// Slow the decode steps by this % of the profile's time per minute since start (0 to 600), like a
+    /// throttling server, overriding the profile's `[noise] drift_pct_per_min`.
+    #[arg(long, value_name = "PCT_PER_MIN")]
+    drift: Option<String>,
     /// Write ground truth (one JSON line per finished request) to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -48,8 +56,25 @@ pub struct SimArgs {
     write_tokenizer: Option<PathBuf>,
 }
 
+/// `--step-noise` / `--drift` over the profile's `[noise]`.
+fn noise_overrides(profile: &mut Profile, step_noise: Option<&str>, drift: Option<&str>) -> Result<(), String> {
+    let number = |flag: &str, v: &str, example: &str| -> Result<f64, String> {
+        v.trim().parse::<f64>().map_err(|_| format!("{flag}: `{v}` is not a number (e.g. {example})"))
+    };
+    if let Some(v) = step_noise {
+        let cv = number("--step-noise", v, "0.2 for steps that vary by 20 %")?;
+        profile.noise = profile.noise.with_step_cv(cv).map_err(|e| format!("--step-noise: {e}"))?;
+    }
+    if let Some(v) = drift {
+        let pct = number("--drift", v, "5 for 5 % slower per minute")?;
+        profile.noise = profile.noise.with_drift(pct).map_err(|e| format!("--drift: {e}"))?;
+    }
+    Ok(())
+}
+
 fn options(args: SimArgs) -> Result<SimOptions, String> {
-    let profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
+    let mut profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
+    noise_overrides(&mut profile, args.step_noise.as_deref(), args.drift.as_deref())?;
     let host: IpAddr = args
         .host
         .parse()
@@ -166,4 +191,38 @@ pub async fn main(args: SimArgs) -> ExitCode {
     );
     sim.shutdown().await;
     ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn noise_flags_override_the_profile_and_check_their_values() {
+        let text = "[noise]\nstep_cv = 0.1\ndrift_pct_per_min = 2\nseed = 9\n";
+        let base = Profile::from_toml_str(&format!(
+            "{}\n{text}",
+            "name = \"n\"\nmodel = \"n\"\nmax_model_len = 1024\nkv_cache_tokens = 4096\nblock_size = 16\n\
+             max_num_seqs = 4\nmax_num_batched_tokens = 512\n[prefill]\ncontexts = [1024]\ntokens_per_s = [1000]\n\
+             [decode]\nbatch = [1]\ncontexts = [1024]\nstep_ms = [[5]]\n[overhead]\ncached_prefill_ms = 1\n"
+        ))
+        .unwrap();
+        let mut p = base.clone();
+        noise_overrides(&mut p, None, None).unwrap();
+        assert_eq!(p.noise, base.noise);
+        noise_overrides(&mut p, Some("0.4"), Some("7.5")).unwrap();
+        assert_eq!((p.noise.step_cv, p.noise.drift_pct_per_min, p.noise.seed), (0.4, 7.5, 9));
+        let mut p = base.clone();
+        noise_overrides(&mut p, None, Some("0")).unwrap();
+        assert_eq!((p.noise.step_cv, p.noise.drift_pct_per_min), (0.1, 0.0), "one flag leaves the other key");
+        for (cv, drift, want) in [
+            (Some("x"), None, "--step-noise: `x` is not a number"),
+            (Some("2.5"), None, "--step-noise: must be a number from 0 to 2, got 2.5"),
+            (None, Some("-1"), "--drift: must be a number from 0 to 600, got -1"),
+            (None, Some("5%"), "--drift: `5%` is not a number"),
+        ] {
+            let e = noise_overrides(&mut base.clone(), cv, drift).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::kv::KvCache;
 use super::{Batch, Clock, Command, EmissionStats, EngineStats, Event, FinishReason, NewRequest};
+use crate::noise::StepNoise;
 use crate::profile::Profile;
 use crate::trace::TraceRecord;
 
@@ -81,6 +82,8 @@ pub(super) struct Scheduler {
     spin_s: f64,
     /// Decode and prefill time of the step in flight; 0 when it only waits for first-token timers.
     work_s: f64,
+    /// The profile's `[noise]`: one factor per decode step.
+    noise: StepNoise,
 }
 
 impl Scheduler {
@@ -95,19 +98,22 @@ impl Scheduler {
     ) -> Self {
         let kv = KvCache::new(p.num_gpu_blocks());
         let stats = EngineStats { kv_total_blocks: kv.total(), ..Default::default() };
+        let noise = StepNoise::new(p.noise);
+        let trace_noise = (!p.noise.is_off()).then_some(p.noise);
         Self {
             p,
             clock,
             rx,
             stats_out,
             emission,
-            books: Books { kv, stats, trace, outbox: Vec::new(), dispatch, spare },
+            books: Books { kv, stats, trace, trace_noise, outbox: Vec::new(), dispatch, spare },
             waiting: VecDeque::new(),
             running: Vec::new(),
             throughput_mark: (0.0, 0),
             shutdown: false,
             spin_s: SPIN_S,
             work_s: 0.0,
+            noise,
         }
     }
 
@@ -291,7 +297,8 @@ impl Scheduler {
         }
         let mut dur = prefill_s;
         if decode_n > 0 {
-            dur += self.p.step_ms(decode_n as f64, (ctx_sum / decode_n) as f64) / 1000.0;
+            let step_ms = self.p.step_ms(decode_n as f64, (ctx_sum / decode_n) as f64);
+            dur += step_ms * self.noise.step_factor(t) / 1000.0;
         }
         self.work_s = dur;
         if dur == 0.0 {
@@ -444,6 +451,8 @@ struct Books {
     kv: KvCache,
     stats: EngineStats,
     trace: Option<Sender<TraceRecord>>,
+    /// The profile's noise settings, recorded with every request when noise or drift is on.
+    trace_noise: Option<crate::noise::Noise>,
     /// Events of the current step, handed to the dispatcher task in one batch: waking a thousand
     /// tokio tasks from this thread would contend on the runtime's injection queue every step.
     outbox: Batch,
@@ -494,6 +503,7 @@ impl Books {
                 completion_tokens: s.generated,
                 finish: reason.as_str(),
                 emissions: std::mem::take(&mut s.emissions),
+                noise: self.trace_noise,
             });
         }
     }

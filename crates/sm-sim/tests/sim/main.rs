@@ -8,5 +8,6 @@ mod common;
 mod engine;
 mod faults;
 mod flavors;
+mod noise;
 mod schedule;
 mod trace;

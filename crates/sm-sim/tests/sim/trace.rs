@@ -29,6 +29,7 @@ async fn trace_records_every_request() {
             "{r}"
         );
         assert_eq!(r["prompt_tokens"], 100);
+        assert!(r.get("noise").is_none(), "a profile without [noise] records none: {r}");
         let em = r["emissions"].as_array().unwrap();
         let total: u64 = em.iter().map(|e| e[1].as_u64().unwrap()).sum();
         assert_eq!(total, r["completion_tokens"].as_u64().unwrap());
