@@ -116,11 +116,14 @@ async fn repeats_flag_a_drifting_server() {
     for cell in r.cells() {
         assert_eq!(cell["repeats"].as_array().unwrap().len(), 3, "{cell}");
         assert_eq!(cell["repeats_agree"], false, "{cell}");
-        let totals: Vec<f64> = cell["repeats"].as_array().unwrap().iter().map(|x| x["total_tok_s"].as_f64().unwrap()).collect();
+        let totals: Vec<f64> =
+            cell["repeats"].as_array().unwrap().iter().map(|x| x["total_tok_s"].as_f64().unwrap()).collect();
         assert!(totals[0] > totals[1] && totals[1] > totals[2], "the drift shows in order: {totals:?}");
-        let warned = cell["warnings"].as_array().unwrap().iter().any(|w| {
-            w.as_str().unwrap().starts_with("the repeats disagree beyond their intervals")
-        });
+        let warned = cell["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w.as_str().unwrap().starts_with("the repeats disagree beyond their intervals"));
         assert!(warned, "{cell}");
         let mean = totals.iter().sum::<f64>() / 3.0;
         assert!((cell["total_tok_s"].as_f64().unwrap() - mean).abs() < 0.01, "the mean: {cell}");
@@ -131,4 +134,56 @@ async fn repeats_flag_a_drifting_server() {
         assert_eq!(cell["repeats_agree"], true, "{cell}");
     }
     assert_eq!(r.record()["settings"]["repeats"], 3);
+}
+
+/// Bad precision flags are refused before anything starts, saying what to give.
+#[test]
+fn bad_precision_flags_say_what_to_give() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--precision", "tight"], "half-width of the 95 % interval in percent, e.g. 1%"),
+        (&["--precision", "0%"], "between 0.1% and 50%"),
+        (&["--precision", "80"], "between 0.1% and 50%"),
+        (&["--min-duration", "5s"], "--precision"),
+        (
+            &["--precision", "1%", "--min-duration", "40s", "--duration", "30s"],
+            "--min-duration 40s is longer than --duration 30s",
+        ),
+        (&["--precision", "1%", "--min-duration", "0s"], "--min-duration"),
+        (&["--repeats", "0"], "--repeats"),
+    ];
+    for (args, says) in cases {
+        let out = crate::common::bin().arg("run").args(args).arg("--dry-run").output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+/// A finished run gets more repeats later (`--resume DIR --repeats 2`): each valid cell is measured
+/// once more, its first measurement kept as repeat 1, and the settings say so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_adds_repeats() {
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = profile(dir.path(), "quiet", "");
+    let sim = sim(SimSpec { profile: &quiet, ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--duration", "1s", "--max-tokens", "2048"];
+    args.extend_from_slice(QUICK);
+    args.extend_from_slice(&["--concurrency", "1,2"]);
+    let first = run(&out, &args).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(first.cells().iter().all(|c| c.get("repeats").is_none()), "one measurement keeps no repeats");
+    let resumed = run(&out, &["--resume", out.to_str().unwrap(), "--repeats", "2"]).await;
+    sim.handle.shutdown().await;
+    assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
+    assert_eq!(resumed.record()["settings"]["repeats"], 2);
+    for c in [1, 2] {
+        let (before, after) = (first.cell(1024, c), resumed.cell(1024, c));
+        let repeats = after["repeats"].as_array().unwrap();
+        assert_eq!(repeats.len(), 2, "{after}");
+        assert_eq!(repeats[0]["total_tok_s"], before["total_tok_s"], "the first measurement is repeat 1");
+        assert_eq!(after["measured_s"].as_f64().unwrap().round(), 2.0, "two 1 s windows");
+    }
+    assert_eq!(resumed.cells().len(), 2, "no cell twice");
 }
