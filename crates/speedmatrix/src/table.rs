@@ -39,6 +39,10 @@ pub fn cell_line(cell: &DecodeCell) -> String {
                 cell.avg_active.unwrap_or(0.0),
                 cell.output_tokens.unwrap_or(0),
             );
+            if cell.repeats.len() > 1 {
+                let agree = if cell.repeats_agree == Some(false) { ", which disagree" } else { "" };
+                s.push_str(&format!("  (mean of {} repeats{agree})", cell.repeats.len()));
+            }
             for w in &cell.warnings {
                 s.push_str(&format!("\n    warning: {w}"));
             }
@@ -67,12 +71,17 @@ pub fn plan(record: &RunRecord) -> String {
         let reason = p.reason.as_deref().unwrap_or("");
         lines.push(format!("Over capacity {} × {}: {reason}", shown(&p.label, p.context), p.concurrency));
     }
-    // Per cell: the window plus roughly 10 s of scout, ramp-up, readiness and drain.
-    let est = runnable as f64 * (s.duration_s + 10.0);
+    // Per cell: the window plus roughly 10 s of scout, ramp-up, readiness and drain; with
+    // --precision, between the shortest and the longest window
+    let per_cell = |window: f64| runnable as f64 * f64::from(s.repeats.unwrap_or(1)) * (window + 10.0) / 60.0;
+    let est = match s.min_duration_s.filter(|_| s.precision_pct.is_some()) {
+        Some(min) => format!("{:.0}–{:.0} min", per_cell(min), per_cell(s.duration_s)),
+        None => format!("{:.0} min", per_cell(s.duration_s)),
+    };
+    let times = s.repeats.filter(|&n| n > 1).map_or(String::new(), |n| format!(", each {n} times"));
     lines.push(format!(
-        "{runnable} cells to measure, {} over capacity; estimated {:.0} min (plus prefill)",
+        "{runnable} cells to measure{times}, {} over capacity; estimated {est} (plus prefill)",
         over.len(),
-        est / 60.0
     ));
     lines.join("\n")
 }
