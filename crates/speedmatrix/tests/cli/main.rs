@@ -6,6 +6,7 @@
 //! dependencies are linked once, not once per test file.
 
 mod common;
+mod compare_cli;
 mod dashboard;
 mod dashboard_hangup;
 mod fidelity;
