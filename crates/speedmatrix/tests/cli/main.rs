@@ -29,4 +29,5 @@ mod seed_profile;
 mod site_capacity;
 mod site_cli;
 mod site_common;
+mod site_compare;
 mod site_http;
