@@ -99,13 +99,11 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
 /// `--precision`, `--min-duration` and `--repeats` as run.json records them.
 pub fn settings(record: &RunRecord) -> Result<(), Refusal> {
     let s = &record.settings;
-    if let Some(p) = s.precision_pct {
-        if !(p.is_finite() && p > 0.0 && p <= 100.0) {
-            return Err(Refusal::Incoherent {
-                at: "settings".into(),
-                why: format!("precision_pct is {}, not a precision: a half-width above 0 and at most 100 %", number(p)),
-            });
-        }
+    if let Some(p) = s.precision_pct.filter(|p| !(p.is_finite() && *p > 0.0 && *p <= 100.0)) {
+        return Err(Refusal::Incoherent {
+            at: "settings".into(),
+            why: format!("precision_pct is {}, not a precision: a half-width above 0 and at most 100 %", number(p)),
+        });
     }
     figure("settings", "min_duration_s", s.min_duration_s, MAX_S)?;
     match s.repeats {
