@@ -167,10 +167,16 @@ fn gate_lines(report: &Report, letter_of: impl Fn(usize) -> String) -> Vec<Strin
     out
 }
 
-/// Left-aligned first columns, right-aligned figures, two spaces between.
+/// Left-aligned first columns, right-aligned figures, two spaces between. A shorter row (a cell
+/// that was not compared) ends in a note that runs on past the columns, left-aligned, and does not
+/// widen them.
 fn table(rows: &[Vec<String>], left: usize) -> String {
-    let widths: Vec<usize> = (0..rows[0].len())
-        .map(|i| rows.iter().map(|r| r.get(i).map_or(0, |s| s.chars().count())).max().unwrap_or(0))
+    let full = rows[0].len();
+    let widths: Vec<usize> = (0..full)
+        .map(|i| {
+            let width = |r: &Vec<String>| if r.len() == full || i + 1 < r.len() { r[i].chars().count() } else { 0 };
+            rows.iter().filter(|r| i < r.len()).map(width).max().unwrap_or(0)
+        })
         .collect();
     let mut out = String::new();
     for row in rows {

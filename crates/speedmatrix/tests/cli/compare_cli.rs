@@ -171,7 +171,10 @@ fn bad_bounds_and_inputs_are_refused_clearly() {
     let more: Vec<(Vec<String>, &str)> = vec![
         (vec![not_json.display().to_string(), sample.into()], "run A"),
         (vec![sample.into(), not_json.display().to_string()], "not JSON"),
-        (vec![sample.into(), future.display().to_string()], "schema \"speedmatrix.run/2\""),
+        (
+            vec![sample.into(), future.display().to_string()],
+            "schema \"speedmatrix.run/2\", which this version cannot read (it reads speedmatrix.run/1 and /1.N): a newer speedmatrix wrote it; update speedmatrix",
+        ),
         (vec![sample.into(), dir_without.display().to_string()], "a directory without a run.json"),
     ];
     for (args, expected) in cases.into_iter().chain(more) {
