@@ -10,7 +10,7 @@
 #   scripts/postgres-test.sh                         the site's tests: cargo test -p sm-site, then the
 #                                                    HTTP suites against a `speedmatrix serve` process
 #                                                    (cargo test -p speedmatrix --test cli -- site_http::
-#                                                    site_capacity::)
+#                                                    site_capacity:: site_compare::)
 #   scripts/postgres-test.sh cargo test --workspace  any command, with the variable set
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +61,7 @@ export SPEEDMATRIX_TEST_POSTGRES="postgres://postgres@127.0.0.1:$PORT/speedmatri
 echo "postgres-test: PostgreSQL $("$BIN/postgres" --version | awk '{print $3}') at 127.0.0.1:$PORT"
 if [ $# -eq 0 ]; then
     cargo test -p sm-site
-    cargo test -p speedmatrix --test cli -- site_http:: site_capacity::
+    cargo test -p speedmatrix --test cli -- site_http:: site_capacity:: site_compare::
 else
     "$@"
 fi

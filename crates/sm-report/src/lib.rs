@@ -10,6 +10,7 @@
 
 pub mod capacity;
 pub mod charts;
+pub mod compare;
 mod csv;
 pub mod escape;
 mod facts;

@@ -12,6 +12,9 @@ use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 #[path = "validate_answer.rs"]
 mod answer;
 pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+#[path = "validate_precision.rs"]
+mod precision;
+pub use precision::MAX_REPEATS;
 
 /// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,
 /// `--prefill-contexts`): every run the tool can make must be accepted.
@@ -181,6 +184,7 @@ fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     }
     figure(&at, "context", Some(c.context as f64), answer::MAX_CONTEXT_TOKENS)?;
     answer::cell(&at, c, priced)?;
+    precision::cell(&at, c)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {
@@ -229,6 +233,7 @@ pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
         figure("settings", field, value, MAX_S)?;
     }
     answer::settings(record)?;
+    precision::settings(record)?;
     answer::capacity(record)
 }
 

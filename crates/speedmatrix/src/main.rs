@@ -20,6 +20,7 @@ macro_rules! eprintln {
     }};
 }
 
+mod compare_cmd;
 mod console;
 mod import_cmd;
 mod limits;
@@ -63,6 +64,8 @@ enum Command {
     Import(import_cmd::ImportArgs),
     /// Serve the results site (store, browse and compare uploaded runs), or manage its upload tokens.
     Serve(serve_cmd::ServeArgs),
+    /// Compare runs cell by cell with each difference's significance; --fail-on gates CI on a regression.
+    Compare(compare_cmd::CompareArgs),
     /// Upload a run (run.json, a run directory, or a reference-tool file) to a results site.
     Upload(upload_cmd::UploadArgs),
 }
@@ -92,6 +95,7 @@ fn main() -> ExitCode {
             Command::Import(args) => import_cmd::main(args),
             Command::Serve(args) => serve_cmd::main(args).await,
             Command::Upload(args) => upload_cmd::main(args).await,
+            Command::Compare(args) => compare_cmd::main(args).await,
         }
     })
 }

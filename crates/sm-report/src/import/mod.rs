@@ -31,6 +31,11 @@ pub enum ImportError {
     NotJson { source: serde_json::Error },
     #[error("unrecognised file: {what}; accepted formats: {ACCEPTED}")]
     UnknownFormat { what: String },
+    #[error(
+        "a speedmatrix run of schema \"{schema}\", which this version cannot read (it reads speedmatrix.run/1 and \
+         /1.N): a newer speedmatrix wrote it; update speedmatrix"
+    )]
+    UnreadableSchema { schema: String },
     #[error("invalid speedmatrix.run/1 record: {source}")]
     InvalidRun { source: serde_json::Error },
     #[error("{format} file without {missing}")]
@@ -93,6 +98,9 @@ pub fn detect(value: &Value) -> Result<Format, ImportError> {
     match obj.get("schema").and_then(Value::as_str) {
         Some(s) if schema_readable(s) => return Ok(Format::Speedmatrix),
         Some(s) if s.starts_with("lil-bench-result/1") => return Ok(Format::LilBench),
+        Some(s) if s.starts_with("speedmatrix.run/") => {
+            return Err(ImportError::UnreadableSchema { schema: s.chars().take(64).collect() });
+        }
         Some(s) => return Err(ImportError::UnknownFormat { what: format!("schema \"{s}\"") }),
         None => {}
     }

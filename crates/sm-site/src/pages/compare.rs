@@ -1,7 +1,8 @@
 //! The comparison of 2–4 runs: their capacity answers side by side (with the
 //! SLO each used), what differs in their settings and provenance,
 //! each run's decode matrix as ratios to the first (B/A per cell, coloured),
-//! and prefill and decode curves overlaid. Runs are lettered A–D everywhere,
+//! each figure's difference from the first with its significance (as
+//! `speedmatrix compare` prints it), and prefill and decode curves overlaid. Runs are lettered A–D everywhere,
 //! with the chart palette's colours, so a legend stays short.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -218,6 +219,8 @@ fn decode_section(s: &mut String, runs: &[Compared]) {
         ratio_matrix(s, &index[0], &index[i], i, &pair_rows, &pair_cols);
     }
     s.push_str("<p class=\"ratiokey\"><span>0.5× or slower</span><span class=\"bar\" aria-hidden=\"true\"></span><span>2× or faster</span></p>\n");
+    let records: Vec<&RunRecord> = runs.iter().map(|r| &r.record).collect();
+    super::compare_diff::section(s, &records, &LETTERS[..runs.len()]);
 
     s.push_str("<h2 id=\"decode-curves\">Decode curves</h2>\n<p class=\"caption\">total tok/s by simultaneous requests, one chart per context, runs overlaid</p>\n<div class=\"charts\">\n");
     let x_labels: Vec<String> = cols.iter().map(u32::to_string).collect();

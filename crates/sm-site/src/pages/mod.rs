@@ -4,6 +4,7 @@
 
 pub mod capacity;
 pub mod compare;
+mod compare_diff;
 pub mod runs;
 pub mod upload;
 

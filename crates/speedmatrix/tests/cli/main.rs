@@ -6,6 +6,7 @@
 //! dependencies are linked once, not once per test file.
 
 mod common;
+mod compare_cli;
 mod dashboard;
 mod dashboard_hangup;
 mod fidelity;
@@ -29,4 +30,5 @@ mod seed_profile;
 mod site_capacity;
 mod site_cli;
 mod site_common;
+mod site_compare;
 mod site_http;

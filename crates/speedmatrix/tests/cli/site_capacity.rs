@@ -74,7 +74,7 @@ async fn ingest(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
     // a record from before 1.1 and a reference-tool file: answered at upload with the default SLO
     for (id, text) in [(old, SAMPLE), (bench, BENCH)] {
         let record = site.get_json(&format!("/api/runs/{id}")).await;
-        assert_eq!(record["schema"], "speedmatrix.run/1.1", "{id}");
+        assert_eq!(record["schema"], sm_core::record::SCHEMA, "{id}");
         assert_eq!(record["settings"]["slo"], sm_core::slo::DEFAULT_SLO, "{id}");
         assert!(!record["capacity"].as_array().unwrap().is_empty(), "{id}: {record}");
         assert_eq!(record["capacity"], expected_answer(text), "{id}");

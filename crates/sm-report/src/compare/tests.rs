@@ -1,0 +1,205 @@
+use sm_core::precision::Interval;
+use sm_core::record::{CellIntervals, CellStatus, RunRecord};
+
+use super::gate::{Bound, Direction, Gate, GateError, Why};
+use super::render::{self, Report, Run};
+use super::*;
+use serde_json::json;
+
+/// A run recorded before speedmatrix.run/1.2 (no intervals), read as every reader reads it: judged
+/// against the default SLO, with its capacity answer.
+fn sample() -> RunRecord {
+    crate::import_str(include_str!("../../../../tests/data/run-sample.json")).unwrap()
+}
+
+/// Every valid cell's six figures given an interval of ±`pct` %.
+fn with_intervals(mut r: RunRecord, pct: f64) -> RunRecord {
+    for c in r.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
+        let i = |v: Option<f64>| v.map(|v| Interval { lo: v * (1.0 - pct / 100.0), hi: v * (1.0 + pct / 100.0) });
+        c.ci = Some(CellIntervals {
+            total_tok_s: i(c.total_tok_s),
+            per_request_tok_s: i(c.per_request_tok_s),
+            ttft_ms_p50: i(c.ttft_ms_p50),
+            ttft_ms_p90: i(c.ttft_ms_p90),
+            tbt_ms_p50: i(c.tbt_ms_p50),
+            tbt_ms_p99: i(c.tbt_ms_p99),
+        });
+    }
+    r
+}
+
+/// Every valid cell 5 % slower: tok/s down, times up, intervals moved along.
+fn slower(r: &RunRecord) -> RunRecord {
+    let mut r = r.clone();
+    for c in r.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
+        let scale = |v: &mut Option<f64>, k: f64| *v = v.map(|v| v * k);
+        let scale_i = |v: &mut Option<Interval>, k: f64| *v = v.map(|i| Interval { lo: i.lo * k, hi: i.hi * k });
+        scale(&mut c.total_tok_s, 1.0 / 1.05);
+        scale(&mut c.per_request_tok_s, 1.0 / 1.05);
+        scale(&mut c.ttft_ms_p90, 1.05);
+        scale(&mut c.tbt_ms_p50, 1.05);
+        if let Some(ci) = c.ci.as_mut() {
+            scale_i(&mut ci.total_tok_s, 1.0 / 1.05);
+            scale_i(&mut ci.per_request_tok_s, 1.0 / 1.05);
+            scale_i(&mut ci.ttft_ms_p90, 1.05);
+            scale_i(&mut ci.tbt_ms_p50, 1.05);
+        }
+    }
+    r
+}
+
+fn valid_cells(r: &RunRecord) -> usize {
+    r.decode.iter().filter(|c| c.status() == CellStatus::Valid).count()
+}
+
+#[test]
+fn the_gate_parses_bounds_that_say_their_direction() {
+    let g: Gate = " total_tok_s<-3% , ttft_p90>+10%".parse().unwrap();
+    assert_eq!(
+        g.bounds,
+        [
+            Bound { figure: Figure::TotalTokS, direction: Direction::Below, pct: -3.0 },
+            Bound { figure: Figure::TtftP90, direction: Direction::Above, pct: 10.0 },
+        ]
+    );
+    assert_eq!(g.to_string(), "total_tok_s<-3%,ttft_p90>+10%");
+    assert_eq!(g.to_string().parse::<Gate>().unwrap(), g);
+    // run.json's field names and `<=` read the same; decimals are kept
+    let g: Gate = "tbt_ms_p99>=+2.5%,per_request_tok_s<-0.5%".parse().unwrap();
+    assert_eq!(g.bounds[0], Bound { figure: Figure::TbtP99, direction: Direction::Above, pct: 2.5 });
+    assert_eq!(g.bounds[1].figure, Figure::PerRequestTokS);
+    assert!(g.bounds[1].beyond(-0.6) && !g.bounds[1].beyond(-0.5) && !g.bounds[1].beyond(3.0));
+}
+
+#[test]
+fn a_bad_gate_says_what_is_accepted() {
+    let err = |s: &str| s.parse::<Gate>().unwrap_err();
+    assert_eq!(err(""), GateError::Empty);
+    assert_eq!(err(" , "), GateError::Empty);
+    assert!(matches!(err("total_tok_s=-3%"), GateError::NoOperator { .. }));
+    let unknown = err("speed<-3%");
+    assert!(matches!(unknown, GateError::UnknownFigure { ref name, .. } if name == "speed"));
+    let text = unknown.to_string();
+    for f in Figure::ALL {
+        assert!(text.contains(f.name()), "{text}");
+    }
+    // an unsigned bound is ambiguous: is 3% a fall or a rise?
+    for bad in
+        ["total_tok_s<3%", "total_tok_s<-3", "total_tok_s<-x%", "total_tok_s<-inf%", "total_tok_s<-1e9%", "ttft_p90>"]
+    {
+        let e = err(bad);
+        assert!(matches!(e, GateError::BadPercent { .. }), "{bad}: {e}");
+        assert!(e.to_string().contains("-3%") && e.to_string().contains(bad), "{e}");
+    }
+    assert!(matches!(err("total_tok_s<-3%,bogus"), GateError::NoOperator { .. }));
+}
+
+/// Two runs without intervals (before 1.2, or imported): a 5 % difference is reported, never
+/// called significant, and fails no bound.
+#[test]
+fn runs_without_intervals_are_never_significant() {
+    let a = sample();
+    let b = slower(&a);
+    let c = compare(&a, &b);
+    assert_eq!(c.compared().count(), valid_cells(&a));
+    for (_, diffs) in c.compared() {
+        assert!(diffs.iter().all(|d| d.significance == Significance::NoInterval), "{diffs:?}");
+        let total = diffs.iter().find(|d| d.figure == Figure::TotalTokS).unwrap();
+        assert!((total.pct.unwrap() + 4.76).abs() < 0.01, "{total:?}");
+    }
+    let gate: Gate = "total_tok_s<-3%,ttft_p90>+1%".parse().unwrap();
+    assert!(gate.check(&c).is_empty());
+    // one run with intervals is not enough either
+    let c = compare(&with_intervals(a.clone(), 0.5), &b);
+    assert!(c.compared().all(|(_, d)| d.iter().all(|d| d.significance == Significance::NoInterval)));
+    assert!(gate.check(&c).is_empty());
+}
+
+#[test]
+fn a_regression_beyond_the_noise_fails_the_bound_that_catches_it() {
+    let a = with_intervals(sample(), 1.0);
+    let c = compare(&a, &slower(&a));
+    let total = |c: &Comparison| -> Vec<Significance> {
+        c.compared().map(|(_, d)| d.iter().find(|d| d.figure == Figure::TotalTokS).unwrap().significance).collect()
+    };
+    assert!(total(&c).iter().all(|s| *s == Significance::Significant));
+    // unchanged figures are within the noise
+    assert!(
+        c.compared()
+            .all(|(_, d)| d.iter().find(|d| d.figure == Figure::TbtP99).unwrap().significance
+                == Significance::WithinNoise)
+    );
+    let failures = "total_tok_s<-3%,ttft_p90>+10%,tbt_p50>+4%".parse::<Gate>().unwrap().check(&c);
+    // each valid cell: total tok/s fell 4.8 % (past -3 %) and TBT p50 rose 5 % (past +4 %)
+    assert_eq!(failures.len(), 2 * valid_cells(&a), "{failures:?}");
+    for f in &failures {
+        let Why::Bound { bound, pct } = f.why else { panic!("{f:?}") };
+        assert!(matches!(bound.figure, Figure::TotalTokS | Figure::TbtP50), "{f:?}");
+        assert!((pct.abs() - 4.9).abs() < 0.2, "{f:?}");
+    }
+    // a bound further than the change, or the wrong way, fails nothing
+    assert!("total_tok_s<-6%,total_tok_s>+3%".parse::<Gate>().unwrap().check(&c).is_empty());
+    // the same change within ±5 % intervals is noise
+    let wide = with_intervals(sample(), 5.0);
+    let c = compare(&wide, &slower(&wide));
+    assert!(total(&c).iter().all(|s| *s == Significance::WithinNoise));
+    assert!("total_tok_s<-3%".parse::<Gate>().unwrap().check(&c).is_empty());
+}
+
+#[test]
+fn cells_only_one_run_has_are_listed_and_lost_cells_fail() {
+    let a = with_intervals(sample(), 1.0);
+    let mut b = a.clone();
+    let lost = b.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
+    let key = (b.decode[lost].context, b.decode[lost].concurrency);
+    b.decode[lost].status = Some(CellStatus::Error);
+    let gone = b.decode.pop().unwrap();
+    let mut extra = b.decode[0].clone();
+    extra.concurrency = 999;
+    b.decode.push(extra);
+    let c = compare(&a, &b);
+    let find = |ctx: u64, conc: u32| c.cells.iter().find(|x| x.context == ctx && x.concurrency == conc).unwrap();
+    assert_eq!(find(key.0, key.1).outcome, Outcome::NotValid { a: CellStatus::Valid, b: CellStatus::Error });
+    assert!(matches!(find(gone.context, gone.concurrency).outcome, Outcome::OnlyInA(_)));
+    assert!(matches!(find(b.decode[0].context, 999).outcome, Outcome::OnlyInB(_)));
+    let failures = "total_tok_s<-3%".parse::<Gate>().unwrap().check(&c);
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    assert_eq!(failures[0].why, Why::Lost { status: CellStatus::Error });
+    assert_eq!((failures[0].context, failures[0].concurrency), key);
+}
+
+#[test]
+fn the_renderings_agree_and_name_the_failures() {
+    let a = with_intervals(sample(), 1.0);
+    let b = slower(&a);
+    assert!(!a.capacity.is_empty());
+    let runs = vec![Run { source: "a/run.json".into(), record: a.clone() }, Run { source: "b".into(), record: b }];
+    let gate: Gate = "total_tok_s<-3%".parse().unwrap();
+    let report = Report::new(&runs, Some(&gate));
+    assert!(!report.passed());
+    let json: serde_json::Value = serde_json::from_str(&render::json(&report)).unwrap();
+    assert_eq!(json["format"], render::JSON_FORMAT);
+    assert_eq!(json["runs"][1]["source"], "b");
+    assert_eq!(json["gate"]["passed"], false);
+    let cmp = &json["comparisons"][0];
+    assert_eq!(cmp["run"], "B");
+    let compared: Vec<&serde_json::Value> =
+        cmp["cells"].as_array().unwrap().iter().filter(|c| c["outcome"] == "compared").collect();
+    assert_eq!(compared.len(), valid_cells(&a));
+    assert_eq!(compared[0]["figures"]["total_tok_s"]["significance"], "significant");
+    assert_eq!(cmp["failures"].as_array().unwrap().len(), valid_cells(&a));
+    assert_eq!(cmp["failures"][0]["bound"], "total_tok_s<-3%");
+    let text = render::text(&report);
+    assert!(
+        text.contains("-4.8 %*") && text.contains("FAILED") && text.contains("B 8K × 1: total_tok_s -4.8 %"),
+        "{text}"
+    );
+    let md = render::markdown(&report);
+    assert!(
+        md.contains("| Context | Users | total tok/s |") && md.contains("**-4.8 %\\***") && md.contains("❌ 8K"),
+        "{md}"
+    );
+    // the capacity answers side by side, in every format
+    assert!(text.contains("capacity, max users (bounded by)") && md.contains("Capacity, max users"), "{text}");
+    assert_eq!(cmp["capacity"][0]["a"]["max_users"], json!(a.capacity[0].max_users));
+}
