@@ -197,3 +197,15 @@ fn the_csv_has_the_intervals_and_leaves_them_out_of_a_cell_that_is_not_valid() {
     let old = csv_records(&sm_report::csv(&record(sample_json())));
     assert!(old.iter().all(|r| r["ci_total_tok_s_lo"].is_empty() && r["repeats"].is_empty()));
 }
+
+#[test]
+fn the_console_marks_cells_short_of_their_precision_and_repeats_that_disagree() {
+    let text = sm_report::terminal(&precise(), 120);
+    let row = text.lines().find(|l| l.starts_with("8K ")).unwrap();
+    // after the SLO's marks (this record is judged against the default SLO)
+    assert!(row.contains("173.9 ✓ "), "{row}");
+    assert!(row.contains("4,229.4 ✓~⚠ "), "{row}");
+    assert!(text.contains("~ did not reach --precision") && text.contains("⚠ its repeats disagree"), "{text}");
+    let old = sm_report::terminal(&record(sample_json()), 120);
+    assert!(!old.contains('~') && !old.contains('⚠') && !old.contains("precision"), "{old}");
+}
