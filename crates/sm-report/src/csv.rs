@@ -13,9 +13,10 @@ const KEYS: [&str; 4] = ["context_tokens", "concurrency", "status", "reason"];
 /// A prefill row's raw figures: `PrefillRow` field names, unformatted.
 const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "cached_tokens"];
 /// A decode cell's raw figures: `DecodeCell` field names, unformatted
-/// (`warnings` joined with "; "). A field added to the record must be added
-/// here: tests/csv_columns.rs fails until it is.
-const DECODE_FIELDS: [&str; 27] = [
+/// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
+/// field added to the record must be added here: tests/csv_columns.rs fails
+/// until it is.
+const DECODE_FIELDS: [&str; 46] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -43,12 +44,31 @@ const DECODE_FIELDS: [&str; 27] = [
     "goodput_tok_s",
     "usd_per_million_tokens",
     "searched",
+    "ci_total_tok_s_lo",
+    "ci_total_tok_s_hi",
+    "ci_per_request_tok_s_lo",
+    "ci_per_request_tok_s_hi",
+    "ci_ttft_ms_p50_lo",
+    "ci_ttft_ms_p50_hi",
+    "ci_ttft_ms_p90_lo",
+    "ci_ttft_ms_p90_hi",
+    "ci_tbt_ms_p50_lo",
+    "ci_tbt_ms_p50_hi",
+    "ci_tbt_ms_p99_lo",
+    "ci_tbt_ms_p99_hi",
+    "precision_met",
+    "repeats",
+    "repeats_agree",
+    "phases_before_s",
+    "phases_ramp_s",
+    "phases_window_s",
+    "phases_after_s",
 ];
 
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
-const VALID_ONLY: [&str; 22] = [
+const VALID_ONLY: [&str; 36] = [
     "prompt_tok_s",
     "ttft_ms",
     "total_tok_s",
@@ -71,6 +91,20 @@ const VALID_ONLY: [&str; 22] = [
     "goodput_pct",
     "goodput_tok_s",
     "usd_per_million_tokens",
+    "ci_total_tok_s_lo",
+    "ci_total_tok_s_hi",
+    "ci_per_request_tok_s_lo",
+    "ci_per_request_tok_s_hi",
+    "ci_ttft_ms_p50_lo",
+    "ci_ttft_ms_p50_hi",
+    "ci_ttft_ms_p90_lo",
+    "ci_ttft_ms_p90_hi",
+    "ci_tbt_ms_p50_lo",
+    "ci_tbt_ms_p50_hi",
+    "ci_tbt_ms_p99_lo",
+    "ci_tbt_ms_p99_hi",
+    "precision_met",
+    "repeats_agree",
 ];
 
 /// The raw fields of `all` a row with `status` exports.
@@ -135,6 +169,33 @@ fn raw(value: &Value, key: &str) -> String {
     }
 }
 
+/// A decode cell's record with its nested fields as flat columns: `ci.total_tok_s.lo` becomes
+/// `ci_total_tok_s_lo`, `phases.ramp_s` becomes `phases_ramp_s`, and `repeats` their count (each
+/// repeat's figures stay in run.json: a row per cell keeps the CSV one row per measurement).
+fn flat(mut v: Value) -> Value {
+    let Some(obj) = v.as_object_mut() else {
+        return v;
+    };
+    if let Some(Value::Object(ci)) = obj.remove("ci") {
+        for (figure, interval) in ci {
+            for end in ["lo", "hi"] {
+                if let Some(x) = interval.get(end) {
+                    obj.insert(format!("ci_{figure}_{end}"), x.clone());
+                }
+            }
+        }
+    }
+    if let Some(Value::Object(phases)) = obj.remove("phases") {
+        for (k, x) in phases {
+            obj.insert(format!("phases_{k}"), x);
+        }
+    }
+    if let Some(Value::Array(repeats)) = obj.remove("repeats") {
+        obj.insert("repeats".into(), repeats.len().into());
+    }
+    v
+}
+
 fn status_code(s: CellStatus) -> String {
     serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
 }
@@ -185,7 +246,7 @@ pub fn csv(record: &RunRecord) -> String {
                 (_, Some(cell)) => {
                     let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
                     let fields = exported(cell.status(), &DECODE_FIELDS);
-                    let mut row = raw_row(keys, &serde_json::to_value(cell).unwrap_or_default(), &fields);
+                    let mut row = raw_row(keys, &flat(serde_json::to_value(cell).unwrap_or_default()), &fields);
                     row.extend(bound_cells(cell, &bounds));
                     row
                 }

@@ -213,9 +213,18 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
         CellKind::Valid => {
             let total = cell.total.unwrap_or(0.0);
             let t = heat(total, min, max);
-            let mut tip = format!("{ctx_label} context, {c} at once: {} tok/s total", format::fixed1(total));
+            let prec = cell.precision.as_ref();
+            let total_text =
+                prec.and_then(|p| p.total.as_ref()).map_or_else(|| format::fixed1(total), |p| p.text.clone());
+            let mut tip = format!("{ctx_label} context, {c} at once: {total_text} tok/s total");
             if let Some(p) = cell.per_request {
-                tip.push_str(&format!(", {} per request", format::fixed1(p)));
+                let text =
+                    prec.and_then(|p| p.per_request.as_ref()).map_or_else(|| format::fixed1(p), |p| p.text.clone());
+                tip.push_str(&format!(", {text} per request"));
+            }
+            // the intervals, the precision verdict and the repeats: in the hover, not on the cell
+            for line in prec.map(|p| p.tip.as_slice()).unwrap_or_default() {
+                tip.push_str(&format!("\n{line}"));
             }
             for line in [cell.verdict.as_deref(), cell.capacity.then_some("the capacity of this context")] {
                 tip.extend(line.map(|l| format!("\n{l}")));
@@ -226,8 +235,13 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
             for w in &cell.warnings {
                 tip.push_str(&format!("\n⚠ {w}"));
             }
-            let warn =
-                if cell.warnings.is_empty() { "" } else { "<span class=\"warn\" aria-label=\"warning\"> ⚠</span>" };
+            // repeats that disagree are a warning about the figures, like the record's own warnings
+            let disagree = prec.is_some_and(|p| p.disagree());
+            let warn = if cell.warnings.is_empty() && !disagree {
+                ""
+            } else {
+                "<span class=\"warn\" aria-label=\"warning\"> ⚠</span>"
+            };
             let (classes, marks) = slo_marks(cell);
             let _ = write!(
                 s,
@@ -304,6 +318,12 @@ fn matrix_key(s: &mut String, m: &Matrix) {
     }
     if cells().any(|c| c.searched) {
         keys.push("s measured by the capacity search".into());
+    }
+    if cells().any(|c| c.precision.as_ref().is_some_and(|p| p.total.is_some())) {
+        keys.push("hover a cell for its figures with their 95 % intervals (±)".into());
+    }
+    if cells().any(|c| c.precision.as_ref().is_some_and(|p| p.disagree())) {
+        keys.push("⚠ on a cell whose repeats disagree: the server was not stationary".into());
     }
     if !keys.is_empty() {
         let _ = writeln!(s, "<p class=\"matrixkey\">{}</p>", keys.join(" · "));
@@ -405,17 +425,20 @@ fn all_measurements(s: &mut String, page: &Page) {
         "<h2 id=\"all-measurements\">All measurements</h2>\n<p class=\"caption\">{}</p>\n<div class=\"scroll\"><table class=\"all\">\n<thead><tr>",
         esc(view::MEASUREMENTS_NOTE)
     );
-    for c in view::COLUMNS.iter().chain(&page.slo_columns) {
+    for c in view::COLUMNS.iter().chain(&page.slo_columns).chain(&page.precision.columns) {
         let _ = write!(s, "<th scope=\"col\">{}</th>", esc(c));
     }
     s.push_str("</tr></thead>\n<tbody>\n");
-    let no_slo = Vec::new();
+    let (no_slo, no_pm, no_prec) = (Vec::new(), Vec::new(), Vec::new());
     for (ri, row) in page.measurements.iter().enumerate() {
         s.push_str("<tr>");
+        let pms = page.precision.pm.get(ri).unwrap_or(&no_pm);
         for (i, v) in row.iter().enumerate() {
             if i == 3 {
                 let class = v.to_lowercase().replace(' ', "-");
                 let _ = write!(s, "<td class=\"st-{}\">{}</td>", esc(&class), esc(v));
+            } else if let Some((_, pm)) = pms.iter().find(|(col, _)| *col == i) {
+                let _ = write!(s, "<td class=\"pm\" title=\"{}\">{}</td>", esc(&pm.range), esc(&pm.text));
             } else {
                 let _ = write!(s, "<td>{}</td>", esc(v));
             }
@@ -423,9 +446,20 @@ fn all_measurements(s: &mut String, page: &Page) {
         for v in page.slo_measurements.get(ri).unwrap_or(&no_slo) {
             let _ = write!(s, "<td>{}</td>", esc(v));
         }
+        for v in page.precision.rows.get(ri).unwrap_or(&no_prec) {
+            let class = if v.starts_with('⚠') || v.starts_with('✗') { " class=\"flag\"" } else { "" };
+            let _ = write!(s, "<td{class}>{}</td>", esc(v));
+        }
         s.push_str("</tr>\n");
     }
     s.push_str("</tbody></table></div>\n");
+    if !page.precision.notes.is_empty() {
+        s.push_str("<ul class=\"notes precision\">");
+        for note in &page.precision.notes {
+            let _ = write!(s, "<li>{}</li>", esc(note));
+        }
+        s.push_str("</ul>\n");
+    }
 }
 
 fn methodology(s: &mut String, page: &Page) {

@@ -191,8 +191,22 @@ fn all(s: &mut String, page: &Page) {
         .measurements
         .iter()
         .enumerate()
-        .map(|(i, r)| r.iter().chain(page.slo_measurements.get(i).into_iter().flatten()).cloned().collect())
+        .map(|(i, r)| {
+            // a figure with an interval reads `401.3 ± 6.0`
+            let pms = page.precision.pm.get(i);
+            let shown = r.iter().enumerate().map(|(col, v)| {
+                pms.and_then(|p| p.iter().find(|(c, _)| *c == col)).map_or_else(|| v.clone(), |(_, pm)| pm.text.clone())
+            });
+            shown
+                .chain(page.slo_measurements.get(i).into_iter().flatten().cloned())
+                .chain(page.precision.rows.get(i).into_iter().flatten().cloned())
+                .collect()
+        })
         .collect();
-    let header: Vec<&str> = view::COLUMNS.iter().chain(&page.slo_columns).copied().collect();
+    let header: Vec<&str> =
+        view::COLUMNS.iter().chain(&page.slo_columns).chain(&page.precision.columns).copied().collect();
     table(s, &header, &rows);
+    for note in &page.precision.notes {
+        let _ = writeln!(s, "{}\n", md(note));
+    }
 }

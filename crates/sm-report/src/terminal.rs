@@ -151,11 +151,15 @@ fn decode(s: &mut String, page: &Page, width: usize) {
     }
 }
 
-/// A valid cell's total with its SLO marks: ✓ it meets the SLO, * it is its context's capacity.
+/// A valid cell's total with its marks: ✓ it meets the SLO, * it is its context's capacity,
+/// ~ it did not reach `--precision`, ⚠ its repeats disagree.
 fn marks(cell: &view::Cell, total: String) -> String {
     let met = if cell.slo_met == Some(true) { " ✓" } else { "" };
     let cap = if cell.capacity { "*" } else { "" };
-    format!("{total}{met}{cap}")
+    let p = cell.precision.as_ref();
+    let rough = if p.is_some_and(|p| p.met == Some(false)) { "~" } else { "" };
+    let disagree = if p.is_some_and(|p| p.disagree()) { "⚠" } else { "" };
+    format!("{total}{met}{cap}{rough}{disagree}")
 }
 
 /// What the matrix's marks mean, for the marks it shows.
@@ -165,6 +169,12 @@ fn marks_key(m: &view::Matrix) -> Option<String> {
         cells().any(|c| c.slo_met.is_some()).then_some("✓ meets the SLO"),
         cells().any(|c| c.capacity).then_some("* the capacity: the most users that meet it"),
         m.searched_cols.contains(&true).then_some("Ns: a level only the capacity search (--find-capacity) measured"),
+        cells()
+            .any(|c| c.precision.as_ref().is_some_and(|p| p.met == Some(false)))
+            .then_some("~ did not reach --precision within the longest window"),
+        cells()
+            .any(|c| c.precision.as_ref().is_some_and(|p| p.disagree()))
+            .then_some("⚠ its repeats disagree: the server was not stationary"),
     ]
     .into_iter()
     .flatten()

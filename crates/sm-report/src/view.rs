@@ -14,7 +14,9 @@ use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
 
+pub mod precision;
 mod slo;
+use precision::CellPrecision;
 use slo::slo_measurements;
 pub use slo::{GOODPUT, GOODPUT_TOK_S, SEARCHED, SLO_MET, USD_PER_MTOK};
 
@@ -74,6 +76,9 @@ pub struct Page {
     /// row of `measurements`.
     pub slo_columns: Vec<&'static str>,
     pub slo_measurements: Vec<Vec<String>>,
+    /// The precision of the All-measurements rows (methodology §12): `±` on their figures, the
+    /// Precision and Repeats columns after the SLO's, and their legend; empty before schema 1.2.
+    pub precision: precision::Table,
     pub methodology: Vec<(&'static str, &'static str)>,
     /// Extra notes on an imported record (whose definitions are the other tool's).
     pub import_notes: Vec<String>,
@@ -139,6 +144,8 @@ pub struct Cell {
     pub searched: bool,
     /// What one user got: the SLO's tok/s bound at its percentile, else the median per request.
     pub user_tok_s: Option<f64>,
+    /// A valid cell's intervals, precision verdict and repeats, for its hover.
+    pub precision: Option<CellPrecision>,
 }
 
 pub struct Matrix {
@@ -194,6 +201,7 @@ pub fn build(record: &RunRecord) -> Page {
     let prefill = prefill(record, &mut footnotes);
     let matrix = matrix(record, &mut footnotes);
     let (slo_columns, slo_measurements) = slo_measurements(&prefill, &matrix, record);
+    let precision = precision::table(&prefill, &matrix, record);
     Page {
         title: title(record),
         answer: capacity::headline(record),
@@ -207,6 +215,7 @@ pub fn build(record: &RunRecord) -> Page {
         measurements: measurements(&prefill, &matrix, record),
         slo_columns,
         slo_measurements,
+        precision,
         decode_notes: decode_notes(&matrix),
         footnotes,
         prefill,
@@ -419,6 +428,7 @@ fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footn
         capacity: false,
         searched: false,
         user_tok_s: None,
+        precision: None,
     }
 }
 
@@ -449,6 +459,7 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
         capacity: false,
         searched: cell.searched,
         user_tok_s: user_tok_s(cell).filter(|_| valid),
+        precision: precision::cell_precision(cell),
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::common::*;
 use serde_json::Value;
 use sm_core::precision::Interval;
-use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell, PrefillRow, RunRecord, TokenSource};
+use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell, PrefillRow, Repeat, RunRecord, TokenSource};
 
 /// Every field set, written out without `..Default::default()`: a field added
 /// to `DecodeCell` stops this test compiling until it is set here, and then
@@ -58,9 +58,28 @@ fn full_cell() -> DecodeCell {
             tbt_ms_p99: Some(Interval { lo: 13.5, hi: 16.0 }),
         }),
         precision_met: Some(true),
-        repeats: vec![],
+        repeats: vec![repeat(398.5), repeat(404.0), Repeat { reason: Some("server error".into()), ..repeat(0.0) }],
         repeats_agree: Some(true),
         phases: Some(CellPhases { before_s: 1.5, ramp_s: 3.25, window_s: 30.0, after_s: 0.5 }),
+    }
+}
+
+/// One measurement of a repeated cell, every field set.
+fn repeat(total: f64) -> Repeat {
+    Repeat {
+        total_tok_s: Some(total),
+        per_request_tok_s: Some(total / 4.0),
+        ttft_ms_p50: Some(61.0),
+        ttft_ms_p90: Some(72.0),
+        tbt_ms_p50: Some(9.5),
+        tbt_ms_p99: Some(14.5),
+        measured_s: Some(30.0),
+        goodput_tok_s: Some(250.0),
+        ci: Some(CellIntervals {
+            total_tok_s: Some(Interval { lo: total - 5.0, hi: total + 5.0 }),
+            ..Default::default()
+        }),
+        reason: None,
     }
 }
 
@@ -104,6 +123,30 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
                     assert_eq!(value, &expected(&b["value"]), "{what}: {bound}");
                     assert_eq!(row[&format!("slo_{bound}_holds")], expected(&b["holds"]), "{what}: {bound} holds");
                 }
+                continue;
+            }
+            // two columns per interval, `ci_<figure>_lo` and `_hi`
+            "ci" => {
+                for (figure, interval) in v.as_object().unwrap() {
+                    for end in ["lo", "hi"] {
+                        let column = format!("ci_{figure}_{end}");
+                        let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
+                        assert_eq!(got, &expected(&interval[end]), "{what}: {column}");
+                    }
+                }
+                continue;
+            }
+            "phases" => {
+                for (phase, seconds) in v.as_object().unwrap() {
+                    let column = format!("phases_{phase}");
+                    let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
+                    assert_eq!(got, &expected(seconds), "{what}: {column}");
+                }
+                continue;
+            }
+            // the count; each repeat's figures stay in run.json
+            "repeats" => {
+                assert_eq!(row["repeats"], v.as_array().unwrap().len().to_string(), "{what}: repeats");
                 continue;
             }
             "context" => "context_tokens",

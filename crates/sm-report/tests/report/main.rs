@@ -11,4 +11,5 @@ mod import_fixtures;
 mod import_prop;
 mod page_notes;
 mod page_style;
+mod precision_page;
 mod reference_page;

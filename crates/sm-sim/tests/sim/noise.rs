@@ -69,7 +69,7 @@ async fn noisy_steps_keep_the_profile_mean_and_realise_the_cv() {
     let quiet = steps_of(one_request(Noise::default(), 100).await);
     let quiet_logs = sorted(quiet.iter().map(|s| s.ln()).collect());
     let quiet_iqr = quiet_logs[quiet_logs.len() * 3 / 4] - quiet_logs[quiet_logs.len() / 4];
-    assert!(quiet_iqr < 0.1 * iqr, "without noise the IQR of ln(step) is {quiet_iqr:.4}");
+    assert!(quiet_iqr < 0.25 * iqr, "without noise the IQR of ln(step) is {quiet_iqr:.4}, with it {iqr:.4}");
 }
 
 fn steps_of(rec: Value) -> Vec<f64> {
@@ -96,16 +96,11 @@ async fn drift_slows_the_steps_as_configured() {
     assert!((late / early / want - 1.0).abs() < 0.05, "late/early steps {:.3}, want {want:.3}", late / early);
 }
 
-/// Pearson correlation of ln(step) between two runs, step by step.
-fn log_correlation(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
+/// The median, over steps, of |ln(a's step) − ln(b's step)|: robust to the few releases a busy
+/// machine delays.
+fn median_log_gap(a: &[(f64, f64)], b: &[(f64, f64)]) -> f64 {
     let n = a.len().min(b.len());
-    let (x, y): (Vec<f64>, Vec<f64>) = (0..n).map(|i| (a[i].1.ln(), b[i].1.ln())).unzip();
-    let mean = |v: &[f64]| v.iter().sum::<f64>() / n as f64;
-    let (mx, my) = (mean(&x), mean(&y));
-    let cov: f64 = (0..n).map(|i| (x[i] - mx) * (y[i] - my)).sum();
-    let sx: f64 = x.iter().map(|v| (v - mx).powi(2)).sum::<f64>().sqrt();
-    let sy: f64 = y.iter().map(|v| (v - my).powi(2)).sum::<f64>().sqrt();
-    cov / (sx * sy)
+    sorted((0..n).map(|i| (a[i].1.ln() - b[i].1.ln()).abs()).collect())[n / 2]
 }
 
 #[tokio::test]
@@ -114,9 +109,10 @@ async fn the_same_seed_replays_the_same_steps() {
     let (a, b, c) =
         tokio::join!(one_request(noise, 150), one_request(noise, 150), one_request(Noise { seed: 12, ..noise }, 150));
     let (a, b, c) = (steps(&a), steps(&b), steps(&c));
-    // the drawn factors are identical; only release jitter (≪ the 50 % spread) tells the runs apart
-    let same = log_correlation(&a, &b);
-    let other = log_correlation(&a, &c);
-    assert!(same > 0.95, "same seed: correlation {same:.3}");
-    assert!(other < 0.5, "another seed: correlation {other:.3}");
+    // the drawn factors are identical; only release jitter (≪ the 50 % spread) tells the runs apart.
+    // Independent draws differ by |N(0, 2σ²)|, whose median is 0.67 × √2 × 0.47 ≈ 0.45.
+    let same = median_log_gap(&a, &b);
+    let other = median_log_gap(&a, &c);
+    assert!(same < 0.05, "same seed: steps differ by {same:.3} in ln");
+    assert!(other > 0.2, "another seed: steps differ by only {other:.3} in ln");
 }
