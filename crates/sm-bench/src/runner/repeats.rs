@@ -9,6 +9,8 @@ use sm_core::precision::{self, Interval};
 use sm_core::record::{CellIntervals, CellStatus, DecodeCell, Repeat};
 use sm_core::slo::Slo;
 
+use super::round3;
+
 /// How many times the record's cell has been measured (a cell measured once keeps no repeats).
 pub(super) fn measured(cell: &DecodeCell) -> u32 {
     cell.repeats.len().max(1) as u32
@@ -137,10 +139,6 @@ fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
 }
 
 const DISAGREE: &str = "the repeats disagree beyond their intervals";
-
-fn round3(v: f64) -> f64 {
-    (v * 1000.0).round() / 1000.0
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,114 @@
+//! The record's cell from a cell's outcome: its figures rounded as run.json keeps them, its
+//! intervals, its judgement against the SLO and the price of its tokens (methodology §7.3, §11, §12).
+
+use std::time::Duration;
+
+use sm_core::answer;
+use sm_core::plan::Cell;
+use sm_core::precision::Interval;
+use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell};
+use sm_core::slo::{BoundCheck, Slo};
+
+use crate::verdict::CellOutcome;
+
+pub(super) fn round1(v: f64) -> f64 {
+    (v * 10.0).round() / 10.0
+}
+
+pub(super) fn round3(v: f64) -> f64 {
+    (v * 1000.0).round() / 1000.0
+}
+
+/// The record's cell from what was measured: figures, the judgement against the SLO (methodology
+/// §11.2, from the requests' own figures, which are not kept) and the price of its tokens.
+pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per_hour: Option<f64>) -> DecodeCell {
+    let mut dc = DecodeCell {
+        context: cell.context.0,
+        label: cell.label.clone(),
+        concurrency: cell.concurrency,
+        status: Some(outcome.status),
+        reason: outcome.reason,
+        warnings: outcome.warnings,
+        ..DecodeCell::default()
+    };
+    let Some(f) = outcome.figures.filter(|_| outcome.status == CellStatus::Valid) else {
+        return dc;
+    };
+    dc.total_tok_s = Some(round3(f.total_tok_s));
+    dc.per_request_tok_s = f.per_request_tok_s.map(round3);
+    if let Some(q) = f.ttft_ms {
+        (dc.ttft_ms_p50, dc.ttft_ms_p90, dc.ttft_ms_p99) =
+            (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
+    }
+    if let Some(q) = f.tbt_ms {
+        (dc.tbt_ms_p50, dc.tbt_ms_p90, dc.tbt_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
+    }
+    if let Some(q) = f.chunk_gap_ms {
+        (dc.chunk_gap_ms_p50, dc.chunk_gap_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p99)));
+    }
+    dc.avg_active = Some(round3(f.avg_active));
+    dc.completed = Some(f.completed);
+    dc.output_tokens = Some(f.output_tokens);
+    dc.measured_s = Some(round3(f.measured_s));
+    dc.requests = Some(f.requests);
+    dc.token_source = f.token_source;
+    dc.prompt_cache_hit_pct = f.prompt_cache_hit_pct.map(round1);
+    dc.client_retries = (f.retried > 0).then_some(f.retried);
+    if let Some(h) = outcome.health {
+        dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));
+        dc.client_cpu_pct = Some(round1(h.cpu_pct));
+    }
+    let judged = slo.judge(&f.per_request, f.measured_s);
+    dc.slo_met = Some(judged.met);
+    dc.slo_bounds = judged.bounds.into_iter().map(|b| BoundCheck { value: b.value.map(round3), ..b }).collect();
+    dc.goodput_pct = judged.goodput_pct.map(round1);
+    dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
+    dc.usd_per_million_tokens = cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s));
+    dc.ci = Some(rounded(f.ci));
+    dc.phases = outcome.phases.map(|p| CellPhases {
+        before_s: round3(p.before_s),
+        ramp_s: round3(p.ramp_s),
+        window_s: round3(p.window_s),
+        after_s: round3(p.after_s),
+    });
+    dc
+}
+
+/// Intervals rounded outward to the figures' 3 decimals: rounding never narrows one.
+fn rounded(ci: CellIntervals) -> CellIntervals {
+    let r = |i: Option<Interval>| i.map(|i| i.rounded(3));
+    CellIntervals {
+        total_tok_s: r(ci.total_tok_s),
+        per_request_tok_s: r(ci.per_request_tok_s),
+        ttft_ms_p50: r(ci.ttft_ms_p50),
+        ttft_ms_p90: r(ci.ttft_ms_p90),
+        tbt_ms_p50: r(ci.tbt_ms_p50),
+        tbt_ms_p99: r(ci.tbt_ms_p99),
+    }
+}
+
+/// With `--precision`: whether the valid cell reached it, and a warning when the longest window
+/// (`--duration`) ended first (methodology §12.3).
+pub(super) fn precision_verdict(dc: &mut DecodeCell, pct: f64, longest: Duration) {
+    if dc.status() != CellStatus::Valid {
+        return;
+    }
+    let ci = dc.ci.unwrap_or_default();
+    let half = |i: Option<Interval>, v: Option<f64>| i.zip(v).and_then(|(i, v)| i.half_width_pct(v));
+    let total = half(ci.total_tok_s, dc.total_tok_s);
+    let tbt = half(ci.tbt_ms_p50, dc.tbt_ms_p50);
+    let met = matches!((total, tbt), (Some(a), Some(b)) if a <= pct && b <= pct);
+    dc.precision_met = Some(met);
+    if !met {
+        let show = |v: Option<f64>| v.map_or("no interval".to_string(), |v| format!("±{v:.1} %"));
+        let measured = dc.measured_s.unwrap_or(0.0);
+        let when = if measured + 0.5 < longest.as_secs_f64() {
+            format!(
+                "the window ended at {measured:.1} s when the running figures were within it, but the final ones are not"
+            )
+        } else {
+            format!("the longest window ({} s) ended first", longest.as_secs_f64())
+        };
+        dc.warnings.push(format!("not within ±{pct} %: {when}: total tok/s {}, TBT p50 {}", show(total), show(tbt)));
+    }
+}
