@@ -41,7 +41,13 @@ impl Runner<'_> {
         };
         let at = sm_core::context::shown(&cell.label, cell.context.0);
         self.event(RunEvent::DecodeWarmupStarted { at, window: self.config.warmup });
-        let timing = CellTiming { duration: self.config.warmup, ready_stable: Duration::ZERO, ..self.config.timing };
+        // a fixed window: the warm-up is not measured, so there is nothing for --precision to settle
+        let timing = CellTiming {
+            duration: self.config.warmup,
+            ready_stable: Duration::ZERO,
+            precision: None,
+            ..self.config.timing
+        };
         let outcome = self.decode_cell(cell, &prompt, timing).await;
         // every outcome ends with one event (done, skipped or stopped, failed): a display that waited
         // for "done" only would show the warm-up for the rest of the run
