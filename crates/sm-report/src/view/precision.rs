@@ -245,8 +245,8 @@ fn precision_note(record: &RunRecord) -> String {
     let target = s.precision_pct.map_or_else(|| "the precision asked for".to_string(), |p| format!("±{p} %"));
     let window = if s.duration_s > 0.0 { format!(" ({})", format::secs_setting(s.duration_s)) } else { String::new() };
     format!(
-        "Precision: ✓ total tok/s and TBT p50 reached {target} (--precision) before the longest window; ✗ the cell \
-         measured for the longest window{window} without reaching it, and its ± say how far it got."
+        "Precision: ✓ total tok/s and TBT p50 were within {target} (--precision) when the window ended; ✗ they \
+         were not (the longest window{window} ended first), and the ± say how far they got."
     )
 }
 

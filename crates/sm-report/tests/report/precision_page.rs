@@ -109,7 +109,7 @@ fn the_full_table_shows_each_figure_with_its_interval_and_the_marks() {
     for note in [PM_NOTE, REPEATS_NOTE, DISAGREE_NOTE] {
         assert_eq!(plain.matches(note).count(), 1, "{note}");
     }
-    assert!(plain.contains("reached ±1 % (--precision)") && plain.contains("longest window (30 s)"), "{plain}");
+    assert!(plain.contains("were within ±1 % (--precision)") && plain.contains("longest window (30 s)"), "{plain}");
 }
 
 #[test]
