@@ -96,7 +96,8 @@ impl State {
         let plan = sm_core::plan::PlanSummary::of(&record.plan);
         self.contexts = plan.decode_rows;
         self.prefill_plan = plan.prefill_planned.iter().map(|p| (p.context, p.label.clone())).collect();
-        self.planned_cells = plan.decode_planned;
+        // with --repeats each cell is measured that many times: the ETA and progress count measurements
+        self.planned_cells = plan.decode_planned * record.settings.repeats.unwrap_or(1).max(1) as usize;
         self.over_capacity = plan.over_capacity.len();
         if self.contexts.is_empty() {
             // a record without a plan (older schema): the settings still name the rows
@@ -202,8 +203,10 @@ impl State {
 
     /// Cells measured (or skipped, or failed) out of those planned, resumed ones included; the
     /// capacity search's cells are not the plan's.
+    /// Measurements of the plan's cells done: a cell measured by `--repeats` counts each repeat.
     pub fn cells_done(&self) -> usize {
-        self.cells.values().filter(|c| c.status() != CellStatus::OverCapacity && !c.searched).count()
+        let planned = self.cells.values().filter(|c| c.status() != CellStatus::OverCapacity && !c.searched);
+        planned.map(|c| c.repeats.len().max(1)).sum()
     }
 
     pub fn prefill_done_count(&self) -> usize {
@@ -300,6 +303,23 @@ mod tests {
         // 4 cells × (4 s + 0.5 s idle gap)
         assert_eq!(s.eta(t0 + Duration::from_secs(4)), Some(Duration::from_secs(18)));
         assert!((s.progress() - 3.0 / 7.0).abs() < 1e-9);
+    }
+
+    /// With `--repeats 3` the plan is three passes: each repeat of a cell is one measurement done.
+    #[test]
+    fn repeats_count_as_measurements() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        let mut r = record();
+        r.settings.repeats = Some(3);
+        s.start(&r);
+        assert_eq!(s.planned_cells, 15, "5 cells × 3 passes");
+        let once = DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
+        s.cell_done(&once, t0 + Duration::from_secs(4));
+        assert_eq!(s.cells_done(), 1);
+        let twice = DecodeCell { repeats: vec![Default::default(); 2], ..once };
+        s.cell_done(&twice, t0 + Duration::from_secs(8));
+        assert_eq!(s.cells_done(), 2, "the same cell again, now with two repeats");
     }
 
     /// A capacity search's cells come after the plan: they do not count as the plan's cells done.
