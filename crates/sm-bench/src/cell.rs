@@ -502,6 +502,7 @@ async fn worker(
         })
         .await;
         let lost = matches!(run.outcome, Outcome::Lost(_));
+        run.log.id = run.id.take();
         match run.outcome {
             Outcome::Completed => {
                 logs.push(run.log);

@@ -34,6 +34,8 @@ pub struct RequestLog {
     /// Why the request failed, where the failure was its own and not the cancel's doing (set
     /// once it ended, for `--save-requests`).
     pub failure: Option<String>,
+    /// The id the server gave the request (set once it ended, for `--save-requests`).
+    pub id: Option<String>,
 }
 
 /// A cell's requests as its figures counted them, for `--save-requests`: the window (none when
@@ -58,6 +60,7 @@ impl RequestLog {
             cached_tokens: None,
             retried: false,
             failure: None,
+            id: None,
         }
     }
 }

@@ -52,6 +52,7 @@ fn line(cell: LineCell, log: &RequestLog, requests: &CellRequests, t0: Instant) 
         concurrency: cell.concurrency,
         repeat: cell.repeat,
         searched: cell.searched,
+        request_id: log.id.as_deref().map(|r| sm_core::secrets::scrub(r).into_owned()),
         // closed loop: a stream sends its next request as soon as the previous one ends
         scheduled_s: sent,
         sent_s: sent,
@@ -72,8 +73,17 @@ fn line(cell: LineCell, log: &RequestLog, requests: &CellRequests, t0: Instant) 
 /// What a prefill row's request gave: its times and usage, or why it failed (`asked` is when it
 /// was handed to the HTTP client, the only time known of a request that failed before answering).
 pub(crate) enum PrefillRequest<'a> {
-    Answered { times: ScoutTimes, output_tokens: u64, prompt_tokens: Option<u64>, cached_tokens: Option<u64> },
-    Failed { asked: Instant, reason: &'a str },
+    Answered {
+        times: ScoutTimes,
+        id: Option<&'a str>,
+        output_tokens: u64,
+        prompt_tokens: Option<u64>,
+        cached_tokens: Option<u64>,
+    },
+    Failed {
+        asked: Instant,
+        reason: &'a str,
+    },
 }
 
 /// The line of a prefill row's one request.
@@ -84,6 +94,7 @@ pub(crate) fn prefill_line(context: u64, request: PrefillRequest<'_>, t0: Instan
         concurrency: 1,
         repeat: None,
         searched: false,
+        request_id: None,
         scheduled_s: 0.0,
         sent_s: 0.0,
         first_token_s: None,
@@ -99,7 +110,8 @@ pub(crate) fn prefill_line(context: u64, request: PrefillRequest<'_>, t0: Instan
         retried: false,
     };
     match request {
-        PrefillRequest::Answered { times, output_tokens, prompt_tokens, cached_tokens } => RequestLine {
+        PrefillRequest::Answered { times, id, output_tokens, prompt_tokens, cached_tokens } => RequestLine {
+            request_id: id.map(|r| sm_core::secrets::scrub(r).into_owned()),
             scheduled_s: secs(t0, times.sent),
             sent_s: secs(t0, times.sent),
             first_token_s: Some(secs(t0, times.first_token)),

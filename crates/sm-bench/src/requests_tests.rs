@@ -97,12 +97,18 @@ fn a_prefill_line_has_its_times_or_its_reason() {
         last_token: at(t0, 1250),
         ended: Some(at(t0, 1251)),
     };
-    let request =
-        PrefillRequest::Answered { times, output_tokens: 1, prompt_tokens: Some(4096), cached_tokens: Some(0) };
+    let request = PrefillRequest::Answered {
+        times,
+        id: Some("cmpl-1"),
+        output_tokens: 1,
+        prompt_tokens: Some(4096),
+        cached_tokens: Some(0),
+    };
     let l = prefill_line(4096, request, t0);
     assert_eq!((l.phase, l.status, l.concurrency), (RequestPhase::Prefill, RequestStatus::Completed, 1));
     assert_eq!((l.sent_s, l.first_token_s, l.ended_s), (1.0, Some(1.25), Some(1.251)));
     assert_eq!((l.prompt_tokens, l.cached_tokens, l.in_window), (Some(4096), Some(0), None));
+    assert_eq!(l.request_id.as_deref(), Some("cmpl-1"));
     let l = prefill_line(4096, PrefillRequest::Failed { asked: at(t0, 500), reason: "timed out" }, t0);
     assert_eq!(
         (l.status, l.reason.as_deref(), l.sent_s, l.first_token_s),

@@ -23,6 +23,8 @@ pub struct ScoutResult {
     pub chunks: u64,
     /// The last `usage.completion_tokens` the server reported.
     pub completion_tokens: Option<u64>,
+    /// The id the server gave the request.
+    pub id: Option<String>,
     /// When it was sent, its first and last token-bearing chunk, and when the server finished it
     /// (for `--save-requests`).
     pub times: ScoutTimes,
@@ -49,7 +51,7 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
     let mut stream = stream_retrying(client, path, &body, timeout).await.0.map_err(|e| describe(&e))?;
     let sent: Instant = stream.sent_at;
     let mut first: Option<Instant> = None;
-    let (mut last, mut ended) = (None, None);
+    let (mut last, mut ended, mut id) = (None, None, None);
     let mut prompt_tokens = None;
     let mut cached_tokens = None;
     let mut reports_usage = false;
@@ -81,6 +83,9 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
         if chunk.finish_reason.is_some() {
             ended.get_or_insert(ev.at);
         }
+        if id.is_none() {
+            id = chunk.id;
+        }
         reports_usage |= chunk.completion_tokens.is_some();
         chunks += u64::from(chunk.has_text);
         completion_tokens = chunk.completion_tokens.or(completion_tokens);
@@ -96,6 +101,7 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
         reports_usage,
         chunks,
         completion_tokens,
+        id,
         times,
     })
 }

@@ -48,6 +48,9 @@ pub struct RequestLine {
     /// A level `--find-capacity` measured (present only when true).
     #[serde(default, skip_serializing_if = "is_false")]
     pub searched: bool,
+    /// The id the server gave the request (the stream's `id`), to join the line with the
+    /// server's own logs; `null` where it sent none.
+    pub request_id: Option<String>,
     /// When the request was due to be sent. The decode matrix is closed-loop (a stream sends its
     /// next request as soon as the previous one ends), so here it equals `sent_s`.
     pub scheduled_s: f64,
@@ -107,6 +110,7 @@ mod tests {
             concurrency: 4,
             repeat: None,
             searched: false,
+            request_id: Some("chatcmpl-7".into()),
             scheduled_s: 1.5,
             sent_s: 1.5,
             first_token_s: Some(1.75),

@@ -75,6 +75,7 @@ impl Runner<'_> {
         let request = match &scouted {
             Ok(s) => PrefillRequest::Answered {
                 times: s.times,
+                id: s.id.as_deref(),
                 output_tokens: s.completion_tokens.unwrap_or(s.chunks),
                 prompt_tokens: s.prompt_tokens,
                 cached_tokens: s.cached_tokens,
@@ -191,6 +192,7 @@ mod tests {
             reports_usage: false,
             chunks: 1,
             completion_tokens: None,
+            id: None,
             times: crate::scout::ScoutTimes {
                 sent: std::time::Instant::now(),
                 first_token: std::time::Instant::now(),
