@@ -1,5 +1,5 @@
 //! `--save-requests`: one line per measured request in `requests.jsonl` beside `run.json`
-//! (methodology §7.6, docs/requests.md). Lines are built from what the cell already logged, after
+//! (methodology §7.5, docs/requests.md). Lines are built from what the cell already logged, after
 //! the cell, so the per-token path does not change; they are appended after every cell or row,
 //! so a crash or Ctrl-C keeps every line of what was finished.
 

@@ -1,4 +1,4 @@
-//! One line of `requests.jsonl` (`run --save-requests`, methodology §7.6, docs/requests.md): what
+//! One line of `requests.jsonl` (`run --save-requests`, methodology §7.5, docs/requests.md): what
 //! one request the run measured saw, on the run's clock. Typed here; serialised only at the edge
 //! (sm-bench's writer), one JSON object per line.
 
