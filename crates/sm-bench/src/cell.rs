@@ -284,8 +284,8 @@ fn retry_warning(logs: &[RequestLog]) -> Option<String> {
     })
 }
 
-/// The cell's figures, and the tokens per chunk they counted with. Chunks after their request's last usage carry the tokens per chunk of the
-/// cell's requests that ended with a usage total; when none ended but the server reports usage
+/// The cell's figures, and the tokens per chunk they counted with. Chunks after their request's
+/// last usage carry the tokens per chunk of the cell's requests that ended with a usage total; when none ended but the server reports usage
 /// (`usage_at_end`, from the scout), one probe request on the now idle server measures it.
 async fn count<F, Fut>(
     logs: &[RequestLog],

@@ -164,3 +164,61 @@ async fn a_resume_appends_and_force_or_no_flag_leaves_no_old_lines() {
     assert!(forced.record()["settings"].get("save_requests").is_none());
     sim.handle.shutdown().await;
 }
+
+/// A stream the server cuts off fails its cell: its line says `failed` and why, the cell's other
+/// requests were dropped by the client, and without a window no line has window figures. A
+/// prefill row the server refuses has a line too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_request_and_a_refused_prefill_row_have_lines_that_say_why() {
+    let faults = [
+        "disconnect-after=20@prompt= m0000001024],max-tokens=512,to=1",
+        "status=503@prompt= m0000002048],max-tokens=1,to=1",
+    ];
+    let sim = sim(SimSpec { faults: &faults, ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "2", "--duration", "1s"];
+    args.extend_from_slice(&["--prefill-contexts", "2k", "--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let r = run(&out, &args).await;
+    assert_eq!(r.code, 2, "a cell and a row failed: {}", r.stderr);
+    sim.handle.shutdown().await;
+    let lines = lines(&out);
+    let decode: Vec<_> = lines.iter().filter(|l| l["phase"] == "decode").collect();
+    let failed: Vec<_> = decode.iter().filter(|l| l["status"] == "failed").collect();
+    assert_eq!(failed.len(), 1, "{decode:?}");
+    assert!(failed[0]["reason"].as_str().is_some_and(|r| !r.is_empty()), "{}", failed[0]);
+    assert_eq!(failed[0]["output_tokens"].as_f64(), Some(20.0), "{}", failed[0]);
+    assert!(failed[0]["ended_s"].is_null());
+    assert!(decode.iter().filter(|l| l["status"] != "failed").all(|l| l["status"] == "cancelled"), "{decode:?}");
+    assert!(decode.iter().all(|l| l["window_output_tokens"].is_null() && l["in_window"].is_null()), "{decode:?}");
+    let row = lines.iter().find(|l| l["phase"] == "prefill" && l["context"] == 2048).expect("the refused row's line");
+    assert_eq!(row["status"], "failed", "{row}");
+    assert!(row["reason"].as_str().is_some_and(|r| r.contains("503")), "{row}");
+    assert!(row["first_token_s"].is_null() && row["request_id"].is_null(), "{row}");
+    assert_eq!(r.record()["prefill"].as_array().unwrap().iter().filter(|p| p["status"] == "error").count(), 1);
+}
+
+/// A server that reports usage only at the end, three tokens per chunk: the lines attribute tokens
+/// as the cell's figures do (the usage totals spread over chunks, cut-off requests at the cell's
+/// tokens per chunk), so they still add up to each cell's `output_tokens`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_add_up_when_usage_comes_only_at_the_end() {
+    let sim = sim(SimSpec { faults: &["usage-at-end", "multi-token=3"], ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1,4", "--duration", "1s"];
+    args.extend_from_slice(&["--save-requests", "--max-tokens", "100"]);
+    args.extend_from_slice(QUICK);
+    let r = run(&out, &args).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    sim.handle.shutdown().await;
+    assert!(r.cells().iter().all(|c| c["token_source"] == "usage_at_end"), "{:?}", r.cells());
+    let lines = lines(&out);
+    check_sums(r.record(), &lines);
+    for l in lines.iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed") {
+        assert_eq!(l["output_tokens"].as_f64(), Some(100.0), "a finished request has its usage total: {l}");
+    }
+}
