@@ -10,6 +10,7 @@ import jsonschema
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("SPEEDMATRIX_BIN", str(ROOT / "target" / "debug" / "speedmatrix"))
 SCHEMA = json.loads((ROOT / "schema" / "run.schema.json").read_text())
+REQUEST_SCHEMA = json.loads((ROOT / "schema" / "request.schema.json").read_text())
 
 
 def validate(record):
@@ -29,7 +30,9 @@ def test_a_fresh_run_validates(tmp_path):
          # the capacity answer's fields too: a search (to max_num_seqs 4) and prices
          "--max-num-seqs", "4", "--find-capacity", "--cost-per-hour", "12.5",
          # and precision's: adaptive windows and repeats (intervals, phases, repeats[])
-         "--precision", "20%", "--min-duration", "1s", "--repeats", "2", "--out", str(out)],
+         "--precision", "20%", "--min-duration", "1s", "--repeats", "2",
+         # and one line per request in requests.jsonl
+         "--save-requests", "--out", str(out)],
         capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
@@ -42,6 +45,14 @@ def test_a_fresh_run_validates(tmp_path):
     assert statuses == {"valid", "over_capacity"}, statuses
     assert any(c.get("searched") for c in record["decode"]), "the search measured C=4"
     assert {c["bounded_by"] for c in record["capacity"]} == {"max_num_seqs"}, record["capacity"]
+    assert record["settings"]["save_requests"] is True
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+    for line in lines:
+        line_validator.validate(line)
+    assert {l["phase"] for l in lines} == {"decode", "warmup", "prefill"}, {l["phase"] for l in lines}
+    assert {l.get("repeat") for l in lines if l["phase"] == "decode" and not l.get("searched")} == {1, 2}
+    assert any(l.get("searched") for l in lines), "the search's lines are marked"
 
 
 def test_a_dry_run_validates(tmp_path):

@@ -16,7 +16,7 @@ use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{Point, RequestLog};
+use crate::request_log::{CellRequests, Point, RequestLog};
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
@@ -230,6 +230,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             Err(e) => warnings.push(format!("after the cell: {e}")),
         }
     }
+    let mut counted = CellRequests {
+        window: None,
+        per_chunk: ChunkRatio::of_logs(&logs).map(|r| r.tokens_per_chunk),
+        logs: Vec::new(),
+    };
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
@@ -237,10 +242,12 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
-            let f = count(&logs, window, &samples, usage_at_end, || {
+            let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
                 probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token)
             })
             .await;
+            counted.window = Some(window);
+            counted.per_chunk = ratio.map(|r| r.tokens_per_chunk);
             let mut outcome = judge(f, concurrency, target.metrics, timing.idle_timeout);
             if let Some(h) = health {
                 outcome.warnings.extend(h.warnings());
@@ -262,6 +269,8 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         warnings.push("the server stopped responding after the cell".into());
     }
     outcome.warnings.splice(0..0, warnings);
+    counted.logs = logs;
+    outcome.requests = Some(counted);
     outcome
 }
 
@@ -275,8 +284,8 @@ fn retry_warning(logs: &[RequestLog]) -> Option<String> {
     })
 }
 
-/// The cell's figures. Chunks after their request's last usage carry the tokens per chunk of the
-/// cell's requests that ended with a usage total; when none ended but the server reports usage
+/// The cell's figures, and the tokens per chunk they counted with. Chunks after their request's
+/// last usage carry the tokens per chunk of the cell's requests that ended with a usage total; when none ended but the server reports usage
 /// (`usage_at_end`, from the scout), one probe request on the now idle server measures it.
 async fn count<F, Fut>(
     logs: &[RequestLog],
@@ -284,7 +293,7 @@ async fn count<F, Fut>(
     samples: &[RunningSample],
     usage_at_end: bool,
     probe: F,
-) -> Figures
+) -> (Figures, Option<ChunkRatio>)
 where
     F: FnOnce() -> Fut,
     Fut: std::future::Future<Output = Option<ChunkRatio>>,
@@ -300,8 +309,9 @@ where
     if ratio.is_none() && f.estimated_tokens > 0 && f.token_source == Some(TokenSource::UsageAtEnd) {
         let probed = probe().await;
         f = Figures { token_source: f.token_source, ..figures(logs, window, samples, probed) };
+        return (f, probed);
     }
-    f
+    (f, ratio)
 }
 
 /// How long a server that just broke a stream gets to show it is still there.
@@ -480,8 +490,9 @@ async fn worker(
 ) -> Vec<RequestLog> {
     let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false), stream };
     let mut logs = Vec::new();
-    loop {
-        let run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
+    // a request the cancel would drop before sending it is not sent (nor logged)
+    while !*cancel.borrow() {
+        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
             let target = &target;
             async move {
                 if let (true, Some(rid)) = (target.abort_request, id) {
@@ -490,30 +501,38 @@ async fn worker(
             }
         })
         .await;
-        logs.push(run.log);
         let lost = matches!(run.outcome, Outcome::Lost(_));
+        run.log.id = run.id.take();
         match run.outcome {
-            Outcome::Completed => continue,
-            Outcome::Cancelled => break,
+            Outcome::Completed => {
+                logs.push(run.log);
+                continue;
+            }
+            Outcome::Cancelled => {
+                logs.push(run.log);
+                break;
+            }
             Outcome::Failed(reason) | Outcome::Lost(reason) => {
                 // A failure after the cancel is the cancel's doing, not the server's.
                 if !*cancel.borrow() {
                     if lost {
                         live.connection_lost.store(true, Ordering::Release);
                     }
+                    run.log.failure = Some(reason.clone());
                     live.fail(CellStatus::Error, reason);
                 }
+                logs.push(run.log);
                 break;
             }
             Outcome::Loop(f) => {
-                live.fail(
-                    CellStatus::Loop,
-                    format!(
-                        "a stream repeated the same {} characters {} times",
-                        f.period_chars,
-                        f.repeated_chars / f.period_chars
-                    ),
+                let reason = format!(
+                    "a stream repeated the same {} characters {} times",
+                    f.period_chars,
+                    f.repeated_chars / f.period_chars
                 );
+                run.log.failure = Some(reason.clone());
+                logs.push(run.log);
+                live.fail(CellStatus::Loop, reason);
                 break;
             }
         }

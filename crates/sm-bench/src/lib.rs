@@ -22,6 +22,7 @@ mod progress;
 mod prompt;
 mod request;
 mod request_log;
+mod requests;
 mod resume;
 mod runner;
 mod scout;

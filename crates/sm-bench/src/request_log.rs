@@ -31,6 +31,20 @@ pub struct RequestLog {
     /// The request was sent a second time because its first send failed before any
     /// response byte (a pooled keep-alive connection the server had closed).
     pub retried: bool,
+    /// Why the request failed, where the failure was its own and not the cancel's doing (set
+    /// once it ended, for `--save-requests`).
+    pub failure: Option<String>,
+    /// The id the server gave the request (set once it ended, for `--save-requests`).
+    pub id: Option<String>,
+}
+
+/// A cell's requests as its figures counted them, for `--save-requests`: the window (none when
+/// the cell ended before its window did) and the tokens per chunk the attribution used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRequests {
+    pub logs: Vec<RequestLog>,
+    pub window: Option<crate::window::Window>,
+    pub per_chunk: Option<f64>,
 }
 
 impl RequestLog {
@@ -45,6 +59,8 @@ impl RequestLog {
             prompt_tokens: None,
             cached_tokens: None,
             retried: false,
+            failure: None,
+            id: None,
         }
     }
 }

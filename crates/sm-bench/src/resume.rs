@@ -78,6 +78,8 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     old.settings.precision_pct = new.settings.precision_pct;
     old.settings.min_duration_s = new.settings.min_duration_s;
     old.settings.repeats = new.settings.repeats;
+    // the run.json a resume wrote says whether the lines go on (a resume may add the flag)
+    old.settings.save_requests = new.settings.save_requests;
     if let Some(slo) = new.settings.slo.filter(|_| old.settings.slo.is_none()) {
         // cells measured before SLOs were recorded are judged from their summaries
         if sm_core::answer::judge_from_summaries(&mut old, &slo).is_err() {

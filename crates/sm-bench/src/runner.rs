@@ -16,11 +16,13 @@ use sm_core::record::{
     Api, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings,
     Tool, now_rfc3339,
 };
+use sm_core::requests::{RequestLine, RequestPhase};
 use sm_core::slo::Slo;
 
 use crate::cell::{CellSpec, CellTiming, SERVER_LOST, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
+use crate::requests::{self, LineCell, RequestsFile};
 use crate::resume;
 use crate::scout::scout;
 use crate::server::{Target, answers};
@@ -79,6 +81,8 @@ pub struct RunConfig {
     pub find_capacity: bool,
     /// `--repeats`: each cell is measured this many times, in interleaved passes over the matrix.
     pub repeats: u32,
+    /// `--save-requests`: a line per measured request in `requests.jsonl` beside `run.json`.
+    pub save_requests: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,6 +110,8 @@ struct Runner<'a> {
     controls: Controls,
     /// Why the warm-up failed, until the first measured cell carries it as a warning.
     warmup_warning: Option<String>,
+    /// `requests.jsonl`, with `--save-requests`.
+    requests: Option<RequestsFile>,
 }
 
 /// Runs the matrix. Returns the final record (also written to the journal), secrets scrubbed.
@@ -142,7 +148,19 @@ pub async fn run(
     };
     record.run_id = Some(run_id.clone());
     let t0 = Instant::now() - Duration::from_secs_f64(record.events.last().map_or(0.0, |e| e.t));
-    let mut r = Runner { client, facts, config, journal, reporter, record, t0, run_id, controls, warmup_warning: None };
+    let mut r = Runner {
+        client,
+        facts,
+        config,
+        journal,
+        reporter,
+        record,
+        t0,
+        run_id,
+        controls,
+        warmup_warning: None,
+        requests: None,
+    };
     r.reporter.start(&r.record);
     if r.config.dry_run {
         r.journal.write(&r.record)?;
@@ -156,6 +174,10 @@ pub async fn run(
     }
     if !diffs.is_empty() {
         return Err(RunError::Mismatch(diffs));
+    }
+    if r.config.save_requests {
+        // a new run starts the file afresh; a resumed one adds to it
+        r.requests = Some(RequestsFile::open(r.journal.dir(), r.record.events.is_empty())?);
     }
     r.record.status = RunStatus::Running;
     if r.record.events.is_empty() {
@@ -242,6 +264,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             precision_pct: config.timing.precision.map(|p| p.pct),
             min_duration_s: config.timing.precision.map(|p| p.min_duration.as_secs_f64()),
             repeats: (config.repeats > 1).then_some(config.repeats),
+            save_requests: config.save_requests,
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -345,7 +368,7 @@ impl Runner<'_> {
         }
         if !self.config.warmup.is_zero() {
             self.reporter.step(&Step::Warmup);
-            self.hidden_warmup(plan, &prompts.sizer).await;
+            self.hidden_warmup(plan, &prompts.sizer).await?;
         }
         let status = self.decode_cells(plan, &prompts).await?;
         if status != RunStatus::Complete || !self.config.find_capacity {
@@ -380,6 +403,9 @@ impl Runner<'_> {
         prompts: &Prompts,
         searched: bool,
     ) -> Result<Option<RunStatus>, RunError> {
+        // which measurement of the cell this is, under --repeats (a searched level is measured once)
+        let repeat = (self.config.repeats > 1 && !searched)
+            .then(|| self.record.decode_cell(cell.context.0, cell.concurrency).map_or(1, |c| repeats::measured(c) + 1));
         let mut outcome = match prompts.get(cell.context) {
             Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
             Err(e) => CellOutcome::failed(CellStatus::Error, e),
@@ -395,7 +421,17 @@ impl Runner<'_> {
             outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
             outcome.server_lost = true;
         }
-        self.finish_cell(cell, outcome, searched)?;
+        self.finish_cell(
+            cell,
+            outcome,
+            LineCell {
+                phase: RequestPhase::Decode,
+                context: cell.context.0,
+                concurrency: cell.concurrency,
+                repeat,
+                searched,
+            },
+        )?;
         if server_down && !self.wait_for_server().await {
             return Ok(Some(RunStatus::Failed));
         }
@@ -457,7 +493,9 @@ impl Runner<'_> {
         run_cell(cell_spec, self.reporter, &self.controls).await
     }
 
-    fn finish_cell(&mut self, cell: &Cell, outcome: CellOutcome, searched: bool) -> std::io::Result<()> {
+    fn finish_cell(&mut self, cell: &Cell, mut outcome: CellOutcome, lines: LineCell) -> std::io::Result<()> {
+        let searched = lines.searched;
+        let requests = outcome.requests.take();
         let mut dc = decode_cell(cell, outcome, &self.config.slo, self.config.cost_per_hour);
         if let Some(p) = self.config.timing.precision {
             precision_verdict(&mut dc, p.pct, self.config.timing.duration);
@@ -495,6 +533,19 @@ impl Runner<'_> {
             }
         }
         self.record.capacity = answer::capacities(&self.record);
-        self.journal.write(&self.record)
+        self.journal.write(&self.record)?;
+        // after run.json: a crash between the two loses the cell's lines, never repeats them
+        match requests {
+            Some(r) => self.save_requests(&requests::cell_lines(lines, &r, self.t0)),
+            None => Ok(()),
+        }
+    }
+
+    /// Appends lines to `requests.jsonl` (with `--save-requests`; else nothing).
+    fn save_requests(&mut self, lines: &[RequestLine]) -> std::io::Result<()> {
+        match &mut self.requests {
+            Some(file) if !lines.is_empty() => file.append(lines),
+            _ => Ok(()),
+        }
     }
 }

@@ -23,6 +23,19 @@ pub struct ScoutResult {
     pub chunks: u64,
     /// The last `usage.completion_tokens` the server reported.
     pub completion_tokens: Option<u64>,
+    /// The id the server gave the request.
+    pub id: Option<String>,
+    /// When it was sent, its first and last token-bearing chunk, and when the server finished it
+    /// (for `--save-requests`).
+    pub times: ScoutTimes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScoutTimes {
+    pub sent: Instant,
+    pub first_token: Instant,
+    pub last_token: Instant,
+    pub ended: Option<Instant>,
 }
 
 impl ScoutResult {
@@ -38,6 +51,7 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
     let mut stream = stream_retrying(client, path, &body, timeout).await.0.map_err(|e| describe(&e))?;
     let sent: Instant = stream.sent_at;
     let mut first: Option<Instant> = None;
+    let (mut last, mut ended, mut id) = (None, None, None);
     let mut prompt_tokens = None;
     let mut cached_tokens = None;
     let mut reports_usage = false;
@@ -49,7 +63,10 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
             Err(e) => return Err(describe(&e)),
         };
         let data = match ev.event {
-            SseEvent::Done => break,
+            SseEvent::Done => {
+                ended.get_or_insert(ev.at);
+                break;
+            }
             SseEvent::Data(d) => d,
         };
         let chunk = parse_chunk(&data).map_err(|e| e.to_string())?;
@@ -60,6 +77,15 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
         if first.is_none() && (chunk.has_text || chunk.finish_reason.is_some()) {
             first = Some(ev.at);
         }
+        if chunk.has_text || chunk.finish_reason.is_some() {
+            last = Some(ev.at);
+        }
+        if chunk.finish_reason.is_some() {
+            ended.get_or_insert(ev.at);
+        }
+        if id.is_none() {
+            id = chunk.id;
+        }
         reports_usage |= chunk.completion_tokens.is_some();
         chunks += u64::from(chunk.has_text);
         completion_tokens = chunk.completion_tokens.or(completion_tokens);
@@ -67,7 +93,17 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
         cached_tokens = chunk.cached_tokens.or(cached_tokens);
     }
     let first = first.ok_or_else(|| "the scout's stream ended without a token".to_string())?;
-    Ok(ScoutResult { ttft: first - sent, prompt_tokens, cached_tokens, reports_usage, chunks, completion_tokens })
+    let times = ScoutTimes { sent, first_token: first, last_token: last.unwrap_or(first), ended };
+    Ok(ScoutResult {
+        ttft: first - sent,
+        prompt_tokens,
+        cached_tokens,
+        reports_usage,
+        chunks,
+        completion_tokens,
+        id,
+        times,
+    })
 }
 
 /// Output tokens of the probe that measures tokens per chunk when no request of a cell ended

@@ -23,6 +23,8 @@ pub struct CellOutcome {
     pub server_lost: bool,
     /// Where the cell's wall time went (a measured cell).
     pub phases: Option<sm_core::record::CellPhases>,
+    /// Every request the cell sent, once its streams ran (for `--save-requests`).
+    pub requests: Option<crate::request_log::CellRequests>,
 }
 
 impl CellOutcome {
@@ -35,6 +37,7 @@ impl CellOutcome {
             health: None,
             server_lost: false,
             phases: None,
+            requests: None,
         }
     }
 }
@@ -76,6 +79,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         health: None,
         server_lost: false,
         phases: None,
+        requests: None,
     }
 }
 

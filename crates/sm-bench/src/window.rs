@@ -205,19 +205,19 @@ fn intervals(
 }
 
 /// What one stream brought into the window.
-struct InWindow {
+pub(crate) struct InWindow {
     /// Tokens (attributed, §7.1) of its chunks inside the window.
-    tokens: f64,
+    pub(crate) tokens: f64,
     /// Of `tokens`, those counted at the measured tokens per chunk.
     estimated: f64,
     /// TBT(r) over its in-window chunks; `None` with fewer than two tokens there.
     tbt_ms: Option<f64>,
     /// Whether it had a token-bearing chunk inside the window.
-    any: bool,
+    pub(crate) any: bool,
 }
 
 /// One stream's in-window tokens and TBT; its gaps between in-window chunks go to `gaps`.
-fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window, gaps: &mut Vec<f64>) -> InWindow {
+pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window, gaps: &mut Vec<f64>) -> InWindow {
     let counts = attribute(&log.points, per_chunk);
     let mut seen = InWindow { tokens: 0.0, estimated: 0.0, tbt_ms: None, any: false };
     let mut prev_tokens = 0.0;

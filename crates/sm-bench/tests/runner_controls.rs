@@ -56,6 +56,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         cost_per_hour: None,
         find_capacity: false,
         repeats: 1,
+        save_requests: false,
     }
 }
 

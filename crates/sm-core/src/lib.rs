@@ -22,6 +22,7 @@ pub mod plan;
 pub mod precision;
 pub mod record;
 pub mod redact;
+pub mod requests;
 pub mod scheduler;
 pub mod secrets;
 pub mod slo;

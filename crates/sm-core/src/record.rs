@@ -170,6 +170,10 @@ pub struct Settings {
     /// `--repeats`: how many times each cell is measured (absent: once).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repeats: Option<u32>,
+    /// `--save-requests`: every measured request has a line in `requests.jsonl` beside the record
+    /// ([`crate::requests`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub save_requests: bool,
 }
 
 fn is_false(b: &bool) -> bool {

@@ -61,6 +61,7 @@ pub fn record() -> RunRecord {
             precision_pct: None,
             min_duration_s: None,
             repeats: None,
+            save_requests: false,
         },
         hardware: Hardware::default(),
         launch_command: None,

@@ -104,6 +104,10 @@ pub struct RunArgs {
     /// its interval and the spread, and is flagged when the repeats disagree.
     #[arg(long, value_name = "N", value_parser = |s: &str| limits::REPEATS.parse_u32(s))]
     pub(crate) repeats: Option<u32>,
+    /// Write one line per measured request (send, first and last token times, tokens, cached
+    /// tokens, status) to requests.jsonl beside run.json; never prompt or completion text.
+    #[arg(long)]
+    pub(crate) save_requests: bool,
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,

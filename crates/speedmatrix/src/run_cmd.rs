@@ -13,6 +13,7 @@ use sm_bench::{Journal, JournalError};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::record::{CellStatus, Gpu, RunRecord, RunStatus};
+use sm_core::requests::REQUESTS_FILE;
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
@@ -294,16 +295,19 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         cost_per_hour: s.cost_per_hour,
         find_capacity: s.find_capacity,
         repeats: s.repeats,
+        save_requests: s.save_requests,
     }
 }
 
 /// Takes `--out DIR` for a new run: refused when DIR holds a run already, unless `--force`, which
-/// also removes the old reports (the new run.json replaces the old one when the run starts).
+/// also removes the old reports and request lines (the new run.json replaces the old one when
+/// the run starts).
 fn claim_out(dir: &Path, force: bool) -> Result<Journal> {
     match Journal::create_new(dir, force) {
         Ok(journal) => {
             if force {
-                for name in [sm_report::HTML_FILE, sm_report::MARKDOWN_FILE, sm_report::CSV_FILE] {
+                let files = [sm_report::HTML_FILE, sm_report::MARKDOWN_FILE, sm_report::CSV_FILE, REQUESTS_FILE];
+                for name in files {
                     match std::fs::remove_file(dir.join(name)) {
                         Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                             return Err(e).with_context(|| format!("--force: cannot remove the old {name}"));

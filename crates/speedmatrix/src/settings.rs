@@ -49,6 +49,7 @@ pub(crate) struct Layer {
     pub precision: Option<f64>,
     pub min_duration: Option<Duration>,
     pub repeats: Option<u32>,
+    pub save_requests: Option<bool>,
 }
 
 impl Layer {
@@ -76,6 +77,7 @@ impl Layer {
             precision: self.precision.or(lower.precision),
             min_duration: self.min_duration.or(lower.min_duration),
             repeats: self.repeats.or(lower.repeats),
+            save_requests: self.save_requests.or(lower.save_requests),
         }
     }
 
@@ -108,6 +110,7 @@ impl Layer {
             precision: args.precision,
             min_duration: args.min_duration,
             repeats: args.repeats,
+            save_requests: args.save_requests.then_some(true),
         }
     }
 
@@ -148,6 +151,7 @@ impl Layer {
             precision: s.precision_pct,
             min_duration: secs(s.min_duration_s),
             repeats: s.repeats,
+            save_requests: s.save_requests.then_some(true),
         })
     }
 
@@ -268,6 +272,7 @@ pub(crate) struct Settings {
     /// `--precision` with `--min-duration`: adaptive windows.
     pub precision: Option<(f64, Duration)>,
     pub repeats: u32,
+    pub save_requests: bool,
     pub kv_budget: Option<Tokens>,
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
@@ -350,6 +355,7 @@ impl Settings {
                 (p, layer.min_duration.unwrap_or(flags::DEFAULT_MIN_DURATION).min(longest))
             }),
             repeats: layer.repeats.unwrap_or(1),
+            save_requests: layer.save_requests.unwrap_or(false),
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,

@@ -12,6 +12,7 @@ use sm_core::record::{CellStatus, PrefillRow};
 use super::{Prompts, Runner, round1, round3};
 use crate::progress::{RunEvent, Step};
 use crate::prompt;
+use crate::requests::{self, PrefillRequest};
 use crate::scout::{ScoutResult, scout};
 
 impl Runner<'_> {
@@ -69,7 +70,20 @@ impl Runner<'_> {
         let body = spec.body(prompt);
         self.event(RunEvent::PrefillStarted { row: shown(&self.prefill_label(ctx), ctx.0) });
         let limit = cold_limit(self.facts.block_size);
-        let (mut row, note) = match scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await {
+        let asked = Instant::now();
+        let scouted = scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await;
+        let request = match &scouted {
+            Ok(s) => PrefillRequest::Answered {
+                times: s.times,
+                id: s.id.as_deref(),
+                output_tokens: s.completion_tokens.unwrap_or(s.chunks),
+                prompt_tokens: s.prompt_tokens,
+                cached_tokens: s.cached_tokens,
+            },
+            Err(reason) => PrefillRequest::Failed { asked, reason },
+        };
+        let line = requests::prefill_line(ctx.0, request, self.t0);
+        let (mut row, note) = match scouted {
             Ok(s) => scouted_row(ctx, &s, counted, limit),
             Err(e) => (error_row(ctx, e), None),
         };
@@ -83,7 +97,8 @@ impl Runner<'_> {
             _ => RunEvent::PrefillFailed { row: named, reason: row.reason.clone().unwrap_or_default() },
         });
         self.record.prefill.push(row);
-        self.journal.write(&self.record)
+        self.journal.write(&self.record)?;
+        self.save_requests(&[line])
     }
 
     /// The plan's label of a prefill context: what the user asked for (methodology §3.1).
@@ -177,6 +192,13 @@ mod tests {
             reports_usage: false,
             chunks: 1,
             completion_tokens: None,
+            id: None,
+            times: crate::scout::ScoutTimes {
+                sent: std::time::Instant::now(),
+                first_token: std::time::Instant::now(),
+                last_token: std::time::Instant::now(),
+                ended: None,
+            },
         }
     }
 

@@ -7,11 +7,13 @@ use std::time::Duration;
 use sm_client::openai::RequestSpec;
 use sm_core::plan::Plan;
 use sm_core::record::CellStatus;
+use sm_core::requests::RequestPhase;
 
 use super::Runner;
 use crate::cell::CellTiming;
 use crate::progress::{RunEvent, WarmupFailure, WarmupStage};
 use crate::prompt::{self, WARMUP};
+use crate::requests::{self, LineCell};
 use crate::scout::scout;
 use crate::sizing::Sizer;
 
@@ -28,15 +30,15 @@ impl Runner<'_> {
 
     /// A C=1 cell at the largest runnable context, with a prompt that shares no
     /// prefix with the measured ones; its figures are discarded.
-    pub(super) async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer) {
+    pub(super) async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer) -> std::io::Result<()> {
         let Some(cell) = plan.runnable().filter(|c| c.concurrency == 1).max_by_key(|c| c.context) else {
-            return;
+            return Ok(());
         };
         let prompt = match sizer.size(&prompt::tag(&self.run_id, WARMUP, cell.context.0), cell.context.0).await {
             Ok(s) => s.prompt,
             Err(e) => {
                 self.event(RunEvent::DecodeWarmupSkipped { reason: e });
-                return;
+                return Ok(());
             }
         };
         let at = sm_core::context::shown(&cell.label, cell.context.0);
@@ -49,6 +51,16 @@ impl Runner<'_> {
             ..self.config.timing
         };
         let outcome = self.decode_cell(cell, &prompt, timing).await;
+        if let Some(r) = &outcome.requests {
+            let at = LineCell {
+                phase: RequestPhase::Warmup,
+                context: cell.context.0,
+                concurrency: cell.concurrency,
+                repeat: None,
+                searched: false,
+            };
+            self.save_requests(&requests::cell_lines(at, r, self.t0))?;
+        }
         // every outcome ends with one event (done, skipped or stopped, failed): a display that waited
         // for "done" only would show the warm-up for the rest of the run
         let reason = outcome.reason.unwrap_or_default();
@@ -61,6 +73,7 @@ impl Runner<'_> {
             CellStatus::Skipped => self.event(RunEvent::DecodeWarmupSkipped { reason }),
             s => self.warmup_failed(WarmupFailure { stage: WarmupStage::DecodeCell(s), reason }),
         }
+        Ok(())
     }
 
     fn warmup_failed(&mut self, failure: WarmupFailure) {

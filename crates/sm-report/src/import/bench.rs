@@ -224,6 +224,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             precision_pct: None,
             min_duration_s: None,
             repeats: None,
+            save_requests: false,
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,

@@ -21,6 +21,7 @@ mod run_measure;
 mod run_phase_faults;
 mod run_plan;
 mod run_precision;
+mod run_requests;
 mod run_resume;
 mod run_secrets;
 mod run_server_down;

@@ -1,0 +1,150 @@
+//! One line of `requests.jsonl` (`run --save-requests`, methodology §7.5, docs/requests.md): what
+//! one request the run measured saw, on the run's clock. Typed here; serialised only at the edge
+//! (sm-bench's writer), one JSON object per line.
+
+use serde::{Deserialize, Serialize};
+
+/// The file beside `run.json` that holds the lines.
+pub const REQUESTS_FILE: &str = "requests.jsonl";
+
+/// Which part of the run sent the request. Later phases (open-loop rates, bursts, mixed prefill,
+/// sessions) add their own values; a reader should keep lines of a phase it does not know.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestPhase {
+    /// A stream of a decode cell (the matrix, a `--repeats` pass or a `--find-capacity` level).
+    Decode,
+    /// The cold `max_tokens: 1` request of a prefill row.
+    Prefill,
+    /// A stream of the hidden C=1 warm-up cell, whose figures are discarded.
+    Warmup,
+}
+
+/// How the request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestStatus {
+    /// The server finished it (`finish_reason` or `[DONE]`).
+    Completed,
+    /// The client dropped it: the cell's window ended, or the cell was stopped or failed elsewhere.
+    Cancelled,
+    /// It failed; `reason` says why.
+    Failed,
+}
+
+/// One request. Times are seconds since the run started, on the monotonic clock the record's
+/// `events[].t` use (a resumed run continues that clock); `null` where the request never got
+/// there. Token counts are `null` where the server did not report them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestLine {
+    pub phase: RequestPhase,
+    /// The cell's or row's context (prompt tokens as planned).
+    pub context: u64,
+    /// The cell's concurrency (1 for a prefill row and the warm-up).
+    pub concurrency: u32,
+    /// With `--repeats`: which measurement of the cell (1-based).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<u32>,
+    /// A level `--find-capacity` measured (present only when true).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub searched: bool,
+    /// The id the server gave the request (the stream's `id`), to join the line with the
+    /// server's own logs; `null` where it sent none.
+    pub request_id: Option<String>,
+    /// When the request was due to be sent. The decode matrix is closed-loop (a stream sends its
+    /// next request as soon as the previous one ends), so here it equals `sent_s`.
+    pub scheduled_s: f64,
+    /// When it was sent (the second send's time for a `retried` request).
+    pub sent_s: f64,
+    /// Its first token-bearing chunk.
+    pub first_token_s: Option<f64>,
+    /// Its last token-bearing chunk.
+    pub last_token_s: Option<f64>,
+    /// When the server finished it; `null` unless `status` is `completed`.
+    pub ended_s: Option<f64>,
+    /// Output tokens it received, attributed to its chunks as the window accounting does
+    /// (methodology §7.1): fractional where a usage total was spread over chunks or chunks were
+    /// counted at the cell's tokens per chunk.
+    pub output_tokens: f64,
+    /// Of `output_tokens`, those whose chunks arrived inside the cell's window: summed over a
+    /// cell's lines, the cell's `output_tokens`. `null` without a window (prefill, a cell that
+    /// failed before its window ended).
+    pub window_output_tokens: Option<f64>,
+    /// Whether any of its token-bearing chunks arrived inside the cell's window; `null` without one.
+    pub in_window: Option<bool>,
+    /// `usage.prompt_tokens` as the server reported it.
+    pub prompt_tokens: Option<u64>,
+    /// The prompt tokens the server reported as served from its prefix cache.
+    pub cached_tokens: Option<u64>,
+    pub status: RequestStatus,
+    /// Why it failed (with `status: failed`), secrets scrubbed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Its first send broke before any byte of the answer and it was sent once more (§6.7).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub retried: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// Seconds rounded to the microsecond, tokens to the thousandth: what the lines hold.
+pub fn round_s(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
+}
+
+pub fn round_tokens(t: f64) -> f64 {
+    (t * 1e3).round() / 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_line_is_flat_json_with_nulls_for_what_was_not_seen() {
+        let line = RequestLine {
+            phase: RequestPhase::Decode,
+            context: 8192,
+            concurrency: 4,
+            repeat: None,
+            searched: false,
+            request_id: Some("chatcmpl-7".into()),
+            scheduled_s: 1.5,
+            sent_s: 1.5,
+            first_token_s: Some(1.75),
+            last_token_s: Some(3.0),
+            ended_s: None,
+            output_tokens: 12.5,
+            window_output_tokens: Some(10.0),
+            in_window: Some(true),
+            prompt_tokens: Some(8192),
+            cached_tokens: None,
+            status: RequestStatus::Cancelled,
+            reason: None,
+            retried: false,
+        };
+        let v = serde_json::to_value(&line).unwrap();
+        assert_eq!(v["phase"], "decode");
+        assert_eq!(v["status"], "cancelled");
+        assert!(v["ended_s"].is_null() && v["cached_tokens"].is_null());
+        for absent in ["repeat", "searched", "reason", "retried"] {
+            assert!(v.get(absent).is_none(), "{absent} is written only where it applies");
+        }
+        let back: RequestLine = serde_json::from_value(v).unwrap();
+        assert_eq!(back, line);
+        let warm = RequestLine { phase: RequestPhase::Warmup, repeat: Some(2), searched: true, ..line };
+        let v = serde_json::to_value(&warm).unwrap();
+        assert_eq!(
+            (v["phase"].as_str(), v["repeat"].as_u64(), v["searched"].as_bool()),
+            (Some("warmup"), Some(2), Some(true))
+        );
+    }
+
+    #[test]
+    fn rounding_keeps_microseconds_and_thousandths() {
+        assert_eq!(round_s(1.234_567_89), 1.234_568);
+        assert_eq!(round_tokens(2.0 / 3.0), 0.667);
+    }
+}
