@@ -196,19 +196,24 @@ pub fn run(base: &str, out: &Path, args: &[&str], poll: Option<Poll<'_>>) -> Run
     Run { code: status.code().unwrap_or(-1), stdout, stderr, lines, samples, record }
 }
 
-/// The drain barrier, seen from outside: between a cell's "done" line and the next
-/// cell's "started" line the server runs nothing left over from that cell (at most
-/// one request: the next context's cold scout). Returns how many gaps held a scrape.
+/// The drain barrier, seen from outside: from the barrier's hold before a cell's "done" line to
+/// the next cell's "started" line the server runs nothing left over from that cell (at most one
+/// request: the next context's scout, or the probe of tokens per chunk). Returns how many scrapes
+/// were checked.
 pub fn check_drained_between_cells(r: &Run) -> usize {
     let mut checked = 0;
     for (i, (done_at, line)) in r.lines.iter().enumerate() {
-        if !line.contains("] decode ") {
+        // a cell's result line, not the warm-up's announcements
+        if !line.contains("] decode ") || line.contains("warm-up") {
             continue;
         }
         let next_start =
             r.lines[i + 1..].iter().find(|(_, l)| l.contains("] cell ") && l.ends_with("started")).map(|(t, _)| *t);
         let Some(next_start) = next_start else { continue };
-        for s in r.samples.iter().filter(|s| s.asked > *done_at && s.answered < next_start) {
+        // the barrier after the cell held the server idle for IDLE_FOR before the result line, and
+        // nothing but the next cell's one-token scout runs before its start (methodology §6.6)
+        let idle_from = done_at.checked_sub(DRAIN_HELD).unwrap_or(*done_at);
+        for s in r.samples.iter().filter(|s| s.asked > idle_from && s.answered < next_start) {
             checked += 1;
             assert!(
                 s.running <= 1.0 && s.waiting == 0.0,
@@ -221,6 +226,10 @@ pub fn check_drained_between_cells(r: &Run) -> usize {
     }
     checked
 }
+
+/// How long before a cell's result line the drain barrier has certainly held the server idle: its
+/// hold (0.5 s) less a margin for the line's way to the test.
+const DRAIN_HELD: Duration = Duration::from_millis(400);
 
 /// About when the window of cell `label × concurrency` opened (its stdout line) and closed
 /// (`measured_s` later).
