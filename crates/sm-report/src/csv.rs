@@ -68,7 +68,7 @@ const DECODE_FIELDS: [&str; 46] = [
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
-const VALID_ONLY: [&str; 36] = [
+const VALID_ONLY: [&str; 24] = [
     "prompt_tok_s",
     "ttft_ms",
     "total_tok_s",
@@ -91,25 +91,19 @@ const VALID_ONLY: [&str; 36] = [
     "goodput_pct",
     "goodput_tok_s",
     "usd_per_million_tokens",
-    "ci_total_tok_s_lo",
-    "ci_total_tok_s_hi",
-    "ci_per_request_tok_s_lo",
-    "ci_per_request_tok_s_hi",
-    "ci_ttft_ms_p50_lo",
-    "ci_ttft_ms_p50_hi",
-    "ci_ttft_ms_p90_lo",
-    "ci_ttft_ms_p90_hi",
-    "ci_tbt_ms_p50_lo",
-    "ci_tbt_ms_p50_hi",
-    "ci_tbt_ms_p99_lo",
-    "ci_tbt_ms_p99_hi",
     "precision_met",
     "repeats_agree",
 ];
 
+/// Whether only a valid row exports `field`: the listed ones and every interval (`ci_*`), whose
+/// columns are not listed twice.
+fn valid_only(field: &str) -> bool {
+    field.starts_with("ci_") || VALID_ONLY.contains(&field)
+}
+
 /// The raw fields of `all` a row with `status` exports.
 fn exported(status: CellStatus, all: &'static [&'static str]) -> Vec<&'static str> {
-    all.iter().filter(|f| status == CellStatus::Valid || !VALID_ONLY.contains(f)).copied().collect()
+    all.iter().filter(|f| status == CellStatus::Valid || !valid_only(f)).copied().collect()
 }
 
 /// The CSV's header: the page's All-measurements columns, then the raw ones, then two per bound
