@@ -72,3 +72,42 @@ def test_a_broken_record_is_rejected():
     except jsonschema.ValidationError:
         return
     raise AssertionError("a renamed field must fail validation")
+
+
+def test_a_sessions_run_validates(tmp_path):
+    out = tmp_path / "sessions"
+    proc = subprocess.run(
+        [BIN, "run", "--sim-profile", "tiny", "--contexts", "1k", "--concurrency", "1", "--max-tokens", "16",
+         "--ready-stable", "200ms", "--warmup", "0s", "--sessions", "2", "--turns", "2", "--think-time", "100ms",
+         "--turn-tokens", "32", "--shared-prefix", "256", "--save-requests", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    validate(record)
+    sessions = record["phases"]["sessions"]
+    assert [s["status"] for s in sessions["sessions"]] == ["complete", "complete"], sessions
+    line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    for line in lines:
+        line_validator.validate(line)
+    assert sum(l["phase"] == "sessions" for l in lines) == 4
+
+
+def test_a_burst_run_validates(tmp_path):
+    out = tmp_path / "burst"
+    # bursts alone, rounds and natural ends, an over-capacity cell, and their requests' lines
+    proc = subprocess.run(
+        [BIN, "run", "--sim-profile", "tiny", "--burst", "--burst-rounds", "2", "--no-ignore-eos",
+         "--contexts", "1k,4k", "--concurrency", "1,8", "--kv-budget", "20k", "--max-tokens", "64",
+         "--save-requests", "--out", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    validate(record)
+    bursts = record["phases"]["burst"]["bursts"]
+    assert {b["status"] for b in bursts} == {"valid", "over_capacity"}, bursts
+    line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+    for line in (out / "requests.jsonl").read_text().splitlines():
+        line_validator.validate(json.loads(line))

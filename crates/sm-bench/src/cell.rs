@@ -9,6 +9,7 @@ use serde_json::Value;
 use sm_client::JsonBody;
 use sm_client::discover;
 use sm_core::record::{CellPhases, CellStatus, TokenSource};
+use sm_core::spec_decode::SpecCounters;
 use tokio::sync::watch;
 
 use crate::health::{Probe, process_cpu_seconds};
@@ -18,6 +19,7 @@ use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::{CellRequests, Point, RequestLog};
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
+use crate::spec_note;
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
 use crate::window::{Figures, RunningSample, Window, figures};
@@ -238,7 +240,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
-        (Phase::Measured { window, samples, ready_warning, cpu_s }, None) => {
+        (Phase::Measured { window, samples, ready_warning, cpu_s, spec }, None) => {
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
@@ -253,6 +255,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 outcome.warnings.extend(h.warnings());
             }
             outcome.health = health;
+            let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
+            outcome.spec_decode = spec_decode;
+            outcome.warnings.extend(note);
             outcome.phases = Some(CellPhases {
                 before_s: (spawned - begun).as_secs_f64(),
                 ramp_s: (window.start - spawned).as_secs_f64(),
@@ -330,7 +335,14 @@ fn before_reason(e: DrainError) -> String {
 }
 
 enum Phase {
-    Measured { window: Window, samples: Vec<RunningSample>, ready_warning: Option<String>, cpu_s: Option<f64> },
+    Measured {
+        window: Window,
+        samples: Vec<RunningSample>,
+        ready_warning: Option<String>,
+        cpu_s: Option<f64>,
+        /// Speculative-decoding counters at the window's start and end (methodology §14.2).
+        spec: (Option<SpecCounters>, Option<SpecCounters>),
+    },
     Stopped(&'static str),
 }
 
@@ -354,6 +366,7 @@ impl Watcher<'_> {
         let mut samples = Vec::new();
         let mut last_reason = String::new();
         let mut cpu_start = None;
+        let mut spec_start = None;
         let mut tick = tokio::time::interval(timing.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -378,7 +391,8 @@ impl Watcher<'_> {
                 let w = if now < w.end && self.settled(w.start, now) { Window { start: w.start, end: now } } else { w };
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
-                    return Phase::Measured { window: w, samples, ready_warning, cpu_s };
+                    let spec = (spec_start, state.and_then(|s| s.spec));
+                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec };
                 }
                 continue;
             }
@@ -402,6 +416,7 @@ impl Watcher<'_> {
             let w = Window { start: now, end: now + timing.duration };
             window = Some(w);
             cpu_start = process_cpu_seconds();
+            spec_start = state.and_then(|s| s.spec);
             self.reporter.step(&Step::Measuring {
                 label: self.label.to_string(),
                 concurrency: self.concurrency,

@@ -14,12 +14,14 @@
 //!   `resume` — continuing an interrupted run; `progress` — the runner's side of the run protocol
 //!   (`sm-progress`: what a run reports and how it is steered).
 
+mod burst;
 mod cell;
 mod health;
 mod journal;
 mod loopguard;
 mod progress;
 mod prompt;
+mod prompt_file;
 mod request;
 mod request_log;
 mod requests;
@@ -28,6 +30,7 @@ mod runner;
 mod scout;
 mod server;
 mod sizing;
+mod spec_note;
 mod tokenizer;
 mod tokens;
 mod verdict;
@@ -40,5 +43,8 @@ pub use progress::{
     ControlHandle, Controls, IDLE_GAP, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage,
     controls,
 };
-pub use runner::{RunConfig, RunError, run};
+pub use prompt_file::{FilePrompt, PromptFile, PromptFileError};
+pub use runner::{
+    BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, RunConfig, RunError, SessionsConfig, run,
+};
 pub use tokenizer::LocalTokenizer;

@@ -83,11 +83,20 @@ pub fn remeasure_tag(run_id: &str, salt: &str, ctx: u64) -> String {
     format!("[sm {run_id} {REMEASURE}{salt}{ctx:010}]")
 }
 
+/// The tag of a fresh prompt of the mixed-prefill phase (methodology §13.3): its own per session
+/// (`salt`), level and probe (`index`), so that no probe shares a prefix with anything sent before.
+pub fn mixed_tag(run_id: &str, salt: &str, index: u32, ctx: u64) -> String {
+    format!("[sm {run_id} {MIXED}{salt}{index:04}{ctx:010}]")
+}
+
 /// Tag purposes.
+pub const MIXED: char = 'x';
 pub const MEASURED: char = 'm';
 pub const REMEASURE: char = 'p';
 pub const WARMUP: char = 'w';
 pub const CALIBRATION: char = 'c';
+/// The system prompts of the sessions phase.
+pub const SESSION: char = 's';
 
 #[cfg(test)]
 mod tests {
@@ -112,5 +121,9 @@ mod tests {
         let again = remeasure_tag("abcdefgh", "qwertyui", 8192);
         assert_eq!(again, "[sm abcdefgh pqwertyui0000008192]");
         assert_ne!(again[..14], a[..14], "a re-measure shares no more than `[sm RUNID ` with the measured prompt");
+        let fresh = mixed_tag("abcdefgh", "qwertyui", 3, 8192);
+        assert_eq!(fresh, "[sm abcdefgh xqwertyui00030000008192]");
+        assert_ne!(fresh[..14], a[..14]);
+        assert_ne!(fresh, mixed_tag("abcdefgh", "qwertyui", 4, 8192));
     }
 }

@@ -35,6 +35,8 @@ pub trait Observer: Sync {
     fn request_id(&self, _id: &str) {}
     /// A point was added to the log of the request sent at `sent` (for `--precision`'s running check).
     fn point(&self, _sent: Instant, _point: Point) {}
+    /// Answer text arrived (content only, no reasoning): a session keeps it for its next turn.
+    fn content(&self, _text: &str) {}
 }
 
 impl Observer for () {}
@@ -201,6 +203,9 @@ impl ReadState {
         if chunk.cached_tokens.is_some() {
             log.cached_tokens = chunk.cached_tokens;
         }
+        if !chunk.content.is_empty() {
+            observer.content(&chunk.content);
+        }
         if chunk.has_text && log.first_token.is_none() {
             log.first_token = Some(at);
             observer.first_token(at - log.sent);
@@ -275,6 +280,19 @@ fn failed(e: &ClientError) -> Outcome {
     match e {
         ClientError::Connect { .. } | ClientError::Broken { .. } => Outcome::Lost(describe(e)),
         _ => Outcome::Failed(describe(e)),
+    }
+}
+
+/// Why a request did not complete, for a person; `None` when it completed or was cancelled.
+pub fn describe_outcome(outcome: &Outcome) -> Option<String> {
+    match outcome {
+        Outcome::Completed | Outcome::Cancelled => None,
+        Outcome::Failed(why) | Outcome::Lost(why) => Some(why.clone()),
+        Outcome::Loop(f) => Some(format!(
+            "the answer repeated the same {} characters {} times",
+            f.period_chars,
+            f.repeated_chars / f.period_chars.max(1)
+        )),
     }
 }
 

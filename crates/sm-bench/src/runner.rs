@@ -30,6 +30,7 @@ use crate::tokenizer::LocalTokenizer;
 use crate::verdict::CellOutcome;
 
 mod cell_record;
+mod phases;
 mod prefill;
 mod prompts;
 mod repeats;
@@ -37,6 +38,7 @@ mod search;
 mod warmup;
 
 use cell_record::{decode_cell, precision_verdict, round1, round3};
+pub use phases::{BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, SessionsConfig};
 use prompts::Prompts;
 
 /// How long a server the runner waits for gets to answer each time it is asked.
@@ -83,6 +85,8 @@ pub struct RunConfig {
     pub repeats: u32,
     /// `--save-requests`: a line per measured request in `requests.jsonl` beside `run.json`.
     pub save_requests: bool,
+    /// Whether the decode matrix runs, and the load phases asked for (issue 17).
+    pub phases: PhaseConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -161,6 +165,7 @@ pub async fn run(
         warmup_warning: None,
         requests: None,
     };
+    r.declare_phases();
     r.reporter.start(&r.record);
     if r.config.dry_run {
         r.journal.write(&r.record)?;
@@ -219,6 +224,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
     let decode = plan
         .cells
         .iter()
+        .filter(|_| config.phases.matrix)
         .filter_map(|c| c.over_capacity.as_ref().map(|reason| over_capacity_cell(c, reason)))
         .collect();
     RunRecord {
@@ -265,6 +271,9 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             min_duration_s: config.timing.precision.map(|p| p.min_duration.as_secs_f64()),
             repeats: (config.repeats > 1).then_some(config.repeats),
             save_requests: config.save_requests,
+            prompts_file: config.phases.prompts_file.as_ref().map(|f| f.info.clone()),
+            matrix: config.phases.matrix,
+            model_shape: None,
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -275,6 +284,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
         run_id: None,
         prompts: Vec::new(),
         capacity: Vec::new(),
+        phases: Default::default(),
     }
 }
 
@@ -362,19 +372,39 @@ impl Runner<'_> {
         }
         self.reporter.step(&Step::Warmup);
         self.warm_up().await;
-        self.prefill_rows(plan, &prompts).await?;
+        // the prefill rows belong to the matrix's page; a phase measures the idle references it needs
+        if self.config.phases.matrix {
+            self.prefill_rows(plan, &prompts).await?;
+        }
         if self.halted() {
             return Ok(RunStatus::Interrupted);
         }
+        if self.config.phases.matrix
+            && let Some(status) = self.matrix(plan, &prompts).await?
+        {
+            return Ok(status);
+        }
+        Ok(self.phases(plan, &prompts).await?.unwrap_or(RunStatus::Complete))
+    }
+
+    /// The hidden warm-up, the decode matrix and the capacity search. `Some(status)` when the run
+    /// cannot go on to the phases.
+    async fn matrix(&mut self, plan: &Plan, prompts: &Prompts) -> Result<Option<RunStatus>, RunError> {
         if !self.config.warmup.is_zero() {
             self.reporter.step(&Step::Warmup);
             self.hidden_warmup(plan, &prompts.sizer).await?;
         }
-        let status = self.decode_cells(plan, &prompts).await?;
-        if status != RunStatus::Complete || !self.config.find_capacity {
-            return Ok(status);
+        let status = self.decode_cells(plan, prompts).await?;
+        if status != RunStatus::Complete {
+            return Ok(Some(status));
         }
-        self.find_capacity(plan, &prompts).await
+        if !self.config.find_capacity {
+            return Ok(None);
+        }
+        match self.find_capacity(plan, prompts).await? {
+            RunStatus::Complete => Ok(None),
+            status => Ok(Some(status)),
+        }
     }
 
     /// The matrix, once per `--repeats` pass: interleaved, so that a drift shows between repeats.

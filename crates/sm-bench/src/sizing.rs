@@ -50,6 +50,9 @@ pub struct Sizer {
     pub notes: Vec<String>,
 }
 
+/// Makes a prompt whose length grows with its argument (filler characters).
+pub type Build<'a> = dyn Fn(usize) -> Prompt + Sync + 'a;
+
 /// A prompt and what it was sized to.
 #[derive(Debug, Clone)]
 pub struct Sized {
@@ -57,6 +60,8 @@ pub struct Sized {
     /// Prompt tokens as counted by the server, or by the local tokenizer plus the server's
     /// measured overhead; `None` when calibrated.
     pub counted: Option<u64>,
+    /// The filler characters it holds.
+    pub chars: usize,
 }
 
 impl Sizer {
@@ -141,17 +146,37 @@ impl Sizer {
 
     /// The chat for `tag` whose prompt is `target` tokens long.
     pub async fn size(&self, tag: &str, target: u64) -> Result<Sized, String> {
+        self.size_with(&|chars| prompt::build(tag, chars), target).await
+    }
+
+    /// The prompt `build(chars)` whose token count is `target`, searching `chars` (filler text
+    /// characters): any prompt form whose length grows with `chars`, like a session's messages.
+    /// Calibrated, the decode form's fit is used, so the length is close rather than exact.
+    pub async fn size_with(&self, build: &Build<'_>, target: u64) -> Result<Sized, String> {
         match self.method {
             Method::Calibrated { a, b } => {
                 let chars = ((target as f64 - a) / b).round().max(0.0) as usize;
-                Ok(Sized { prompt: prompt::build(tag, chars), counted: None })
+                Ok(Sized { prompt: build(chars), counted: None, chars })
             }
-            Method::ServerTokenize | Method::LocalTokenizer { .. } => self.search(tag, target).await,
+            Method::ServerTokenize | Method::LocalTokenizer { .. } => self.search(build, target).await,
         }
     }
 
-    async fn count(&self, tag: &str, chars: usize) -> Result<u64, String> {
-        let p = prompt::build(tag, chars);
+    /// Like [`Sizer::size_with`], trying `guess` characters first: many prompts of one form (a
+    /// session's messages, whose tags differ only in their digits) take the same length, so one
+    /// count confirms it where a search would take several.
+    pub async fn size_near(&self, build: &Build<'_>, target: u64, guess: Option<usize>) -> Result<Sized, String> {
+        if let (Some(n), Method::ServerTokenize | Method::LocalTokenizer { .. }) = (guess, self.method) {
+            let c = self.count(build, n).await?;
+            if c == target {
+                return Ok(Sized { prompt: build(n), counted: Some(c), chars: n });
+            }
+        }
+        self.size_with(build, target).await
+    }
+
+    async fn count(&self, build: &Build<'_>, chars: usize) -> Result<u64, String> {
+        let p = build(chars);
         if let (Method::LocalTokenizer { overhead, .. }, Some(t)) = (self.method, &self.local) {
             return Ok(t.count_prompt(&p, self.api).map_err(|e| e.to_string())? + overhead);
         }
@@ -163,14 +188,14 @@ impl Sizer {
     }
 
     /// Interpolation search on the document length, with bisection as a safeguard.
-    async fn search(&self, tag: &str, target: u64) -> Result<Sized, String> {
-        let mut lo = (0usize, self.count(tag, 0).await?);
+    async fn search(&self, build: &Build<'_>, target: u64) -> Result<Sized, String> {
+        let mut lo = (0usize, self.count(build, 0).await?);
         if lo.1 >= target {
-            return Ok(Sized { prompt: prompt::build(tag, 0), counted: Some(lo.1) });
+            return Ok(Sized { prompt: build(0), counted: Some(lo.1), chars: 0 });
         }
         let mut n = ((target - lo.1) as usize).saturating_mul(4).max(16);
         let mut hi = loop {
-            let c = self.count(tag, n).await?;
+            let c = self.count(build, n).await?;
             if c >= target {
                 break (n, c);
             }
@@ -184,14 +209,14 @@ impl Sizer {
             let span = (hi.0 - lo.0) as f64;
             let guess = lo.0 as f64 + (target - lo.1) as f64 * span / (hi.1 - lo.1) as f64;
             let n = (guess.round() as usize).clamp(lo.0 + 1, hi.0 - 1);
-            let c = self.count(tag, n).await?;
+            let c = self.count(build, n).await?;
             if c == target {
-                return Ok(Sized { prompt: prompt::build(tag, n), counted: Some(c) });
+                return Ok(Sized { prompt: build(n), counted: Some(c), chars: n });
             }
             if c < target { lo = (n, c) } else { hi = (n, c) }
         }
         let best = if target - lo.1 <= hi.1 - target { lo } else { hi };
-        Ok(Sized { prompt: prompt::build(tag, best.0), counted: Some(best.1) })
+        Ok(Sized { prompt: build(best.0), counted: Some(best.1), chars: best.0 })
     }
 
     async fn usage_count(&self, p: &Prompt) -> Result<u64, String> {

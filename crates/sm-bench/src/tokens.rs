@@ -56,7 +56,7 @@ impl ChunkRatio {
 }
 
 /// `(usage, chunks)` at the last chunk whose usage is known.
-fn last_anchor(log: &RequestLog) -> Option<(u64, u64)> {
+pub(crate) fn last_anchor(log: &RequestLog) -> Option<(u64, u64)> {
     log.points.iter().rev().find_map(|p| p.usage.map(|u| (u, p.chunks)))
 }
 

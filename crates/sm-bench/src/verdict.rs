@@ -23,6 +23,8 @@ pub struct CellOutcome {
     pub server_lost: bool,
     /// Where the cell's wall time went (a measured cell).
     pub phases: Option<sm_core::record::CellPhases>,
+    /// Speculative decoding in the window, where the engine exports its counters.
+    pub spec_decode: Option<sm_core::spec_decode::SpecDecode>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
     pub requests: Option<crate::request_log::CellRequests>,
 }
@@ -37,6 +39,7 @@ impl CellOutcome {
             health: None,
             server_lost: false,
             phases: None,
+            spec_decode: None,
             requests: None,
         }
     }
@@ -79,6 +82,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         health: None,
         server_lost: false,
         phases: None,
+        spec_decode: None,
         requests: None,
     }
 }

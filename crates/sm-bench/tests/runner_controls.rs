@@ -57,6 +57,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         find_capacity: false,
         repeats: 1,
         save_requests: false,
+        phases: Default::default(),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::http::{Client, ClientError, excerpt};
 use crate::metrics::Metrics;
 
 pub use host::{hardware, launch_command_for_port};
-pub use scheduler::{SchedulerState, abort_request, scheduler_state, scheduler_state_from};
+pub use scheduler::{SchedulerState, abort_request, scheduler_state, scheduler_state_from, spec_counters};
 pub use tokenize::count_tokens;
 
 /// Discovery probes answer fast on a healthy server; a slow one is not worth waiting for.

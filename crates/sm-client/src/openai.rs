@@ -75,6 +75,9 @@ pub struct Chunk {
     pub id: Option<String>,
     /// Generated text: content and reasoning deltas (or completions `text`).
     pub text: String,
+    /// The answer's own text: content deltas (or completions `text`), without reasoning — what a
+    /// chat client sends back as the assistant's turn.
+    pub content: String,
     /// Some content or reasoning arrived (a role-only chunk with `""` is not a token).
     pub has_text: bool,
     pub finish_reason: Option<String>,
@@ -136,12 +139,17 @@ pub fn parse_chunk(data: &[u8]) -> Result<Chunk, ChunkError> {
     let mut chunk = Chunk { id: raw.id, ..Chunk::default() };
     for choice in raw.choices {
         if let Some(delta) = choice.delta {
-            for part in [delta.reasoning_content, delta.reasoning, delta.content].into_iter().flatten() {
+            for part in [delta.reasoning_content, delta.reasoning].into_iter().flatten() {
                 push_text(&mut chunk, &part);
+            }
+            if let Some(content) = delta.content {
+                push_text(&mut chunk, &content);
+                chunk.content.push_str(&content);
             }
         }
         if let Some(text) = choice.text {
             push_text(&mut chunk, &text);
+            chunk.content.push_str(&text);
         }
         if choice.finish_reason.is_some() {
             chunk.finish_reason = choice.finish_reason;
@@ -185,12 +193,16 @@ mod tests {
         assert!(c.has_text);
         let c = parse_chunk(br#"{"choices":[{"delta":{"reasoning":"hm","content":null}}]}"#).unwrap();
         assert!(c.has_text);
+        assert_eq!(c.content, "", "reasoning is not the answer's content");
+        let c = parse_chunk(br#"{"choices":[{"delta":{"reasoning":"hm","content":" yes"}}]}"#).unwrap();
+        assert_eq!((c.text.as_str(), c.content.as_str()), ("hm yes", " yes"));
     }
 
     #[test]
     fn completions_text_finish_and_usage() {
         let c = parse_chunk(br#"{"choices":[{"text":" a","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
         assert_eq!(c.text, " a");
+        assert_eq!(c.content, " a");
         assert_eq!(c.finish_reason.as_deref(), Some("length"));
         assert_eq!((c.completion_tokens, c.cached_tokens), (Some(3), Some(4)));
     }

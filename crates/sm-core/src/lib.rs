@@ -8,6 +8,8 @@
 //! * [`slo`] — service levels and the judgement of a cell against one.
 //! * [`answer`] — the capacity answer per context, and the capacity search's next level.
 //! * [`precision`] — 95 % confidence intervals, significance of differences, agreement of repeats.
+//! * [`phases`] — the sections of the load phases: rates, bursts, mixed prefill, sessions.
+//! * [`roofline`], [`model_config`] — the memory-bandwidth bound on a decode cell's tok/s.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
@@ -18,14 +20,19 @@ pub mod answer;
 pub mod capacity;
 pub mod context;
 pub mod engine;
+pub mod model_config;
+pub mod phases;
 pub mod plan;
 pub mod precision;
 pub mod record;
 pub mod redact;
 pub mod requests;
+pub mod roofline;
+pub mod roofline_record;
 pub mod scheduler;
 pub mod secrets;
 pub mod slo;
+pub mod spec_decode;
 pub mod stats;
 pub mod units;
 

@@ -13,7 +13,7 @@ use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`.
-pub const SCHEMA: &str = "speedmatrix.run/1.2";
+pub const SCHEMA: &str = "speedmatrix.run/1.3";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
 pub fn schema_readable(schema: &str) -> bool {
@@ -174,6 +174,24 @@ pub struct Settings {
     /// ([`crate::requests`]).
     #[serde(default, skip_serializing_if = "is_false")]
     pub save_requests: bool,
+    /// `--prompts FILE.jsonl`: the phases sent these prompts in place of synthetic text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts_file: Option<crate::phases::PromptsFileInfo>,
+    /// Whether the decode matrix ran: `false` when only load phases were asked for. Absent
+    /// (every record before schema 1.3) means it did.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub matrix: bool,
+    /// `--model-config` or `--active-params …`: the model shape the roofline used (§14.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_shape: Option<crate::roofline_record::RecordedShape>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
 }
 
 fn is_false(b: &bool) -> bool {
@@ -311,6 +329,16 @@ pub struct DecodeCell {
     /// Where the cell's wall time went (s); absent before 1.2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phases: Option<CellPhases>,
+    /// The memory-bandwidth bound on total tok/s (methodology §14.4), with a model shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_tok_s: Option<f64>,
+    /// `total_tok_s ÷ roofline_tok_s`: the share of the roofline achieved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roofline_fraction: Option<f64>,
+    /// Speculative decoding in the window, from the engine's counters (methodology §14.2); absent
+    /// where the engine exports none or did not speculate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_decode: Option<crate::spec_decode::SpecDecode>,
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too
@@ -446,6 +474,9 @@ pub struct RunRecord {
     /// The capacity answer per decode context (methodology §8.3), from the judged cells.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity: Vec<Capacity>,
+    /// The load phases that ran beside (or instead of) the decode matrix (methodology §13).
+    #[serde(default, skip_serializing_if = "crate::phases::Phases::is_empty")]
+    pub phases: crate::phases::Phases,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -18,6 +18,14 @@ pub enum RequestPhase {
     Prefill,
     /// A stream of the hidden C=1 warm-up cell, whose figures are discarded.
     Warmup,
+    /// A request of the open-loop rate phase (`--request-rate`).
+    Rate,
+    /// A request of a burst (`--burst`).
+    Burst,
+    /// The fresh prompt or a background stream of the mixed-prefill phase (`--mixed-prefill`).
+    MixedPrefill,
+    /// A turn of a multi-turn session (`--sessions`).
+    Sessions,
 }
 
 /// How the request ended.

@@ -8,4 +8,6 @@ pub struct SchedulerState {
     pub waiting: f64,
     /// KV cache usage, 0..1 (mean over engines), where the engine reports it.
     pub kv_usage: Option<f64>,
+    /// Speculative-decoding counters, where the engine exports them.
+    pub spec: Option<crate::spec_decode::SpecCounters>,
 }

@@ -287,6 +287,11 @@ impl Slo {
         }
     }
 
+    /// Whether one request met every bound on its own figures (what goodput counts, §11.2).
+    pub fn meets(&self, request: &RequestFigures) -> bool {
+        self.bounds.iter().all(|b| b.request_holds(request))
+    }
+
     /// Judges a cell from its summary figures only (an imported file, a record written before
     /// SLOs): see [`SummaryFigures`]. No goodput; a bound the summary cannot give is `Err(key)`.
     pub fn judge_summary(&self, s: &SummaryFigures) -> Result<Judgement, String> {

@@ -58,6 +58,32 @@ pub enum RunEvent {
     /// `--find-capacity` measures `concurrency` at `label` next: the answer lies between the
     /// passing level `pass` and `stop` (the failing level, or `None` while searching upward).
     CapacitySearch { label: String, concurrency: u32, pass: u32, stop: Option<u32> },
+    /// A mixed-prefill probe (methodology §13.3) was measured; `level` is `CTX@BG` as shown.
+    MixedProbeDone {
+        level: String,
+        probe: usize,
+        ttft_ms: f64,
+        slowdown: Option<f64>,
+        before_tok_s: Option<f64>,
+        during_tok_s: Option<f64>,
+        stall_ms: Option<f64>,
+    },
+    /// A mixed-prefill step failed: `what` names it (the idle reference, probe N, the level).
+    MixedPrefillFailed { level: String, what: String, reason: String },
+    /// The sessions phase starts `users` conversations of `turns` turns (`to_run` of them new).
+    SessionsStarted { users: u32, turns: u32, to_run: u32 },
+    /// The sessions phase ended: turns answered and failed, and the prefix-cache hit rate.
+    SessionsDone { completed: u64, failed: u64, cache_hit_pct: Option<f64> },
+    /// The sessions phase could not run.
+    SessionsSkipped { reason: String },
+    /// A rate level (`--request-rate`, methodology §13.1) ended: measured, or why not.
+    RateLevelDone(Box<sm_core::phases::rate::RateLevel>),
+    /// A rate level's window holds more requests than one level sends: only the first `max` go.
+    RateWindowCut { rate: String, label: String, max: u64 },
+    /// A burst (`--burst`) completed; `what` names it ("1K × 4"), times in ms from when it was due.
+    BurstDone { what: String, e2e_p50_ms: f64, last_ms: f64, tok_s: f64 },
+    /// A burst did not run, or a request of it failed.
+    BurstEnded { what: String, status: CellStatus, reason: String },
 }
 
 /// Which warm-up failed, and why.
@@ -134,11 +160,46 @@ impl fmt::Display for RunEvent {
             CapacitySearch { label, concurrency, pass, stop: None } => {
                 write!(f, "capacity search at {label}: {pass} users meet the SLO; measuring {concurrency}")
             }
+            MixedProbeDone { level, probe, ttft_ms, slowdown, before_tok_s, during_tok_s, stall_ms } => {
+                write!(f, "mixed prefill {level} probe {probe}: TTFT {ttft_ms:.0} ms")?;
+                if let Some(x) = slowdown {
+                    write!(f, " ({x:.2}× idle)")?;
+                }
+                if let (Some(b), Some(d)) = (before_tok_s, during_tok_s) {
+                    write!(f, ", background {b:.0} → {d:.0} tok/s")?;
+                }
+                match stall_ms {
+                    Some(ms) => write!(f, ", longest stall {ms:.0} ms"),
+                    None => Ok(()),
+                }
+            }
+            MixedPrefillFailed { level, what, reason } => write!(f, "mixed prefill {level}: {what} failed: {reason}"),
+            RateLevelDone(level) => rate_level(f, level),
+            RateWindowCut { rate, label, max } => write!(
+                f,
+                "rate {rate} req/s at {label}: the window holds more than {max} requests; the level sends the first {max}"
+            ),
+            BurstDone { what, e2e_p50_ms, last_ms, tok_s } => write!(
+                f,
+                "burst {what} done: end-to-end p50 {e2e_p50_ms:.0} ms, last completion {last_ms:.0} ms, {tok_s:.1} tok/s"
+            ),
+            BurstEnded { what, status, reason } => write!(f, "burst {what} {}: {reason}", status.word()),
             ServerGone { wait } => write!(
                 f,
                 "server did not come back within {:.0} s; stopping (everything measured is kept; --resume continues later)",
                 wait.as_secs_f64()
             ),
+            SessionsStarted { users, turns, to_run } => {
+                write!(f, "sessions: {users} users × {turns} turns started ({to_run} conversations to hold)")
+            }
+            SessionsDone { completed, failed, cache_hit_pct } => {
+                write!(f, "sessions done: {completed} turns answered, {failed} failed")?;
+                match cache_hit_pct {
+                    Some(p) => write!(f, ", {p:.1} % of prompt tokens from the prefix cache"),
+                    None => f.write_str(", the server reported no cached tokens"),
+                }
+            }
+            SessionsSkipped { reason } => write!(f, "sessions skipped: {reason}"),
         }
     }
 }
@@ -175,8 +236,36 @@ impl RunEvent {
             CapacitySearch { label, concurrency, pass, stop } => {
                 CapacitySearch { label: s(label), concurrency: *concurrency, pass: *pass, stop: *stop }
             }
+            MixedProbeDone { level, probe, ttft_ms, slowdown, before_tok_s, during_tok_s, stall_ms } => {
+                MixedProbeDone {
+                    level: s(level),
+                    probe: *probe,
+                    ttft_ms: *ttft_ms,
+                    slowdown: *slowdown,
+                    before_tok_s: *before_tok_s,
+                    during_tok_s: *during_tok_s,
+                    stall_ms: *stall_ms,
+                }
+            }
+            MixedPrefillFailed { level, what, reason } => {
+                MixedPrefillFailed { level: s(level), what: s(what), reason: s(reason) }
+            }
+            SessionsSkipped { reason } => SessionsSkipped { reason: s(reason) },
+            RateLevelDone(level) => {
+                let mut l = level.clone();
+                l.label = s(&l.label);
+                l.reason = l.reason.as_ref().map(s);
+                RateLevelDone(l)
+            }
+            RateWindowCut { rate, label, max } => RateWindowCut { rate: rate.clone(), label: s(label), max: *max },
+            BurstDone { what, e2e_p50_ms, last_ms, tok_s } => {
+                BurstDone { what: s(what), e2e_p50_ms: *e2e_p50_ms, last_ms: *last_ms, tok_s: *tok_s }
+            }
+            BurstEnded { what, status, reason } => BurstEnded { what: s(what), status: *status, reason: s(reason) },
             RunStarted
             | RunResumed
+            | SessionsStarted { .. }
+            | SessionsDone { .. }
             | Retrying { .. }
             | RunEnded(_)
             | PromptsSizedBy(_)
@@ -187,6 +276,30 @@ impl RunEvent {
             | ServerGone { .. } => self.clone(),
         }
     }
+}
+
+/// A rate level in one line: `rate 4 req/s at 1K: 12/12 completed, achieved 3.9 req/s, TTFT …`.
+fn rate_level(f: &mut fmt::Formatter<'_>, l: &sm_core::phases::rate::RateLevel) -> fmt::Result {
+    use sm_core::phases::rate::LevelStatus;
+    write!(f, "rate {} req/s at {}", l.rate, l.label)?;
+    if l.status != LevelStatus::Measured {
+        return write!(f, ": {}", l.reason.as_deref().unwrap_or("not measured"));
+    }
+    let c = &l.counts;
+    write!(f, ": {}/{} completed", c.completed, c.scheduled)?;
+    if let Some(a) = l.achieved_rps {
+        write!(f, ", achieved {a:.2} req/s")?;
+    }
+    if let Some(t) = l.ttft_ms {
+        write!(f, ", TTFT p50 {:.0} ms p99 {:.0} ms", t.p50, t.p99)?;
+    }
+    if let Some(lag) = l.send_lag_ms.filter(|_| c.late > 0) {
+        write!(f, ", {} late (send lag max {:.0} ms)", c.late, lag.max)?;
+    }
+    if l.saturated {
+        f.write_str(", saturated")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

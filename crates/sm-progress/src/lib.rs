@@ -38,6 +38,10 @@ pub enum Step {
     Measuring { label: String, concurrency: u32, started: Instant, window: Duration },
     /// Streams are cancelled; waiting for the server to become idle.
     Drain { label: String, concurrency: u32 },
+    /// A load phase (issue 17) measures one of its steps: a rate level, a burst, a mixed-prefill
+    /// probe, a session turn. `what` names the step ("4 req/s at 8K"); `length` is how long it is
+    /// planned to take, where known.
+    Phase { kind: sm_core::phases::PhaseKind, what: String, started: Instant, length: Option<Duration> },
 }
 
 /// A sample taken every poll (250 ms) while a decode cell runs.

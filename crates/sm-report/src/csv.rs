@@ -16,7 +16,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
 /// field added to the record must be added here: tests/csv_columns.rs fails
 /// until it is.
-const DECODE_FIELDS: [&str; 46] = [
+const DECODE_FIELDS: [&str; 52] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -63,12 +63,18 @@ const DECODE_FIELDS: [&str; 46] = [
     "phases_ramp_s",
     "phases_window_s",
     "phases_after_s",
+    "roofline_tok_s",
+    "roofline_fraction",
+    "spec_decode_acceptance_length",
+    "spec_decode_acceptance_rate",
+    "spec_decode_drafts",
+    "spec_decode_accepted",
 ];
 
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
-const VALID_ONLY: [&str; 24] = [
+const VALID_ONLY: [&str; 26] = [
     "prompt_tok_s",
     "ttft_ms",
     "total_tok_s",
@@ -93,6 +99,8 @@ const VALID_ONLY: [&str; 24] = [
     "usd_per_million_tokens",
     "precision_met",
     "repeats_agree",
+    "roofline_tok_s",
+    "roofline_fraction",
 ];
 
 /// Whether only a valid row exports `field`: the listed ones and every interval (`ci_*`), whose
@@ -139,7 +147,7 @@ fn bound_cells(cell: &DecodeCell, keys: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn field(s: &str) -> String {
+pub(crate) fn field(s: &str) -> String {
     // a leading = + - @ makes spreadsheets evaluate text as a formula
     let s =
         if s.starts_with(['=', '+', '@', '-']) && s.parse::<f64>().is_err() { format!("'{s}") } else { s.to_string() };
@@ -182,6 +190,11 @@ fn flat(mut v: Value) -> Value {
     if let Some(Value::Object(phases)) = obj.remove("phases") {
         for (k, x) in phases {
             obj.insert(format!("phases_{k}"), x);
+        }
+    }
+    if let Some(Value::Object(spec)) = obj.remove("spec_decode") {
+        for (k, x) in spec {
+            obj.insert(format!("spec_decode_{k}"), x);
         }
     }
     if let Some(Value::Array(repeats)) = obj.remove("repeats") {

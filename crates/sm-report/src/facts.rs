@@ -113,15 +113,14 @@ pub(crate) fn run(record: &RunRecord) -> Vec<(String, String)> {
     }
     lines.push(("Benchmark tool".into(), tool));
     let by_count = meta::text(record, meta::DECODE_MODE) == Some("request-count");
-    lines.push(("Decode test".into(), decode_mode(record)));
-    lines.push(("Prefill mode".into(), prefill_mode(record)));
-    if by_count {
-        let n = record.server.extra.get(meta::REQUEST_COUNT).and_then(serde_json::Value::as_u64);
-        lines.push(("Requests per measurement".into(), n.map(format::count).unwrap_or_else(unknown)));
-    } else if meta::unknown(record, meta::DURATION) {
-        lines.push(("Time per measurement".into(), unknown()));
+    if s.matrix {
+        lines.push(("Decode test".into(), decode_mode(record)));
+        lines.push(("Prefill mode".into(), prefill_mode(record)));
+        lines.push(measurement_length(record, by_count));
     } else {
-        lines.push(("Time per measurement".into(), format::secs_setting(s.duration_s)));
+        // a run of load phases only: each phase's section says how it measured
+        let phases: Vec<&str> = record.phases.kinds().into_iter().map(|k| k.title()).collect();
+        lines.push(("Measured".into(), format!("load phases only: {}", phases.join(", "))));
     }
     let max_output = if meta::unknown(record, meta::MAX_TOKENS) {
         unknown()
@@ -135,6 +134,7 @@ pub(crate) fn run(record: &RunRecord) -> Vec<(String, String)> {
     if let Some(kv) = record.server.kv_budget_tokens {
         lines.push(("KV cache".into(), format!("{} tokens", format::count(kv))));
     }
+    lines.extend(crate::spec_decode::fact(&record.decode));
     if record.status != RunStatus::Complete {
         lines.push(("Run status".into(), format!("{:?}", record.status).to_lowercase()));
     }
@@ -149,6 +149,18 @@ pub(crate) fn run(record: &RunRecord) -> Vec<(String, String)> {
         lines.push(("Imported from".into(), v));
     }
     lines
+}
+
+/// How long (or how many requests) each decode measurement was.
+fn measurement_length(record: &RunRecord, by_count: bool) -> (String, String) {
+    if by_count {
+        let n = record.server.extra.get(meta::REQUEST_COUNT).and_then(serde_json::Value::as_u64);
+        ("Requests per measurement".into(), n.map(format::count).unwrap_or_else(unknown))
+    } else if meta::unknown(record, meta::DURATION) {
+        ("Time per measurement".into(), unknown())
+    } else {
+        ("Time per measurement".into(), format::secs_setting(record.settings.duration_s))
+    }
 }
 
 /// `llm-inference-bench v0.4.29`; the version may be unknown in an imported file.

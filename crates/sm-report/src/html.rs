@@ -33,12 +33,21 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
     );
     nav(&mut s, links);
     header(&mut s, &page);
-    answer(&mut s, &page);
+    // a run of load phases only has no matrix: its sections would be empty tables
+    let matrix = record.settings.matrix;
+    if matrix {
+        answer(&mut s, &page);
+    }
     facts(&mut s, &page);
     launch(&mut s, &page);
-    prefill(&mut s, &page, record);
-    decode(&mut s, &page);
-    all_measurements(&mut s, &page);
+    if matrix {
+        prefill(&mut s, &page, record);
+        decode(&mut s, &page);
+    }
+    crate::phases::html(&mut s, record);
+    if matrix {
+        all_measurements(&mut s, &page);
+    }
     methodology(&mut s, &page);
     let _ = writeln!(
         s,
@@ -226,12 +235,18 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
             for line in prec.map(|p| p.tip.as_slice()).unwrap_or_default() {
                 tip.push_str(&format!("\n{line}"));
             }
-            for line in [cell.verdict.as_deref(), cell.capacity.then_some("the capacity of this context")] {
+            let lines = [
+                cell.verdict.as_deref(),
+                cell.roofline.as_deref(),
+                cell.capacity.then_some("the capacity of this context"),
+            ];
+            for line in lines {
                 tip.extend(line.map(|l| format!("\n{l}")));
             }
             if cell.searched {
                 tip.push_str("\nmeasured by the capacity search (--find-capacity)");
             }
+            tip.extend(cell.spec_decode.as_ref().map(|l| format!("\n{l}")));
             for w in &cell.warnings {
                 tip.push_str(&format!("\n⚠ {w}"));
             }

@@ -21,6 +21,8 @@ pub mod import;
 mod markdown;
 pub mod meta;
 mod methodology;
+pub mod phases;
+pub mod spec_decode;
 pub mod svg;
 mod terminal;
 pub mod view;
@@ -39,12 +41,14 @@ pub const HTML_FILE: &str = "report.html";
 pub const MARKDOWN_FILE: &str = "report.md";
 pub const CSV_FILE: &str = "measurements.csv";
 
-/// Writes `report.html`, `report.md` and `measurements.csv` into `dir` and
+/// Writes `report.html`, `report.md`, `measurements.csv` and a CSV per load phase that ran
+/// ([`phases::csv_files`]) into `dir` and
 /// returns their paths. Each file is written to a temporary name and renamed,
 /// so a reader (or a second Ctrl-C) never sees half a page.
 pub fn write_all(record: &RunRecord, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let outputs = [(HTML_FILE, html_page(record, &[])), (MARKDOWN_FILE, markdown(record)), (CSV_FILE, csv(record))];
-    outputs.into_iter().map(|(name, text)| write_atomic(&dir.join(name), &text)).collect()
+    let outputs = outputs.into_iter().map(|(name, text)| (name.to_string(), text)).chain(phases::csv_files(record));
+    outputs.map(|(name, text)| write_atomic(&dir.join(name), &text)).collect()
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory, without any secret

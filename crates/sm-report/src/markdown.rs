@@ -21,12 +21,22 @@ pub fn markdown(record: &RunRecord) -> String {
     if let Some(note) = &page.status_note {
         let _ = writeln!(s, "> **{}**\n", md(note));
     }
-    answer(&mut s, &page, record);
+    // a run of load phases only has no matrix: its sections would be empty tables
+    let matrix = record.settings.matrix;
+    if matrix {
+        answer(&mut s, &page, record);
+    }
     facts(&mut s, &page);
     launch(&mut s, &page);
-    prefill(&mut s, &page);
-    decode(&mut s, &page);
-    all(&mut s, &page);
+    if matrix {
+        prefill(&mut s, &page);
+        decode(&mut s, &page, &record.decode);
+        roofline(&mut s, record);
+    }
+    crate::phases::markdown(&mut s, record);
+    if matrix {
+        all(&mut s, &page);
+    }
     let _ = writeln!(s, "## Methodology\n");
     for (k, v) in &page.methodology {
         let _ = writeln!(s, "- **{}**: {}", md(k), md(v));
@@ -36,6 +46,23 @@ pub fn markdown(record: &RunRecord) -> String {
         let _ = writeln!(s, "\n{}", md(n));
     }
     s
+}
+
+/// Each cell's share of the memory-bandwidth roofline (methodology §14.4), where the run had one.
+fn roofline(s: &mut String, record: &RunRecord) {
+    let lines = view::roofline::lines(record);
+    if lines.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## Memory-bandwidth roofline
+"
+    );
+    for (cell, line) in lines {
+        let _ = writeln!(s, "- {}: {}", md(&cell), md(&line));
+    }
+    let _ = writeln!(s);
 }
 
 /// The capacity answer: its sentences, what "users" means, the SLO used, and a table of it.
@@ -148,7 +175,7 @@ fn footnotes(s: &mut String, notes: &[(usize, &str)]) {
     }
 }
 
-fn decode(s: &mut String, page: &Page) {
+fn decode(s: &mut String, page: &Page, decode_cells: &[sm_core::record::DecodeCell]) {
     let m = &page.matrix;
     let _ = writeln!(
         s,
@@ -183,6 +210,15 @@ fn decode(s: &mut String, page: &Page) {
         let _ = writeln!(s, "{}\n", md(note));
     }
     footnotes(s, &page.notes_for(m.cells.iter().flatten().map(|c| c.footnote)));
+    let spec: Vec<String> = m.cells.iter().flatten().filter_map(|c| c.spec_decode.clone()).collect();
+    if !spec.is_empty() {
+        let lines = crate::spec_decode::markdown_lines(decode_cells);
+        let _ = writeln!(s, "Speculative decoding per cell (methodology §14.2):\n");
+        for l in lines {
+            let _ = writeln!(s, "- {}", md(&l));
+        }
+        let _ = writeln!(s);
+    }
 }
 
 fn all(s: &mut String, page: &Page) {

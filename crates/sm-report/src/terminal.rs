@@ -15,9 +15,12 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let width = width.max(20);
     let mut s = String::new();
     let _ = writeln!(s, "{}", clip(&page.title, width));
-    answer(&mut s, &page, width);
-    prefill(&mut s, &page, width);
-    decode(&mut s, &page, width);
+    if record.settings.matrix {
+        answer(&mut s, &page, width);
+        prefill(&mut s, &page, width);
+        decode(&mut s, &page, width);
+    }
+    crate::phases::terminal(&mut s, record, width);
     s
 }
 

@@ -15,6 +15,7 @@ use crate::meta;
 pub use crate::methodology::METHODOLOGY;
 
 pub mod precision;
+pub mod roofline;
 mod slo;
 use precision::CellPrecision;
 use slo::slo_measurements;
@@ -146,6 +147,10 @@ pub struct Cell {
     pub user_tok_s: Option<f64>,
     /// A valid cell's intervals, precision verdict and repeats, for its hover.
     pub precision: Option<CellPrecision>,
+    /// "61 % of the H200's memory-bandwidth roofline", for its hover (methodology §14.4).
+    pub roofline: Option<String>,
+    /// "speculative decoding: 2.6 tokens per step (acceptance 53 %)", for its hover.
+    pub spec_decode: Option<String>,
 }
 
 pub struct Matrix {
@@ -429,6 +434,8 @@ fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footn
         searched: false,
         user_tok_s: None,
         precision: None,
+        roofline: None,
+        spec_decode: None,
     }
 }
 
@@ -460,6 +467,8 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
         searched: cell.searched,
         user_tok_s: user_tok_s(cell).filter(|_| valid),
         precision: precision::cell_precision(cell),
+        roofline: None,
+        spec_decode: crate::spec_decode::cell_line(cell),
     }
 }
 
@@ -502,6 +511,7 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
                     Some(cell) => {
                         let mut shown = measured_cell(cell, row_label, c, footnotes);
                         shown.capacity = shown.kind == CellKind::Valid && proving.contains(&(*ctx, c));
+                        shown.roofline = roofline::line(record, cell);
                         shown
                     }
                     None => unmeasured_cell(plan.get(&(*ctx, c)).copied(), row_label, c, footnotes),

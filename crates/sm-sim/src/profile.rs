@@ -77,10 +77,15 @@ pub struct Profile {
     pub cached_prefill_ms: f64,
     /// Optional `[ttft] cached_ms`: replaces `cached_prefill_ms` by a running batch × context grid.
     pub ttft: Option<BatchContextTable>,
-    /// Mean output length when a request does not set `ignore_eos`.
+    /// Mean output length when a request does not set `ignore_eos` (and `natural_output` is absent).
     pub natural_output_tokens: u64,
+    /// Optional `[natural_output]`: a lognormal natural length per request, in place of the
+    /// per-prompt length around `natural_output_tokens`.
+    pub natural_output: Option<crate::natural::NaturalOutput>,
     /// Optional `[noise]`: random variation and drift of the decode step times.
     pub noise: Noise,
+    /// Optional `[speculative]`: speculative decoding (draft tokens, acceptance probability).
+    pub speculative: Option<crate::speculative::Speculative>,
 }
 
 impl Profile {
@@ -152,9 +157,25 @@ impl Profile {
             Some(_) => Some(req_grid(req_table(&t, "ttft")?, "ttft", "cached_ms")?),
         };
 
+        let natural_output = match t.get("natural_output") {
+            None => None,
+            Some(_) => Some(
+                crate::natural::NaturalOutput::from_table(req_table(&t, "natural_output")?)
+                    .map_err(|e| invalid("natural_output", e))?,
+            ),
+        };
+
         let noise = match t.get("noise") {
             None => Noise::default(),
             Some(_) => noise_table(req_table(&t, "noise")?)?,
+        };
+
+        let speculative = match t.get("speculative") {
+            None => None,
+            Some(_) => Some(
+                crate::speculative::Speculative::from_table(req_table(&t, "speculative")?)
+                    .map_err(|e| invalid("speculative", e))?,
+            ),
         };
 
         Ok(Profile {
@@ -170,8 +191,23 @@ impl Profile {
             cached_prefill_ms,
             ttft,
             natural_output_tokens,
+            natural_output,
             noise,
+            speculative,
         })
+    }
+
+    /// Where request `id`, whose prompt hashes to `prompt_seed`, stops on its own when it does not
+    /// set `ignore_eos`: drawn from `[natural_output]` per request, else ½× to 1½× the profile's
+    /// `natural_output_tokens`, per prompt.
+    pub fn natural_length(&self, id: u64, prompt_seed: u64) -> u64 {
+        match &self.natural_output {
+            Some(d) => d.length(id),
+            None => {
+                let mean = self.natural_output_tokens.max(1);
+                (mean / 2 + prompt_seed % (mean + 1)).max(1)
+            }
+        }
     }
 
     pub fn num_gpu_blocks(&self) -> u64 {

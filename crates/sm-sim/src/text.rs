@@ -59,6 +59,17 @@ impl TextGen {
     }
 }
 
+/// Token ids of the first `n` tokens the generator seeded with `seed` emits: what a request's
+/// answer will be, known before it runs (the prefix cache publishes its blocks as they fill).
+pub(crate) fn answer_ids(seed: u64, looping: bool, n: usize) -> Vec<u32> {
+    let mut g = TextGen::new(seed, looping);
+    let mut text = String::with_capacity(n * 4);
+    for _ in 0..n {
+        g.push_token(&mut text);
+    }
+    crate::tokenizer::encode(&text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,6 +90,14 @@ mod tests {
             assert_eq!(tokenizer::count(&generate(42, false, n)), n);
             assert_eq!(tokenizer::count(&generate(7, true, n)), n);
         }
+    }
+
+    #[test]
+    fn answer_ids_are_the_emitted_tokens() {
+        let ids = answer_ids(42, false, 50);
+        assert_eq!(ids.len(), 50);
+        assert_eq!(tokenizer::decode(&ids), generate(42, false, 50));
+        assert_eq!(answer_ids(42, false, 20), ids[..20], "a shorter answer is a prefix of a longer one");
     }
 
     #[test]

@@ -15,6 +15,11 @@ const ROLES: &[&str] = &["system", "user", "assistant", "tool", "developer"];
 const ROLE_BASE: u32 = SPECIAL_BASE + 16;
 const ROLE_OTHER: u32 = ROLE_BASE + 15;
 
+/// What the template writes between the generation prompt and an assistant message's content: a
+/// conversation that sends an answer back has it after `<|im_start|> assistant SEP`, where the
+/// request that generated it had only `<|im_start|> assistant` before its first token.
+pub const ANSWER_PREFIX: &[u32] = &[SEP];
+
 /// Template tokens added around every message: `<|im_start|>`, role, separator, `<|im_end|>`.
 pub const TOKENS_PER_MESSAGE: usize = 4;
 /// Tokens of the generation prompt appended after the last message: `<|im_start|>`, `assistant`.

@@ -26,6 +26,15 @@ pub(crate) struct TraceRecord {
     /// truth a test needs to know what the step times were drawn from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub noise: Option<crate::noise::Noise>,
+    /// With speculative decoding on: this request's verification steps and accepted draft tokens.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecTruth>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct SpecTruth {
+    pub drafts: u32,
+    pub accepted: u32,
 }
 
 pub(crate) struct TraceWriter {

@@ -12,9 +12,15 @@ use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 #[path = "validate_answer.rs"]
 mod answer;
 pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+#[path = "validate_phases.rs"]
+mod phases;
 #[path = "validate_precision.rs"]
 mod precision;
 pub use precision::MAX_REPEATS;
+#[path = "validate_roofline.rs"]
+mod roofline;
+#[path = "validate_spec_decode.rs"]
+mod spec_decode;
 
 /// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,
 /// `--prefill-contexts`): every run the tool can make must be accepted.
@@ -103,6 +109,7 @@ pub fn limits(record: &RunRecord) -> Result<(), Refusal> {
     at_most("searched cells at one context", "MAX_SEARCHED_PER_CONTEXT", most, MAX_SEARCHED_PER_CONTEXT)?;
     let warnings = record.decode.iter().map(|c| c.warnings.len()).max().unwrap_or(0);
     at_most("warnings in one decode cell", "MAX_WARNINGS", warnings, MAX_WARNINGS)?;
+    phases::limits(record)?;
     text_lengths(&serde_json::to_value(record).unwrap_or(Value::Null), &mut Vec::new())
 }
 
@@ -185,6 +192,8 @@ fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     figure(&at, "context", Some(c.context as f64), answer::MAX_CONTEXT_TOKENS)?;
     answer::cell(&at, c, priced)?;
     precision::cell(&at, c)?;
+    roofline::cell(&at, c)?;
+    spec_decode::cell(&at, c)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {
@@ -234,6 +243,8 @@ pub fn figures(record: &RunRecord) -> Result<(), Refusal> {
     }
     answer::settings(record)?;
     precision::settings(record)?;
+    roofline::settings(record)?;
+    phases::figures(record)?;
     answer::capacity(record)
 }
 

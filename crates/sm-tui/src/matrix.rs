@@ -31,11 +31,17 @@ const HEAT: [(u8, Color); 7] = [
 
 /// Rows the panel needs: the header, one per context, an error line when a cell failed, the borders.
 pub fn height(s: &State) -> u16 {
+    if s.contexts.is_empty() {
+        return 0;
+    }
     let errors = u16::from(s.cells.values().any(is_error));
     s.contexts.len() as u16 + 3 + errors
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, s: &State) {
+    if area.height == 0 {
+        return;
+    }
     let block = Block::bordered().title(" Decode matrix · total tok/s ");
     let inner = block.inner(area);
     frame.render_widget(block, area);

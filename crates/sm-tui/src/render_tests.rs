@@ -50,7 +50,7 @@ fn mid_run(t0: Instant) -> (State, Instant) {
             concurrency: 16,
             ttft_ms_p50: Some(123.4),
             tbt_ms_p50: Some(19.9),
-            server: Some(SchedulerState { running: 16.0, waiting: 0.0, kv_usage: Some(0.42) }),
+            server: Some(SchedulerState { running: 16.0, waiting: 0.0, kv_usage: Some(0.42), spec: None }),
         });
     }
     (s, started + Duration::from_secs(4))
@@ -210,4 +210,34 @@ fn prefill_shows_elapsed_and_an_eta_from_the_rate_so_far() {
     // 64K at 8,192 tok/s takes 8 s; 3 s have passed
     let screen = render(&s, started + Duration::from_secs(3), 80, 24);
     assert!(screen.contains("Prefill of context 64K (2/2) · 3s · ETA 5s"), "{screen}");
+}
+
+#[test]
+fn a_run_of_load_phases_only_shows_the_phase_step_and_no_empty_matrix() {
+    let t0 = Instant::now();
+    let mut r = record();
+    r.settings.matrix = false;
+    r.decode.clear();
+    r.phases.mixed_prefill = Some(Default::default());
+    r.phases.burst = Some(Default::default());
+    let mut s = State::new(t0);
+    s.start(&r);
+    s.event(&RunEvent::RunStarted, t0);
+    let started = t0 + Duration::from_secs(2);
+    let kind = sm_core::phases::PhaseKind::Rate;
+    let what = "4 req/s at 8K".to_string();
+    s.step(&Step::Phase { kind, what, started, length: Some(Duration::from_secs(30)) }, started);
+    let screen = render(&s, started + Duration::from_secs(12), 80, 24);
+    assert!(screen.contains("Arrivals at a rate: 4 req/s at 8K"), "{screen}");
+    assert!(screen.contains("12.0 s of 30 s"), "{screen}");
+    assert!(!screen.contains("Decode matrix"), "{screen}");
+    assert!(!screen.contains("over cap."), "{screen}");
+    assert!(screen.contains("load phases burst, mixed_prefill"), "{screen}");
+    assert!(screen.contains("load phases · elapsed 14s") && !screen.contains("ETA"), "{screen}");
+    assert!(screen.contains("run started"), "{screen}");
+    // without a length the step says how long it has run
+    let what = "8K × 16".to_string();
+    s.step(&Step::Phase { kind: sm_core::phases::PhaseKind::Burst, what, started, length: None }, started);
+    let screen = render(&s, started + Duration::from_secs(3), 80, 24);
+    assert!(screen.contains("Bursts: 8K × 16 · 3"), "{screen}");
 }

@@ -28,6 +28,8 @@ pub struct State {
     pub contexts: Vec<(u64, String)>,
     /// Matrix columns.
     pub concurrency: Vec<u32>,
+    /// The load phases the run measures (issue 17), in the order they run.
+    pub phases: Vec<sm_core::phases::PhaseKind>,
     pub window: Duration,
     /// Decode cells that will be measured (not over capacity).
     pub planned_cells: usize,
@@ -86,7 +88,13 @@ impl State {
             prefill_times: Vec::new(),
             notice: None,
             finished: None,
+            phases: Vec::new(),
         }
+    }
+
+    /// A run of load phases only: no matrix, cells or prefill rows.
+    pub fn phases_only(&self) -> bool {
+        !self.phases.is_empty() && self.contexts.is_empty()
     }
 
     pub fn start(&mut self, record: &RunRecord) {
@@ -104,6 +112,14 @@ impl State {
             self.contexts =
                 record.settings.contexts.iter().map(|&c| (c, sm_core::context::label(sm_core::Tokens(c)))).collect();
             self.planned_cells = self.contexts.len() * self.concurrency.len();
+        }
+        self.phases = record.phases.kinds();
+        if !record.settings.matrix {
+            // a run of load phases only: no matrix to draw, no cells or rows to count down
+            self.contexts.clear();
+            self.concurrency.clear();
+            self.prefill_plan.clear();
+            self.planned_cells = 0;
         }
         self.planned_prefill = self.prefill_plan.len();
         for cell in &record.decode {

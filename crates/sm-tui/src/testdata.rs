@@ -62,6 +62,9 @@ pub fn record() -> RunRecord {
             min_duration_s: None,
             repeats: None,
             save_requests: false,
+            prompts_file: None,
+            matrix: true,
+            model_shape: None,
         },
         hardware: Hardware::default(),
         launch_command: None,
@@ -79,6 +82,7 @@ pub fn record() -> RunRecord {
         run_id: None,
         prompts: vec![],
         capacity: vec![],
+        phases: Default::default(),
     }
 }
 

@@ -91,13 +91,19 @@ fn header_lines(s: &State, width: u16) -> Vec<Line<'static>> {
     ];
     let kv = server.kv_budget_tokens.map_or("unknown".to_string(), |k| Tokens(k).to_string());
     let seqs = server.max_num_seqs.map_or("unknown".to_string(), |n| n.to_string());
-    let second = vec![
+    let plan = if s.phases_only() {
+        let names: Vec<&str> = s.phases.iter().map(|k| k.name()).collect();
+        vec![Span::raw("load phases "), Span::styled(names.join(", "), Style::new().add_modifier(Modifier::BOLD))]
+    } else {
         vec![
             Span::raw("cells "),
             Span::styled(format!("{} planned", s.planned_cells), Style::new().add_modifier(Modifier::BOLD)),
             Span::raw(format!(", {} over cap., ", s.over_capacity)),
             Span::styled(format!("{} done", s.cells_done()), Style::new().fg(Color::Green)),
-        ],
+        ]
+    };
+    let second = vec![
+        plan,
         vec![Span::raw(format!("max seqs {seqs}"))],
         vec![Span::raw(format!("KV {kv} tok ({})", server.kv_budget_source))],
     ];
@@ -173,6 +179,18 @@ fn step_text(s: &State, now: Instant) -> (String, Option<(f64, String)>) {
         }
         Some(Step::Drain { label, concurrency }) => {
             (format!("{warm}Draining {label} × {concurrency}: waiting for the server to idle · {}", dur(since)), None)
+        }
+        Some(Step::Phase { kind, what, started, length }) => {
+            let elapsed = now.saturating_duration_since(*started);
+            let gauge = length.filter(|l| !l.is_zero()).map(|l| {
+                let shown = elapsed.min(l);
+                (
+                    shown.as_secs_f64() / l.as_secs_f64(),
+                    format!("{:.1} s of {:.0} s", shown.as_secs_f64(), l.as_secs_f64()),
+                )
+            });
+            let tail = if gauge.is_some() { String::new() } else { format!(" · {}", dur(elapsed)) };
+            (format!("{kind}: {what}{tail}"), gauge)
         }
     }
 }
@@ -293,14 +311,19 @@ fn draw_footer(frame: &mut Frame, area: Rect, s: &State, now: Instant) {
     let [bar, help] = Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
     let elapsed = now.saturating_duration_since(s.started);
     let eta = s.eta(now).map_or("done".to_string(), |d| format!("ETA {}", dur(d)));
-    let label = format!(
-        "cells {}/{} · prefill {}/{} · elapsed {} · {eta}",
-        s.cells_done().min(s.planned_cells),
-        s.planned_cells,
-        s.prefill_done_count(),
-        s.planned_prefill,
-        dur(elapsed)
-    );
+    let label = if s.phases_only() {
+        // a phase's length depends on the server (a saturated sweep stops early): no ETA
+        format!("load phases · elapsed {}", dur(elapsed))
+    } else {
+        format!(
+            "cells {}/{} · prefill {}/{} · elapsed {} · {eta}",
+            s.cells_done().min(s.planned_cells),
+            s.planned_cells,
+            s.prefill_done_count(),
+            s.planned_prefill,
+            dur(elapsed)
+        )
+    };
     let g =
         Gauge::default().gauge_style(Style::new().fg(Color::Green).bg(Color::Black)).ratio(s.progress()).label(label);
     frame.render_widget(g, bar);

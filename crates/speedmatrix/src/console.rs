@@ -157,12 +157,20 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
         _ => format!("{} s windows", s.duration_s),
     };
     let times = s.repeats.filter(|&n| n > 1).map_or(String::new(), |n| format!(", each cell {n} times"));
-    let mut text = format!(
-        "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {windows}{times}",
-        plan.decode_planned,
-        plan.over_capacity.len(),
-        rows,
-    );
+    let phases: Vec<&str> = record.phases.kinds().into_iter().map(|k| k.name()).collect();
+    let mut text = if s.matrix {
+        format!(
+            "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {windows}{times}",
+            plan.decode_planned,
+            plan.over_capacity.len(),
+            rows,
+        )
+    } else {
+        format!("plan: the load phases only ({}); no decode matrix (--matrix adds it)", phases.join(", "))
+    };
+    if s.matrix && !phases.is_empty() {
+        text.push_str(&format!("; then the load phases: {}", phases.join(", ")));
+    }
     if done > 0 || rows_left < rows {
         text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
     }
@@ -181,6 +189,10 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     for p in &plan.skipped {
         let label = sm_core::context::shown(&p.label, p.context);
         text.push_str(&format!("\nnot run: {} {label}: {}", p.kind, p.reason.as_deref().unwrap_or("")));
+    }
+    // a run of phases only has no cells or rows to count down
+    if !s.matrix {
+        return (text, 0, 0);
     }
     (text, cells_left, rows_left)
 }

@@ -20,7 +20,8 @@ pub struct ReportArgs {
     /// Write the Markdown version here.
     #[arg(long, value_name = "FILE")]
     pub md: Option<PathBuf>,
-    /// Write the measurements as CSV here.
+    /// Write the measurements as CSV here; each load phase that ran gets its own CSV beside it,
+    /// FILE's name with `-<phase>` added (e.g. measurements-rate.csv).
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
     /// Open the HTML page in the default browser afterwards.
@@ -75,6 +76,17 @@ pub fn main(args: ReportArgs) -> ExitCode {
                 }
             }
         }
+        if let (Ok(()), Some(path)) = (&result, &args.csv) {
+            for (name, text) in sm_report::phases::csv_files(&record) {
+                match sm_report::write_atomic(&phase_csv_path(path, &name), &text) {
+                    Ok(p) => out.push(p),
+                    Err(e) => {
+                        result = Err(std::io::Error::new(e.kind(), format!("{}: {e}", path.display())));
+                        break;
+                    }
+                }
+            }
+        }
         result.map(|()| out)
     };
     let written = match written {
@@ -102,6 +114,12 @@ pub fn main(args: ReportArgs) -> ExitCode {
         }
     }
     ExitCode::SUCCESS
+}
+
+/// `dir/measurements.csv` and `rate.csv` → `dir/measurements-rate.csv`.
+fn phase_csv_path(csv: &Path, phase_file: &str) -> PathBuf {
+    let stem = csv.file_stem().map_or_else(|| "measurements".into(), |s| s.to_string_lossy().into_owned());
+    csv.with_file_name(format!("{stem}-{phase_file}"))
 }
 
 /// Next to the run for a speedmatrix run; the current directory for a

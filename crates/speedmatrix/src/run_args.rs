@@ -108,6 +108,10 @@ pub struct RunArgs {
     /// tokens, status) to requests.jsonl beside run.json; never prompt or completion text.
     #[arg(long)]
     pub(crate) save_requests: bool,
+    #[command(flatten)]
+    pub(crate) phases: crate::phase_args::PhaseArgs,
+    #[command(flatten)]
+    pub(crate) roofline: crate::roofline_args::RooflineArgs,
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,

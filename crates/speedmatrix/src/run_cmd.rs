@@ -14,6 +14,7 @@ use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::record::{CellStatus, Gpu, RunRecord, RunStatus};
 use sm_core::requests::REQUESTS_FILE;
+use sm_core::roofline_record::RecordedShape;
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
@@ -35,6 +36,13 @@ pub async fn main(args: RunArgs) -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
+    // read and checked first, so that a wrong --model-config fails before anything is measured
+    let shape = args.roofline.shape()?;
+    // a resume without the flags keeps the shape the run was given: the new cells get theirs too
+    let shape = match (shape, &args.resume) {
+        (None, Some(dir)) => crate::settings::read_record(dir)?.settings.model_shape,
+        (shape, _) => shape,
+    };
     let settings = Settings::resolve(args)?;
     // at once, before the engine starts or a request is sent: a second process must not even
     // restart the simulated engine on the old port, and a refused directory costs nothing
@@ -77,7 +85,8 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let _signals =
         Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
     let dry_run = config.dry_run;
-    let record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
+    let mut record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
+    apply_roofline(&mut record, shape, &journal)?;
     // gives the terminal back before the summary is printed on it
     drop(reporter);
     if let Some(h) = sim {
@@ -123,6 +132,19 @@ async fn discover_server(
 }
 
 /// Writes the reports beside run.json, then prints the summary and where the files are.
+/// The roofline is derived from the finished record, so it is added once the cells are measured
+/// and written at once; an unknown GPU is a note, not a failed run.
+fn apply_roofline(record: &mut RunRecord, shape: Option<RecordedShape>, journal: &Journal) -> Result<()> {
+    let Some(shape) = shape else { return Ok(()) };
+    match sm_core::roofline_record::apply(record, shape) {
+        Ok(()) => journal.write(record).context("cannot write run.json with the roofline"),
+        Err(e) => {
+            eprintln!("no roofline: {e}");
+            Ok(())
+        }
+    }
+}
+
 fn publish(record: &RunRecord, journal: &Journal) -> Result<()> {
     // the files first: after SIGHUP there may be no terminal to print the summary on
     let reports = sm_report::write_all(record, journal.dir())
@@ -296,6 +318,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         find_capacity: s.find_capacity,
         repeats: s.repeats,
         save_requests: s.save_requests,
+        phases: s.phases.clone(),
     }
 }
 

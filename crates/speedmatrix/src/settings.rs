@@ -282,6 +282,8 @@ pub(crate) struct Settings {
     pub progress: Progress,
     /// The record of the run to continue (`--resume`).
     pub resumed: Option<RunRecord>,
+    /// Whether the decode matrix runs, and the load phases (issue 17) with their settings.
+    pub phases: sm_bench::PhaseConfig,
 }
 
 impl Settings {
@@ -321,6 +323,7 @@ impl Settings {
             }
             None => "a setting is out of range".to_string(),
         })?;
+        let phases = args.phases.resolve(resumed.as_ref())?;
         let output = match (args.resume, args.out) {
             (Some(dir), _) => Output::Resume { dir, retry_failed: args.retry_failed },
             (None, Some(dir)) => Output::New { dir, force: args.force },
@@ -356,6 +359,7 @@ impl Settings {
             }),
             repeats: layer.repeats.unwrap_or(1),
             save_requests: layer.save_requests.unwrap_or(false),
+            phases,
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,
@@ -372,7 +376,7 @@ impl Settings {
     }
 }
 
-fn read_record(dir: &Path) -> Result<RunRecord> {
+pub(crate) fn read_record(dir: &Path) -> Result<RunRecord> {
     let path = dir.join(RUN_FILE);
     let text = std::fs::read_to_string(&path).with_context(|| {
         format!("cannot resume: cannot read {} (is DIR the output directory of a run?)", path.display())

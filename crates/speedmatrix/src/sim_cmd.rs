@@ -44,6 +44,14 @@ pub struct SimArgs {
     /// throttling server, overriding the profile's `[noise] drift_pct_per_min`.
     #[arg(long, value_name = "PCT_PER_MIN")]
     drift: Option<String>,
+    /// Speculative decoding: verify K draft tokens per decode step (1 to 64), overriding the profile's
+    /// `[speculative] draft_tokens`; needs an acceptance (here or in the profile).
+    #[arg(long, value_name = "K")]
+    spec_draft: Option<String>,
+    /// Speculative decoding: each draft token is accepted with probability P (0 to 1) until the first
+    /// rejection, overriding the profile's `[speculative] acceptance`.
+    #[arg(long, value_name = "P")]
+    spec_acceptance: Option<String>,
     /// Write ground truth (one JSON line per finished request) to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -72,9 +80,38 @@ fn noise_overrides(profile: &mut Profile, step_noise: Option<&str>, drift: Optio
     Ok(())
 }
 
+/// `--spec-draft` / `--spec-acceptance` over the profile's `[speculative]`.
+fn spec_overrides(profile: &mut Profile, draft: Option<&str>, acceptance: Option<&str>) -> Result<(), String> {
+    if draft.is_none() && acceptance.is_none() {
+        return Ok(());
+    }
+    let base = profile.speculative;
+    let k = match draft {
+        Some(v) => {
+            v.trim().parse::<u32>().map_err(|_| format!("--spec-draft: `{v}` is not a whole number (e.g. 4)"))?
+        }
+        None => {
+            base.map(|s| s.draft_tokens).ok_or("--spec-acceptance: needs --spec-draft K (draft tokens per step)")?
+        }
+    };
+    let p = match acceptance {
+        Some(v) => {
+            v.trim().parse::<f64>().map_err(|_| format!("--spec-acceptance: `{v}` is not a number (e.g. 0.7)"))?
+        }
+        None => base.map(|s| s.acceptance).ok_or("--spec-draft: needs --spec-acceptance P (0 to 1)")?,
+    };
+    let seed = base.map_or(0, |s| s.seed);
+    profile.speculative = Some(sm_sim::speculative::Speculative::new(k, p, seed).map_err(|e| {
+        let flag = if e.starts_with("draft_tokens") { "--spec-draft" } else { "--spec-acceptance" };
+        format!("{flag}: {e}")
+    })?);
+    Ok(())
+}
+
 fn options(args: SimArgs) -> Result<SimOptions, String> {
     let mut profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
     noise_overrides(&mut profile, args.step_noise.as_deref(), args.drift.as_deref())?;
+    spec_overrides(&mut profile, args.spec_draft.as_deref(), args.spec_acceptance.as_deref())?;
     let host: IpAddr = args
         .host
         .parse()
@@ -222,6 +259,27 @@ mod tests {
             (None, Some("5%"), "--drift: `5%` is not a number"),
         ] {
             let e = noise_overrides(&mut base.clone(), cv, drift).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn spec_flags_set_the_profile_and_check_their_values() {
+        let mut p = Profile::builtin("tiny").unwrap();
+        spec_overrides(&mut p, None, None).unwrap();
+        assert!(p.speculative.is_none());
+        spec_overrides(&mut p, Some("4"), Some("0.6")).unwrap();
+        let s = p.speculative.unwrap();
+        assert_eq!((s.draft_tokens, s.acceptance), (4, 0.6));
+        spec_overrides(&mut p, None, Some("0.3")).unwrap();
+        assert_eq!(p.speculative.unwrap().draft_tokens, 4, "one flag keeps the other");
+        for (k, a, want) in [
+            (Some("x"), Some("0.5"), "--spec-draft: `x` is not a whole number"),
+            (Some("0"), Some("0.5"), "--spec-draft: draft_tokens must be from 1 to 64"),
+            (Some("3"), Some("1.5"), "--spec-acceptance: acceptance must be a probability"),
+            (Some("3"), None, "--spec-draft: needs --spec-acceptance"),
+        ] {
+            let e = spec_overrides(&mut Profile::builtin("tiny").unwrap(), k, a).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
     }

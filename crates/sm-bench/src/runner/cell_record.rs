@@ -1,6 +1,7 @@
 //! The record's cell from a cell's outcome: its figures rounded as run.json keeps them, its
 //! intervals, its judgement against the SLO and the price of its tokens (methodology §7.3, §11, §12).
 
+use sm_core::spec_decode::SpecDecode;
 use std::time::Duration;
 
 use sm_core::answer;
@@ -70,6 +71,11 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
         ramp_s: round3(p.ramp_s),
         window_s: round3(p.window_s),
         after_s: round3(p.after_s),
+    });
+    dc.spec_decode = outcome.spec_decode.map(|s| SpecDecode {
+        acceptance_length: round3(s.acceptance_length),
+        acceptance_rate: (s.acceptance_rate * 1e4).round() / 1e4,
+        ..s
     });
     dc
 }

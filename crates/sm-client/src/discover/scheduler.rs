@@ -13,6 +13,7 @@ use crate::metrics::Metrics;
 const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 pub use sm_core::scheduler::SchedulerState;
+use sm_core::spec_decode::SpecCounters;
 
 /// Gauge names per engine: running, waiting, KV usage.
 fn gauges(engine: Engine) -> Option<(&'static str, &'static str, Option<&'static str>)> {
@@ -38,6 +39,21 @@ pub fn scheduler_state_from(metrics: &Metrics, engine: Engine) -> Option<Schedul
         running: metrics.sum(running)?,
         waiting: metrics.sum(waiting).unwrap_or(0.0),
         kv_usage: kv.and_then(|k| metrics.mean(k)),
+        spec: spec_counters(metrics, engine),
+    })
+}
+
+/// vLLM's speculative-decoding counters (V1 names, `vllm/v1/spec_decode/metrics.py`), summed over
+/// data-parallel engines; `None` without all three. SGLang reports acceptance only as gauges of
+/// recent steps (not counters a window can difference), and llama.cpp and TGI export none.
+pub fn spec_counters(metrics: &Metrics, engine: Engine) -> Option<SpecCounters> {
+    if engine != Engine::Vllm {
+        return None;
+    }
+    Some(SpecCounters {
+        drafts: metrics.sum("vllm:spec_decode_num_drafts_total")?,
+        draft_tokens: metrics.sum("vllm:spec_decode_num_draft_tokens_total")?,
+        accepted: metrics.sum("vllm:spec_decode_num_accepted_tokens_total")?,
     })
 }
 
@@ -100,16 +116,32 @@ mod tests {
         ));
         assert_eq!(
             scheduler_state_from(&sg, Engine::Sglang),
-            Some(SchedulerState { running: 4.0, waiting: 2.0, kv_usage: Some(0.5) })
+            Some(SchedulerState { running: 4.0, waiting: 2.0, kv_usage: Some(0.5), spec: None })
         );
         let ll = Metrics::parse("llamacpp:requests_processing 2\nllamacpp:requests_deferred 1\n");
         assert_eq!(
             scheduler_state_from(&ll, Engine::Llamacpp),
-            Some(SchedulerState { running: 2.0, waiting: 1.0, kv_usage: None })
+            Some(SchedulerState { running: 2.0, waiting: 1.0, kv_usage: None, spec: None })
         );
         let tgi = Metrics::parse("tgi_batch_current_size 6\ntgi_queue_size 0\n");
         assert_eq!(scheduler_state_from(&tgi, Engine::Tgi).map(|s| s.running), Some(6.0));
         let no_running = Metrics::parse("tgi_queue_size 3\n");
         assert_eq!(scheduler_state_from(&no_running, Engine::Tgi), None);
+    }
+
+    #[test]
+    fn vllm_spec_decode_counters_sum_over_engines() {
+        let m = Metrics::parse(concat!(
+            "vllm:num_requests_running{engine=\"0\"} 1.0\n",
+            "vllm:spec_decode_num_drafts_total{engine=\"0\"} 10.0\n",
+            "vllm:spec_decode_num_drafts_total{engine=\"1\"} 5.0\n",
+            "vllm:spec_decode_num_draft_tokens_total{engine=\"0\"} 60.0\n",
+            "vllm:spec_decode_num_accepted_tokens_total{engine=\"0\"} 21.0\n",
+        ));
+        let s = scheduler_state_from(&m, Engine::Vllm).unwrap().spec.unwrap();
+        assert_eq!((s.drafts, s.draft_tokens, s.accepted), (15.0, 60.0, 21.0));
+        assert_eq!(spec_counters(&m, Engine::Sglang), None);
+        let without = Metrics::parse("vllm:num_requests_running 1.0\n");
+        assert_eq!(scheduler_state_from(&without, Engine::Vllm).unwrap().spec, None);
     }
 }

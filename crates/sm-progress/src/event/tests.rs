@@ -1,5 +1,7 @@
 //! Each event family gives the line docs/dashboard.md documents and run.json's `events` keep.
 
+use sm_core::phases::rate::{LevelStatus, Percentiles, RateLevel, SendLag};
+
 use super::*;
 
 fn line(e: RunEvent) -> String {
@@ -111,6 +113,13 @@ fn scrubbed_events_carry_no_secret() {
         RunEvent::PrefillFailed { row: "1K".into(), reason: with("x") },
         RunEvent::PrefillDone { row: "1K".into(), prompt_tok_s: 1.0, ttft_ms: 1.0, note: Some(with("x")) },
         RunEvent::CellEnded { label: "1K".into(), concurrency: 1, status: CellStatus::Error, reason: with("x") },
+        RunEvent::RateLevelDone(Box::new(RateLevel::unmeasured(
+            1024,
+            "1K".into(),
+            "4".parse().unwrap(),
+            LevelStatus::Error,
+            with("x"),
+        ))),
     ];
     for e in events {
         assert!(e.to_string().contains(secret), "the test's event carries the secret: {e}");
@@ -125,4 +134,59 @@ fn capacity_search_events() {
     assert_eq!(line(between), "capacity search at 8K: 16 users meet the SLO, 32 do not; measuring 24");
     let upward = RunEvent::CapacitySearch { label: "8K".into(), concurrency: 128, pass: 64, stop: None };
     assert_eq!(line(upward), "capacity search at 8K: 64 users meet the SLO; measuring 128");
+}
+
+#[test]
+fn mixed_prefill_events() {
+    let done = RunEvent::MixedProbeDone {
+        level: "64K@8".into(),
+        probe: 2,
+        ttft_ms: 1234.4,
+        slowdown: Some(3.456),
+        before_tok_s: Some(812.3),
+        during_tok_s: Some(95.6),
+        stall_ms: Some(640.2),
+    };
+    assert_eq!(
+        line(done),
+        "mixed prefill 64K@8 probe 2: TTFT 1234 ms (3.46× idle), background 812 → 96 tok/s, longest stall 640 ms"
+    );
+    let bare = RunEvent::MixedProbeDone {
+        level: "8K@1".into(),
+        probe: 1,
+        ttft_ms: 10.0,
+        slowdown: None,
+        before_tok_s: None,
+        during_tok_s: None,
+        stall_ms: None,
+    };
+    assert_eq!(line(bare), "mixed prefill 8K@1 probe 1: TTFT 10 ms");
+    let failed =
+        RunEvent::MixedPrefillFailed { level: "8K@1".into(), what: "probe 3".into(), reason: "HTTP 500".into() };
+    assert_eq!(line(failed), "mixed prefill 8K@1: probe 3 failed: HTTP 500");
+}
+
+#[test]
+fn rate_events() {
+    let mut level =
+        RateLevel::unmeasured(1024, "1K".into(), "4".parse().unwrap(), LevelStatus::Measured, String::new());
+    level.reason = None;
+    level.counts.scheduled = 12;
+    level.counts.completed = 12;
+    level.counts.late = 2;
+    level.achieved_rps = Some(3.912);
+    level.ttft_ms = Some(Percentiles { p50: 41.2, p90: 60.0, p99: 88.9 });
+    level.send_lag_ms = Some(SendLag { p50: 0.1, p99: 20.0, max: 31.6 });
+    level.saturated = true;
+    assert_eq!(
+        line(RunEvent::RateLevelDone(Box::new(level))),
+        "rate 4 req/s at 1K: 12/12 completed, achieved 3.91 req/s, TTFT p50 41 ms p99 89 ms, 2 late (send lag max 32 ms), saturated"
+    );
+    let why = "not run: the server was already saturated at 2 and 4 req/s";
+    let skipped = RateLevel::unmeasured(1024, "1K".into(), "8".parse().unwrap(), LevelStatus::Skipped, why.into());
+    assert_eq!(line(RunEvent::RateLevelDone(Box::new(skipped))), format!("rate 8 req/s at 1K: {why}"));
+    assert_eq!(
+        line(RunEvent::RateWindowCut { rate: "inf".into(), label: "8K".into(), max: 100_000 }),
+        "rate inf req/s at 8K: the window holds more than 100000 requests; the level sends the first 100000"
+    );
 }

@@ -225,6 +225,9 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             min_duration_s: None,
             repeats: None,
             save_requests: false,
+            prompts_file: None,
+            matrix: true,
+            model_shape: None,
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,
@@ -235,6 +238,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         run_id: None,
         prompts: Vec::new(),
         capacity: Vec::new(),
+        phases: sm_core::phases::Phases { burst: super::burst::phase(bench, md, TOOL), ..Default::default() },
     })
 }
 

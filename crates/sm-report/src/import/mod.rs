@@ -3,6 +3,7 @@
 //! upload that wraps it), converted to a `speedmatrix.run/1` record.
 
 mod bench;
+mod burst;
 mod lil;
 mod plan;
 mod value;

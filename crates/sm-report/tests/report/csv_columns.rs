@@ -61,6 +61,14 @@ fn full_cell() -> DecodeCell {
         repeats: vec![repeat(398.5), repeat(404.0), Repeat { reason: Some("server error".into()), ..repeat(0.0) }],
         repeats_agree: Some(true),
         phases: Some(CellPhases { before_s: 1.5, ramp_s: 3.25, window_s: 30.0, after_s: 0.5 }),
+        roofline_tok_s: Some(4775.25),
+        roofline_fraction: Some(0.5),
+        spec_decode: Some(sm_core::spec_decode::SpecDecode {
+            acceptance_length: 2.6,
+            acceptance_rate: 0.4,
+            drafts: 10,
+            accepted: 16,
+        }),
     }
 }
 
@@ -136,9 +144,9 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
                 }
                 continue;
             }
-            "phases" => {
+            "phases" | "spec_decode" => {
                 for (phase, seconds) in v.as_object().unwrap() {
-                    let column = format!("phases_{phase}");
+                    let column = format!("{key}_{phase}");
                     let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
                     assert_eq!(got, &expected(seconds), "{what}: {column}");
                 }

@@ -74,6 +74,11 @@ pub(crate) struct NewRequest {
     pub prompt_tokens: u32,
     /// Chained hashes of the prompt's full blocks.
     pub block_hashes: Vec<u64>,
+    /// Chained hashes of the blocks after those, as decoding fills them: the prompt's tail,
+    /// `answer_offset` template tokens and the answer (`request::decode_hashes`).
+    pub decode_hashes: Vec<u64>,
+    /// Tokens between the prompt and the answer in the history a later turn sends.
+    pub answer_offset: u32,
     pub max_tokens: u32,
     /// Reported when `max_tokens` is reached: `Length`, or `Stop` for a natural end.
     pub end_reason: FinishReason,
@@ -104,6 +109,10 @@ pub(crate) struct EngineStats {
     pub finished_stop: u64,
     pub finished_abort: u64,
     pub gen_throughput: f64,
+    /// Speculative decoding: verification steps, draft tokens proposed, draft tokens accepted.
+    pub spec_drafts_total: u64,
+    pub spec_draft_tokens_total: u64,
+    pub spec_accepted_total: u64,
 }
 
 /// A lateness histogram (5 µs buckets up to 100 ms) filled without locks or allocation.

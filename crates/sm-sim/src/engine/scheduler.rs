@@ -56,6 +56,9 @@ struct Seq {
     cached_tokens: u32,
     emissions: Vec<(f64, u32)>,
     finished: Option<FinishReason>,
+    /// Speculative decoding: steps that verified drafts, and draft tokens accepted (the truth).
+    drafts: u32,
+    accepted: u32,
 }
 
 impl Seq {
@@ -100,13 +103,14 @@ impl Scheduler {
         let stats = EngineStats { kv_total_blocks: kv.total(), ..Default::default() };
         let noise = StepNoise::new(p.noise);
         let trace_noise = (!p.noise.is_off()).then_some(p.noise);
+        let trace_spec = p.speculative.is_some();
         Self {
             p,
             clock,
             rx,
             stats_out,
             emission,
-            books: Books { kv, stats, trace, trace_noise, outbox: Vec::new(), dispatch, spare },
+            books: Books { kv, stats, trace, trace_noise, trace_spec, outbox: Vec::new(), dispatch, spare },
             waiting: VecDeque::new(),
             running: Vec::new(),
             throughput_mark: (0.0, 0),
@@ -184,6 +188,8 @@ impl Scheduler {
                 first_token: None,
                 cached_tokens: 0,
                 emissions: Vec::new(),
+                drafts: 0,
+                accepted: 0,
                 finished: None,
             }),
             Command::Abort { id, reason } => {
@@ -374,8 +380,8 @@ impl Scheduler {
                 i += 1;
                 continue;
             }
+            let (k, drafted) = self.step_tokens(&self.running[i]);
             let s = &self.running[i];
-            let k = s.req.tokens_per_step.min(s.req.max_tokens - s.generated);
             let grow = (s.len() + u64::from(k)).div_ceil(self.p.block_size).saturating_sub(s.blocks());
             if grow > 0 && !self.make_room(i, grow) {
                 // the sequence preempted itself: it was the most recently admitted
@@ -386,12 +392,21 @@ impl Scheduler {
             s.phase = Phase::Decode;
             s.generated += k;
             emitted += u64::from(k);
+            if let Some(draft_tokens) = drafted {
+                s.drafts += 1;
+                s.accepted += k - 1;
+                self.books.stats.spec_drafts_total += 1;
+                self.books.stats.spec_draft_tokens_total += u64::from(draft_tokens);
+                self.books.stats.spec_accepted_total += u64::from(k - 1);
+            }
             if s.first_token.is_none() {
                 s.first_token = Some(now);
             }
             if self.books.trace.is_some() {
                 s.emissions.push((now, k));
             }
+            self.publish_decode_blocks(i);
+            let s = &mut self.running[i];
             let finish = (s.generated >= s.req.max_tokens).then_some(s.req.end_reason);
             self.books.outbox.push((s.req.events.clone(), Event::Tokens { n: k, at: deadline, finish }));
             if let Some(reason) = finish {
@@ -401,6 +416,19 @@ impl Scheduler {
         }
         self.books.stats.generation_tokens_total += emitted;
         emitted
+    }
+
+    /// Tokens a sequence's step emits, and the draft tokens it verified with speculative decoding on:
+    /// a decode step (not the first token, which the prefill makes) emits 1 + the accepted drafts.
+    fn step_tokens(&self, s: &Seq) -> (u32, Option<u32>) {
+        let left = s.req.max_tokens - s.generated;
+        match self.p.speculative {
+            // accepted beyond max_tokens would never be streamed: counted as not drafted
+            Some(spec) if matches!(s.phase, Phase::Decode) => {
+                (1 + spec.accepted(s.req.id, u64::from(s.drafts)).min(left - 1), Some(spec.draft_tokens))
+            }
+            _ => (s.req.tokens_per_step.min(left), None),
+        }
     }
 
     /// Frees `grow` blocks for running[i] by preempting the most recently admitted sequences.
@@ -431,6 +459,27 @@ impl Scheduler {
         }
     }
 
+    /// Publishes the blocks decoding has filled, as vLLM caches every full block and not only the
+    /// prompt's: a later turn that sends this answer back finds them. Only after every prompt block
+    /// is in the cache (the chain must be whole), and only blocks the sequence has filled: prompt,
+    /// the template's separator and the tokens generated so far.
+    fn publish_decode_blocks(&mut self, i: usize) {
+        let bs = self.p.block_size;
+        let s = &mut self.running[i];
+        let prompt_blocks = s.req.block_hashes.len();
+        if s.held.len() < prompt_blocks {
+            return;
+        }
+        let filled = s.len() + u64::from(s.req.answer_offset);
+        while let Some(&h) = s.req.decode_hashes.get(s.held.len() - prompt_blocks) {
+            if (s.held.len() as u64 + 1) * bs > filled || s.private_blocks == 0 || !self.books.kv.publish(h) {
+                break;
+            }
+            s.private_blocks -= 1;
+            s.held.push(h);
+        }
+    }
+
     fn publish_stats(&mut self, now: f64) {
         let (t0, n0) = self.throughput_mark;
         if now - t0 >= 1.0 {
@@ -453,6 +502,8 @@ struct Books {
     trace: Option<Sender<TraceRecord>>,
     /// The profile's noise settings, recorded with every request when noise or drift is on.
     trace_noise: Option<crate::noise::Noise>,
+    /// Whether speculative decoding is on: each request's record then carries its drafts and accepted.
+    trace_spec: bool,
     /// Events of the current step, handed to the dispatcher task in one batch: waking a thousand
     /// tokio tasks from this thread would contend on the runtime's injection queue every step.
     outbox: Batch,
@@ -504,6 +555,7 @@ impl Books {
                 finish: reason.as_str(),
                 emissions: std::mem::take(&mut s.emissions),
                 noise: self.trace_noise,
+                spec: self.trace_spec.then_some(crate::trace::SpecTruth { drafts: s.drafts, accepted: s.accepted }),
             });
         }
     }

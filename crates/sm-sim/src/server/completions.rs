@@ -147,27 +147,35 @@ fn start(
     let parsed = request::parse(st, kind, &body)?;
     let p = &st.profile;
     let seed = request::prompt_seed(&parsed.prompt_ids);
+    let id = st.next_id.fetch_add(1, Ordering::Relaxed);
     let mut max_tokens = parsed.max_tokens;
     let mut end_reason = FinishReason::Length;
     if !parsed.ignore_eos {
-        let natural = request::natural_length(p.natural_output_tokens, seed);
+        let natural = p.natural_length(id, seed);
         if natural < u64::from(max_tokens) {
             max_tokens = natural as u32;
             end_reason = FinishReason::Stop;
         }
     }
-    let id = st.next_id.fetch_add(1, Ordering::Relaxed);
     let rid = match kind {
         Kind::Chat => format!("chatcmpl-{id}"),
         Kind::Completion => format!("cmpl-{id}"),
     };
     let (tx, events) = tokio::sync::mpsc::unbounded_channel();
     let prompt_tokens = parsed.prompt_ids.len() as u32;
+    // a chat answer sent back comes after the template's separator; a completion's right after
+    let between = if kind == Kind::Chat { crate::tokenizer::ANSWER_PREFIX } else { &[] };
+    let room = p.max_model_len.saturating_sub(u64::from(prompt_tokens)).min(u64::from(max_tokens));
+    let answer = crate::text::answer_ids(seed, faults.looping, room as usize);
+    let bs = p.block_size as usize;
+    let block_hashes = request::block_hashes(&parsed.prompt_ids, bs);
     let req = NewRequest {
         id,
         arrival,
         prompt_tokens,
-        block_hashes: request::block_hashes(&parsed.prompt_ids, p.block_size as usize),
+        decode_hashes: request::decode_hashes(&parsed.prompt_ids, &block_hashes, between, &answer, bs),
+        block_hashes,
+        answer_offset: between.len() as u32,
         max_tokens,
         end_reason,
         tokens_per_step: faults.multi_token.max(1),

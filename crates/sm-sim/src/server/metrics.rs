@@ -99,6 +99,27 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         "Count of successfully processed requests.",
         &[(&stop, s.finished_stop as f64), (&length, s.finished_length as f64), (&abort, s.finished_abort as f64)],
     );
+    if p.speculative.is_some() {
+        // vLLM V1's names (vllm/v1/spec_decode/metrics.py); the client adds `_total` to counters
+        o.metric(
+            "vllm:spec_decode_num_drafts_total",
+            "counter",
+            "Number of spec decoding drafts.",
+            s.spec_drafts_total as f64,
+        );
+        o.metric(
+            "vllm:spec_decode_num_draft_tokens_total",
+            "counter",
+            "Number of draft tokens.",
+            s.spec_draft_tokens_total as f64,
+        );
+        o.metric(
+            "vllm:spec_decode_num_accepted_tokens_total",
+            "counter",
+            "Number of accepted tokens.",
+            s.spec_accepted_total as f64,
+        );
+    }
     let info = format!(
         r#"block_size="{}",cache_dtype="auto",enable_prefix_caching="True",engine="0",gpu_memory_utilization="0.9",kv_cache_size_tokens="{}",num_gpu_blocks="{}""#,
         p.block_size,

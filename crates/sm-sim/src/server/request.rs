@@ -231,12 +231,48 @@ pub(crate) fn block_hashes(ids: &[u32], block_size: usize) -> Vec<u64> {
         .collect()
 }
 
+/// Chained hashes of the blocks a request fills while it decodes, past its prompt's full blocks:
+/// the blocks of `prompt ++ between ++ answer`, the prefix a later request that sends the answer
+/// back begins with (`between`: what its template writes before the answer's content).
+/// `prompt_hashes` are the prompt's own ([`block_hashes`]): the chain goes on from its last.
+pub(crate) fn decode_hashes(
+    prompt: &[u32],
+    prompt_hashes: &[u64],
+    between: &[u32],
+    answer: &[u32],
+    block_size: usize,
+) -> Vec<u64> {
+    let full = prompt_hashes.len() * block_size;
+    let mut h = prompt_hashes.last().copied().unwrap_or(FNV_OFFSET);
+    let tail: Vec<u32> = prompt[full..].iter().chain(between).chain(answer).copied().collect();
+    tail.chunks_exact(block_size)
+        .map(|block| {
+            h = fnv(h, block);
+            h
+        })
+        .collect()
+}
+
 pub(crate) fn prompt_seed(ids: &[u32]) -> u64 {
     fnv(FNV_OFFSET, ids)
 }
 
-/// Deterministic natural output length around the profile's mean (½× to 1½×).
-pub(crate) fn natural_length(mean: u64, seed: u64) -> u64 {
-    let mean = mean.max(1);
-    (mean / 2 + seed % (mean + 1)).max(1)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_hashes_go_on_with_the_chain_of_prompt_separator_and_answer() {
+        let prompt: Vec<u32> = (0..37).collect();
+        let (between, answer): (Vec<u32>, Vec<u32>) = (vec![900], (100..140).collect());
+        let ext: Vec<u32> = prompt.iter().chain(&between).chain(&answer).copied().collect();
+        let own = block_hashes(&prompt, 8);
+        let decode = decode_hashes(&prompt, &own, &between, &answer, 8);
+        let whole = block_hashes(&ext, 8);
+        assert_eq!(own.len(), 4);
+        assert_eq!([own.as_slice(), decode.as_slice()].concat(), whole, "the same chain as the whole history's");
+        // a later turn whose prompt begins with the history hits these blocks
+        let next: Vec<u32> = ext.iter().chain(&[7, 7, 7]).copied().collect();
+        assert_eq!(block_hashes(&next, 8)[..whole.len()], whole[..]);
+    }
 }

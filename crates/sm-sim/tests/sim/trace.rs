@@ -102,3 +102,49 @@ async fn arrival_is_stamped_when_the_request_head_arrives() {
     let ttft = r["first_token"].as_f64().unwrap() - r["arrival"].as_f64().unwrap();
     assert!(ttft >= PAUSE.as_secs_f64(), "arrival to first token {ttft:.3} s: the arrival was stamped after the body");
 }
+
+/// `[natural_output]`: without `ignore_eos`, each request of the same prompt stops at its own
+/// length, the one the table draws for its id; the trace says which stopped (`stop`) and which
+/// reached `max_tokens` (`length`). With `ignore_eos` the table changes nothing.
+#[tokio::test]
+async fn natural_output_lengths_are_drawn_per_request_and_traced() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("trace.jsonl");
+    let text = include_str!("../../profiles/tiny.toml").replace(
+        "natural_output_tokens = 256\n",
+        "natural_output_tokens = 256\n[natural_output]\nmean = 30\ncv = 0.7\nseed = 5\n",
+    );
+    let profile = profile_from(&text);
+    let dist = profile.natural_output.expect("the table is read");
+    let p2 = path.clone();
+    let sim = sim_with(move |o| {
+        o.profile = profile;
+        o.trace = Some(p2);
+    })
+    .await;
+    let url = sim.url();
+    let prompt = words(50, "n");
+    for _ in 0..12 {
+        post_stream(&url, "/v1/completions", json!({"prompt": prompt, "max_tokens": 30, "stream": true}), &[]).await;
+    }
+    let eos = json!({"prompt": prompt, "max_tokens": 30, "stream": true, "ignore_eos": true});
+    post_stream(&url, "/v1/completions", eos, &[]).await;
+    sim.shutdown().await;
+    let recs: Vec<Value> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(recs.len(), 13);
+    for r in &recs[..12] {
+        let natural = dist.length(r["id"].as_u64().unwrap());
+        let (n, finish) = (r["completion_tokens"].as_u64().unwrap(), r["finish"].as_str().unwrap());
+        if natural < 30 {
+            assert_eq!((n, finish), (natural, "stop"), "{r}");
+        } else {
+            assert_eq!((n, finish), (30, "length"), "{r}");
+        }
+    }
+    let lengths: std::collections::BTreeSet<u64> =
+        recs[..12].iter().map(|r| r["completion_tokens"].as_u64().unwrap()).collect();
+    assert!(lengths.len() > 3, "one prompt, many lengths: {lengths:?}");
+    assert!(recs[..12].iter().any(|r| r["finish"] == "length") && recs[..12].iter().any(|r| r["finish"] == "stop"));
+    assert_eq!((recs[12]["completion_tokens"].as_u64(), recs[12]["finish"].as_str()), (Some(30), Some("length")));
+}

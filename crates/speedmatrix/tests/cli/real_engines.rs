@@ -17,3 +17,7 @@
 mod llamacpp;
 mod support;
 mod vllm;
+mod vllm_burst;
+mod vllm_mixed;
+mod vllm_rate;
+mod vllm_sessions;

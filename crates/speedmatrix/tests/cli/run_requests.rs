@@ -4,23 +4,10 @@
 //! removes an old one.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{QUICK, SimSpec, run, sim, trace_lines};
-
-fn lines(out: &Path) -> Vec<Value> {
-    std::fs::read_to_string(out.join("requests.jsonl"))
-        .expect("requests.jsonl")
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-        .collect()
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
+use crate::common::{QUICK, SimSpec, num as f, request_lines as lines, run, sim, trace_lines};
 
 /// `(context, concurrency)` → the cell's decode lines.
 fn by_cell(lines: &[Value]) -> BTreeMap<(u64, u64), Vec<&Value>> {

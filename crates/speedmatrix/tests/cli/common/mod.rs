@@ -111,13 +111,68 @@ pub fn trace_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-pub async fn scheduler(url: &str) -> (f64, f64) {
+/// Each named metric of the server's `/metrics`, summed over its series (0 where it has none).
+pub async fn metric_sums<const N: usize>(url: &str, names: [&str; N]) -> [f64; N] {
     let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
-    let read = |name: &str| -> f64 {
+    names.map(|name| {
         text.lines()
             .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
-    };
-    (read("vllm:num_requests_running"), read("vllm:num_requests_waiting"))
+    })
+}
+
+pub async fn scheduler(url: &str) -> (f64, f64) {
+    let [running, waiting] = metric_sums(url, ["vllm:num_requests_running", "vllm:num_requests_waiting"]).await;
+    (running, waiting)
+}
+
+/// A JSON number of a record or a line, or a panic that shows what was there instead.
+pub fn num(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+/// The lines of `requests.jsonl` in `out` (`--save-requests`).
+pub fn request_lines(out: &Path) -> Vec<Value> {
+    std::fs::read_to_string(out.join("requests.jsonl"))
+        .expect("requests.jsonl")
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
+/// `speedmatrix run ARGS --out OUT` as a child whose output is captured, for tests that signal it.
+pub fn spawn_run(out: &Path, args: &[&str]) -> std::process::Child {
+    bin()
+        .arg("run")
+        .args(args)
+        .args(["--progress", "plain", "--out"])
+        .arg(out)
+        .env_remove("OPENAI_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Polls `out/run.json` until `ready` holds for it (90 s at most), and returns that record.
+pub async fn wait_for_record(out: &Path, what: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let rec = std::fs::read_to_string(out.join("run.json")).ok().and_then(|s| serde_json::from_str(&s).ok());
+        if let Some(rec) = rec.filter(|r| ready(r)) {
+            return rec;
+        }
+        assert!(std::time::Instant::now() < deadline, "not within 90 s: {what}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// Sends SIGINT (Ctrl-C) to the child after `after`, and returns what it wrote once it ended.
+pub async fn interrupt(child: std::process::Child, out: &Path, after: std::time::Duration) -> RunResult {
+    tokio::time::sleep(after).await;
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    result(out, output)
 }

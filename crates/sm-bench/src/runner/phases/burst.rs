@@ -1,0 +1,344 @@
+//! Issue 17 §2 bursts (methodology §13.2): for each context × concurrency of the plan, C requests
+//! due at the same instant, each read to its end, then a drain before the next burst. Every burst
+//! is written as it finishes; one the user stopped is not, and a resume sends it again.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::Value;
+use sm_client::JsonBody;
+use sm_client::openai::RequestSpec;
+use sm_core::phases::PhaseKind;
+use sm_core::phases::burst::{Burst, BurstPhase};
+use sm_core::plan::Plan;
+use sm_core::record::{CellStatus, RunStatus};
+use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s};
+
+use super::super::prompts::Prompts;
+use super::super::{RunError, Runner, round1, round3};
+use crate::burst::{BurstRequest, figures};
+use crate::cell::SERVER_LOST;
+use crate::progress::{RunEvent, Step};
+use crate::request::{Outcome, RequestRun, stream_request};
+use crate::request_log::RequestLog;
+use crate::server::{DrainError, IDLE_FOR, drain};
+
+/// The burst phase's settings; contexts, concurrencies, `max_tokens` and `ignore_eos` are the run's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BurstConfig {
+    /// How many times each burst is sent (`--burst-rounds`, at least 1).
+    pub rounds: u32,
+    /// Whether the requests ask the server to ignore end-of-sequence (`--no-ignore-eos` clears it,
+    /// for this phase only: the decode matrix always ignores it).
+    pub ignore_eos: bool,
+}
+
+/// One burst to send: where its prompts come from, and which round of its cell it is.
+struct Planned {
+    context: Option<u64>,
+    label: String,
+    concurrency: u32,
+    round: u32,
+    over_capacity: Option<String>,
+    /// With `--prompts`: the file's line the first request takes (the others take the next ones).
+    file_offset: usize,
+}
+
+/// The bursts in the order sent: the plan's cells (each round after the other), or one cell per
+/// concurrency when the prompts come from a file (its prompts have their own lengths).
+fn planned(plan: &Plan, concurrency: &[u32], from_file: bool, rounds: u32) -> Vec<Planned> {
+    let cells: Vec<(Option<u64>, String, u32, Option<String>)> = if from_file {
+        concurrency.iter().map(|&c| (None, "file".to_string(), c, None)).collect()
+    } else {
+        plan.cells
+            .iter()
+            .map(|c| (Some(c.context.0), c.label.clone(), c.concurrency, c.over_capacity.clone()))
+            .collect()
+    };
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for (context, label, concurrency, over_capacity) in cells {
+        // an over-capacity cell is written once, not once per round
+        let rounds = if over_capacity.is_some() { 1 } else { rounds.max(1) };
+        for round in 1..=rounds {
+            out.push(Planned {
+                context,
+                label: label.clone(),
+                concurrency,
+                round,
+                over_capacity: over_capacity.clone(),
+                file_offset: offset,
+            });
+            offset += concurrency as usize;
+        }
+    }
+    out
+}
+
+impl Runner<'_> {
+    /// The phase's section with this run's settings (a resumed run's bursts kept).
+    pub(in crate::runner) fn declare_burst(&mut self, config: &BurstConfig) -> &mut BurstPhase {
+        let max_tokens = self.config.max_tokens.0;
+        self.record.phases.burst.get_or_insert_with(|| BurstPhase {
+            max_tokens,
+            ignore_eos: config.ignore_eos,
+            rounds: config.rounds,
+            imported_from: None,
+            bursts: Vec::new(),
+        })
+    }
+
+    pub(in crate::runner) async fn burst_phase(
+        &mut self,
+        plan: &Plan,
+        prompts: &Prompts,
+    ) -> Result<Option<RunStatus>, RunError> {
+        let Some(config) = self.config.phases.burst.clone() else { return Ok(None) };
+        let from_file = self.config.phases.prompts_file.is_some();
+        let retry_failed = self.config.retry_failed;
+        let phase = self.declare_burst(&config);
+        // `--resume --retry-failed`: a burst that failed is sent again, as a failed cell is measured again
+        if retry_failed {
+            phase.bursts.retain(|b| b.status != CellStatus::Error);
+        }
+        for step in planned(plan, &self.config.concurrency, from_file, config.rounds) {
+            if self.recorded(&step) {
+                continue;
+            }
+            if self.halted() {
+                return Ok(Some(RunStatus::Interrupted));
+            }
+            let burst = match &step.over_capacity {
+                Some(reason) => over_capacity(&step, reason),
+                None => match self.burst_bodies(&step, prompts) {
+                    Ok(bodies) => match self.send_burst(&step, bodies).await {
+                        Some(b) => b,
+                        None => return Ok(Some(RunStatus::Interrupted)),
+                    },
+                    Err(reason) => failed(&step, reason),
+                },
+            };
+            let lost = burst.reason.as_deref().is_some_and(|r| r.starts_with(SERVER_LOST));
+            self.finish_burst(burst)?;
+            if lost && !self.wait_for_server().await {
+                return Ok(Some(RunStatus::Failed));
+            }
+        }
+        Ok(None)
+    }
+
+    fn recorded(&self, step: &Planned) -> bool {
+        self.record.phases.burst.as_ref().is_some_and(|p| {
+            p.bursts
+                .iter()
+                .any(|b| b.context == step.context && b.concurrency == step.concurrency && b.round == step.round)
+        })
+    }
+
+    /// The body of each request of the burst: the context's prompt C times, or C lines of the file
+    /// in order, each with its own `max_tokens` where it has one.
+    fn burst_bodies(&self, step: &Planned, prompts: &Prompts) -> Result<Vec<Arc<JsonBody>>, String> {
+        let max_tokens = self.config.max_tokens.0;
+        let ignore_eos = self.config.phases.burst.as_ref().is_none_or(|c| c.ignore_eos);
+        let spec = |max_tokens| RequestSpec { ignore_eos, ..self.spec(max_tokens, true) };
+        if let Some(file) = &self.config.phases.prompts_file {
+            return Ok((0..step.concurrency as usize)
+                .map(|i| {
+                    let line = file.get(step.file_offset + i);
+                    Arc::new(JsonBody::new(&spec(line.max_tokens.unwrap_or(max_tokens)).body(&line.prompt)))
+                })
+                .collect());
+        }
+        let ctx = sm_core::Tokens(step.context.unwrap_or(0));
+        let prompt = prompts.get(ctx)?;
+        let body: Value = spec(max_tokens).body(&prompt);
+        let body = Arc::new(JsonBody::new(&body));
+        Ok(vec![body; step.concurrency as usize])
+    }
+
+    /// Sends one burst after the server is idle and reads every request to its end. `None` when the
+    /// user stopped the run meanwhile: the burst is dropped, and a resume sends it again.
+    async fn send_burst(&mut self, step: &Planned, bodies: Vec<Arc<JsonBody>>) -> Option<Burst> {
+        let target = self.target();
+        if target.metrics {
+            match drain(&target, self.config.timing.drain_timeout, IDLE_FOR).await {
+                Ok(()) => {}
+                Err(DrainError::Unreachable) => return Some(failed(step, format!("{SERVER_LOST} before the burst"))),
+                Err(e) => return Some(failed(step, format!("before the burst: {e}"))),
+            }
+        } else {
+            tokio::time::sleep(self.config.idle_gap).await;
+        }
+        if self.stopped() {
+            return None;
+        }
+        let what = what(step, self.config.phases.burst.as_ref().map_or(1, |c| c.rounds));
+        self.reporter.step(&Step::Phase { kind: PhaseKind::Burst, what, started: Instant::now(), length: None });
+        let path = self.spec(1, true).path();
+        let timeouts = self.config.timing.stream_timeouts();
+        // every request is due now: the figures count from this instant, so the time the client
+        // takes to send all C is part of each latency
+        let scheduled = Instant::now();
+        let tasks: Vec<_> = bodies
+            .into_iter()
+            .map(|body| {
+                let client = self.client.clone();
+                let mut stop = self.controls.stop_now.clone();
+                tokio::spawn(async move {
+                    stream_request(&client, path, &body, timeouts, &mut stop, &(), |_| async {}).await
+                })
+            })
+            .collect();
+        let mut runs = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            match task.await {
+                Ok(run) => runs.push(run),
+                Err(e) => runs.push(RequestRun {
+                    log: RequestLog::new(scheduled),
+                    outcome: Outcome::Failed(format!("a request task crashed: {e}")),
+                    id: None,
+                }),
+            }
+        }
+        if self.stopped() {
+            return None;
+        }
+        let server_gone = runs.iter().any(|r| matches!(r.outcome, Outcome::Lost(_))) && !self.server_answers().await;
+        let lines = burst_lines(step, scheduled, &runs, self.t0);
+        if let Err(e) = self.save_requests(&lines) {
+            tracing::warn!("cannot write requests.jsonl: {e}");
+        }
+        Some(self.burst_record(step, scheduled, &runs, server_gone))
+    }
+
+    fn burst_record(&self, step: &Planned, scheduled: Instant, runs: &[RequestRun], server_gone: bool) -> Burst {
+        let requests: Vec<BurstRequest> = runs.iter().map(burst_request).collect();
+        let f = figures(scheduled, &requests);
+        let first_failure = runs.iter().find_map(|r| failure(&r.outcome));
+        let reason = first_failure.map(|why| {
+            let text = format!("{} of {} requests failed; the first: {why}", f.failed, runs.len());
+            if server_gone { format!("{SERVER_LOST} ({text})") } else { text }
+        });
+        Burst {
+            status: if reason.is_some() { CellStatus::Error } else { CellStatus::Valid },
+            reason,
+            requests: runs.len() as u64,
+            completed: f.completed,
+            failed: f.failed,
+            scheduled_s: Some(round3(scheduled.saturating_duration_since(self.t0).as_secs_f64())),
+            e2e_ms_p50: f.e2e_ms.map(|s| round3(s.p50)),
+            e2e_ms_p90: f.e2e_ms.map(|s| round3(s.p90)),
+            e2e_ms_max: f.e2e_ms.map(|s| round3(s.max)),
+            last_completion_ms: f.last_completion_ms.map(round3),
+            ttft_ms_p50: f.ttft_ms.map(|s| round3(s.p50)),
+            ttft_ms_p90: f.ttft_ms.map(|s| round3(s.p90)),
+            ttft_ms_max: f.ttft_ms.map(|s| round3(s.max)),
+            output_tokens: f.output_tokens,
+            total_tok_s: f.total_tok_s.map(round1),
+            send_spread_ms: f.send_spread_ms.map(round3),
+            ..base(step)
+        }
+    }
+
+    /// Writes the burst into the record and run.json, and tells the listener.
+    fn finish_burst(&mut self, burst: Burst) -> std::io::Result<()> {
+        let what = format!("{} × {}", burst.label, burst.concurrency);
+        self.event(match (burst.status, burst.e2e_ms_p50, burst.last_completion_ms) {
+            (CellStatus::Valid, Some(e2e_p50_ms), Some(last_ms)) => {
+                RunEvent::BurstDone { what, e2e_p50_ms, last_ms, tok_s: burst.total_tok_s.unwrap_or(0.0) }
+            }
+            (status, ..) => RunEvent::BurstEnded { what, status, reason: burst.reason.clone().unwrap_or_default() },
+        });
+        if let Some(phase) = self.record.phases.burst.as_mut() {
+            phase.bursts.push(burst);
+        }
+        self.journal.write(&self.record)
+    }
+}
+
+fn what(step: &Planned, rounds: u32) -> String {
+    let cell = format!("{} × {}", step.label, step.concurrency);
+    if rounds > 1 { format!("{cell}, round {} of {rounds}", step.round) } else { cell }
+}
+
+fn base(step: &Planned) -> Burst {
+    Burst {
+        context: step.context,
+        label: step.label.clone(),
+        concurrency: step.concurrency,
+        round: step.round,
+        status: CellStatus::Error,
+        ..Burst::default()
+    }
+}
+
+fn over_capacity(step: &Planned, reason: &str) -> Burst {
+    Burst { status: CellStatus::OverCapacity, reason: Some(reason.to_string()), ..base(step) }
+}
+
+fn failed(step: &Planned, reason: String) -> Burst {
+    Burst {
+        requests: u64::from(step.concurrency),
+        failed: u64::from(step.concurrency),
+        reason: Some(reason),
+        ..base(step)
+    }
+}
+
+/// Why a request did not complete, or `None` when it did.
+fn failure(outcome: &Outcome) -> Option<String> {
+    match outcome {
+        Outcome::Completed => None,
+        Outcome::Cancelled => Some("cancelled".into()),
+        Outcome::Failed(why) | Outcome::Lost(why) => Some(why.clone()),
+        Outcome::Loop(found) => Some(format!("loop: the text repeated every {} characters", found.period_chars)),
+    }
+}
+
+fn burst_request(run: &RequestRun) -> BurstRequest {
+    let log = &run.log;
+    BurstRequest {
+        sent: log.sent,
+        first_token: log.first_token,
+        ended: log.ended.filter(|_| run.outcome == Outcome::Completed),
+        output_tokens: output_tokens(log),
+    }
+}
+
+/// The server's last usage count, else the token-bearing chunks received.
+fn output_tokens(log: &RequestLog) -> u64 {
+    log.points.last().map_or(0, |p| p.usage.unwrap_or(p.chunks))
+}
+
+/// `--save-requests`: one line per request of the burst, due at `scheduled`.
+fn burst_lines(step: &Planned, scheduled: Instant, runs: &[RequestRun], t0: Instant) -> Vec<RequestLine> {
+    let secs = |t: Instant| round_s(t.saturating_duration_since(t0).as_secs_f64());
+    runs.iter()
+        .map(|run| {
+            let log = &run.log;
+            let reason = failure(&run.outcome).map(|r| sm_core::secrets::scrub(&r).into_owned());
+            let completed = run.outcome == Outcome::Completed;
+            RequestLine {
+                phase: RequestPhase::Burst,
+                context: step.context.unwrap_or(0),
+                concurrency: step.concurrency,
+                repeat: Some(step.round),
+                searched: false,
+                request_id: run.id.as_deref().map(|r| sm_core::secrets::scrub(r).into_owned()),
+                scheduled_s: secs(scheduled),
+                sent_s: secs(log.sent),
+                first_token_s: log.first_token.map(secs),
+                last_token_s: log.points.last().map(|p| secs(p.at)),
+                ended_s: log.ended.filter(|_| completed).map(secs),
+                output_tokens: output_tokens(log) as f64,
+                window_output_tokens: None,
+                in_window: None,
+                prompt_tokens: log.prompt_tokens,
+                cached_tokens: log.cached_tokens,
+                status: if completed { RequestStatus::Completed } else { RequestStatus::Failed },
+                reason,
+                retried: log.retried,
+            }
+        })
+        .collect()
+}

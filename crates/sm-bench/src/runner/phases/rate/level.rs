@@ -1,0 +1,133 @@
+//! Runs one level open-loop (methodology §13.1): every request is sent at its due time (or as soon
+//! as a slot under the cap frees), whatever the server is doing; the level ends when every request
+//! has ended, or its grace after the last due time runs out and the rest are cancelled.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sm_client::http::{Client, JsonBody};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::sleep_until;
+
+use super::figures::{End, Sent};
+use crate::request::{Outcome, StreamTimeouts, stream_request};
+
+/// What a level sends, and when.
+pub struct LevelRun<'a> {
+    pub client: &'a Client,
+    pub path: &'static str,
+    /// The bodies, sent in turn (one for a synthetic prompt; the file's lines with `--prompts`).
+    pub bodies: Arc<[JsonBody]>,
+    /// Due times, seconds after the level's start, ascending.
+    pub due: &'a [f64],
+    pub max_concurrency: Option<u32>,
+    pub grace: Duration,
+    pub timeouts: StreamTimeouts,
+}
+
+/// How a level ended.
+pub enum Ran {
+    /// Every request, in due order, with the level's start.
+    Done { start: Instant, requests: Vec<Sent> },
+    /// Stopped (Ctrl-C): the level is dropped.
+    Stopped,
+}
+
+impl LevelRun<'_> {
+    pub async fn run(&self, mut stop: watch::Receiver<bool>) -> Ran {
+        let start = Instant::now();
+        let last = self.due.last().copied().unwrap_or(0.0);
+        let deadline = tokio::time::Instant::from_std(start + Duration::from_secs_f64(last) + self.grace);
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
+        let mut tasks = Vec::with_capacity(self.due.len());
+        let mut unsent = Vec::new();
+        for (i, &d) in self.due.iter().enumerate() {
+            let due = start + Duration::from_secs_f64(d);
+            let slot = tokio::select! {
+                biased;
+                _ = stop.wait_for(|v| *v) => {
+                    let _ = cancel_tx.send(true);
+                    return Ran::Stopped;
+                }
+                _ = sleep_until(deadline) => {
+                    unsent.extend(self.due[i..].iter().map(|&d| start + Duration::from_secs_f64(d)));
+                    break;
+                }
+                slot = take_slot(due, slots.clone()) => slot,
+            };
+            let body = self.bodies[i % self.bodies.len()].clone();
+            let client = self.client.clone();
+            let (path, timeouts, cancel) = (self.path, self.timeouts, cancel_rx.clone());
+            tasks.push(tokio::spawn(one(client, path, body, due, timeouts, cancel, slot)));
+        }
+        // the grace, or a stop, cancels whatever is still running
+        let mut stop_copy = stop.clone();
+        let canceller = tokio::spawn(async move {
+            let stopped = tokio::select! {
+                _ = sleep_until(deadline) => false,
+                _ = stop_copy.wait_for(|v| *v) => true,
+            };
+            let _ = cancel_tx.send(true);
+            stopped
+        });
+        let mut requests = Vec::with_capacity(self.due.len());
+        for task in tasks {
+            match task.await {
+                Ok(sent) => requests.push(sent),
+                Err(e) => requests.push(Sent { due: start, log: None, end: End::Failed(e.to_string()), over: None }),
+            }
+        }
+        canceller.abort();
+        if *stop.borrow_and_update() {
+            return Ran::Stopped;
+        }
+        requests.extend(unsent.into_iter().map(|due| Sent { due, log: None, end: End::Unsent, over: None }));
+        Ran::Done { start, requests }
+    }
+}
+
+/// Waits for the due time, then for a slot under the cap (FIFO: the dispatcher asks in due order).
+async fn take_slot(due: Instant, slots: Option<Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
+    sleep_until(tokio::time::Instant::from_std(due)).await;
+    match slots {
+        // the semaphore is never closed
+        Some(s) => s.acquire_owned().await.ok(),
+        None => None,
+    }
+}
+
+/// Streams one request; the slot is held until it ends.
+async fn one(
+    client: Client,
+    path: &'static str,
+    body: JsonBody,
+    due: Instant,
+    timeouts: StreamTimeouts,
+    mut cancel: watch::Receiver<bool>,
+    slot: Option<OwnedSemaphorePermit>,
+) -> Sent {
+    let run = stream_request(&client, path, &body, timeouts, &mut cancel, &(), |_| async {}).await;
+    let over = Instant::now();
+    drop(slot);
+    let end = match run.outcome {
+        Outcome::Completed => End::Completed,
+        Outcome::Cancelled => End::Cancelled,
+        Outcome::Failed(why) => End::Failed(why),
+        Outcome::Lost(why) => End::Lost(why),
+        Outcome::Loop(f) => End::Failed(format!(
+            "the output repeated itself ({} characters in a period of {}): the stream was stopped",
+            f.repeated_chars, f.period_chars
+        )),
+    };
+    let mut log = run.log;
+    log.id = run.id;
+    if let End::Failed(why) | End::Lost(why) = &end {
+        log.failure = Some(why.clone());
+    }
+    let over = match end {
+        End::Completed => log.ended.unwrap_or(over),
+        _ => over,
+    };
+    Sent { due, log: Some(log), end, over: Some(over) }
+}

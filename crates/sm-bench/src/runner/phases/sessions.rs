@@ -1,0 +1,237 @@
+//! Issue 17 §4 multi-turn sessions (methodology §13.4): `users` simulated users each hold a
+//! conversation of `turns` turns. Turn k sends the whole history (system prompt, earlier
+//! messages and the answers as received) and a new user message, waits for the answer, and the
+//! user thinks before the next turn. Users start `think / users` apart. Every turn is written to
+//! the record as it ends; a conversation is the unit a resume keeps or holds again.
+
+use std::time::{Duration, Instant};
+
+use sm_core::phases::PhaseKind;
+use sm_core::phases::sessions::{Session, SessionStatus, SessionTurn, SessionsPhase, SessionsSettings, TurnStatus};
+use sm_core::plan::Plan;
+use sm_core::record::{Api, RunStatus};
+use sm_core::requests::{RequestLine, RequestPhase, RequestStatus};
+use tokio::sync::mpsc;
+
+use super::super::prompts::Prompts;
+use super::super::{RunError, Runner};
+use crate::progress::{RunEvent, Step};
+
+mod conversation;
+mod user;
+
+use user::{Report, UserSpec};
+
+/// The resolved `--sessions` settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionsConfig {
+    pub users: u32,
+    pub turns: u32,
+    pub think_time: Duration,
+    /// Tokens of each new user message.
+    pub turn_tokens: u64,
+    /// Tokens of a system prompt common to every user.
+    pub shared_prefix: Option<u64>,
+}
+
+impl SessionsConfig {
+    /// How far apart users start: spread over one think time.
+    pub fn stagger(&self) -> Duration {
+        self.think_time / self.users.max(1)
+    }
+
+    /// The settings the record keeps.
+    pub fn settings(&self, max_tokens: u64, prompts_file: bool) -> SessionsSettings {
+        SessionsSettings {
+            users: self.users,
+            turns: self.turns,
+            think_time_s: self.think_time.as_secs_f64(),
+            turn_tokens: self.turn_tokens,
+            shared_prefix: self.shared_prefix,
+            max_tokens,
+            stagger_s: self.stagger().as_secs_f64(),
+            prompts_file,
+        }
+    }
+
+    /// The settings a resumed run recorded.
+    pub fn from_settings(s: &SessionsSettings) -> SessionsConfig {
+        SessionsConfig {
+            users: s.users,
+            turns: s.turns,
+            think_time: Duration::from_secs_f64(s.think_time_s.max(0.0)),
+            turn_tokens: s.turn_tokens,
+            shared_prefix: s.shared_prefix,
+        }
+    }
+}
+
+impl Runner<'_> {
+    /// The phase's section with this run's settings (a resumed run's conversations kept).
+    pub(in crate::runner) fn declare_sessions(&mut self, config: &SessionsConfig) {
+        // the phase is skipped with the completions API (it says why when its turn comes)
+        if self.config.api != Api::Chat {
+            return;
+        }
+        let settings = config.settings(self.config.max_tokens.0, self.config.phases.prompts_file.is_some());
+        self.record.phases.sessions.get_or_insert_with(|| SessionsPhase::new(settings));
+    }
+
+    pub(in crate::runner) async fn sessions_phase(
+        &mut self,
+        _plan: &Plan,
+        prompts: &Prompts,
+    ) -> Result<Option<RunStatus>, RunError> {
+        let Some(config) = self.config.phases.sessions.clone() else { return Ok(None) };
+        let file = self.config.phases.prompts_file.clone();
+        if self.config.api != Api::Chat {
+            let reason = "a conversation needs the chat API: run the sessions phase with --api chat".to_string();
+            self.event(RunEvent::SessionsSkipped { reason });
+            return Ok(None);
+        }
+        let settings = config.settings(self.config.max_tokens.0, file.is_some());
+        let users = self.sessions_to_hold(settings)?;
+        if users.is_empty() {
+            return Ok(None);
+        }
+        let ids = (self.run_id.clone(), super::super::run_id());
+        let scripts = conversation::scripts(&config, &users, &prompts.sizer, file.as_ref(), (&ids.0, &ids.1)).await;
+        let scripts = match scripts {
+            Ok(s) => s,
+            Err(reason) => {
+                self.event(RunEvent::SessionsSkipped { reason: format!("cannot size the messages: {reason}") });
+                return Ok(None);
+            }
+        };
+        self.event(RunEvent::SessionsStarted { users: config.users, turns: config.turns, to_run: users.len() as u32 });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let start = Instant::now();
+        // dropped with this function, so no user goes on sending if the phase ends early (an error)
+        let mut held = tokio::task::JoinSet::new();
+        for (i, (user, script)) in users.iter().zip(scripts).enumerate() {
+            held.spawn(user::hold(UserSpec {
+                user: *user,
+                script,
+                start: start + config.stagger() * i as u32,
+                think: config.think_time,
+                client: self.client.clone(),
+                spec: self.spec(self.config.max_tokens.0, true),
+                timeouts: self.config.timing.stream_timeouts(),
+                t0: self.t0,
+                stop: self.controls.stop_now.clone(),
+                finish: self.controls.finish_after_cell.clone(),
+                reports: tx.clone(),
+            }));
+        }
+        drop(tx);
+        self.collect(rx, &config, start).await?;
+        held.join_all().await;
+        let phase = self.record.phases.sessions.as_ref();
+        let summary = phase.and_then(|p| p.summary.as_ref());
+        self.event(RunEvent::SessionsDone {
+            completed: summary.map_or(0, |s| s.completed),
+            failed: summary.map_or(0, |s| s.failed),
+            cache_hit_pct: summary.and_then(|s| s.cache_hit_pct),
+        });
+        self.journal.write(&self.record)?;
+        Ok(self.halted().then_some(RunStatus::Interrupted))
+    }
+
+    /// Prepares the phase's section and returns the users whose conversation is still to hold:
+    /// on resume, conversations that ended (complete or failed) are kept and interrupted ones are
+    /// held again from turn 1 — the answers they would resend were never written down.
+    /// A resume whose settings differ from the recorded ones (another `--max-tokens`, a prompts
+    /// file added or dropped) is refused: its turns would not compare with the recorded ones.
+    fn sessions_to_hold(&mut self, settings: SessionsSettings) -> Result<Vec<u32>, RunError> {
+        let users = settings.users;
+        let phase = self.record.phases.sessions.get_or_insert_with(|| SessionsPhase::new(settings.clone()));
+        if phase.settings != settings {
+            if !phase.sessions.is_empty() {
+                let (old, file) = (&phase.settings, phase.settings.prompts_file);
+                let file = if file { "with a prompts file" } else { "without --prompts" };
+                return Err(RunError::Mismatch(vec![format!(
+                    "the sessions phase was recorded with --max-tokens {} {file}; resume with the same",
+                    old.max_tokens
+                )]));
+            }
+            *phase = SessionsPhase::new(settings);
+        }
+        phase.sessions.retain(|s| s.status != SessionStatus::Interrupted);
+        phase.refresh();
+        let kept: Vec<u32> = phase.sessions.iter().map(|s| s.user).collect();
+        Ok((0..users).filter(|u| !kept.contains(u)).collect())
+    }
+
+    /// Writes each turn as it ends, until every user is done.
+    async fn collect(
+        &mut self,
+        mut rx: mpsc::UnboundedReceiver<Report>,
+        config: &SessionsConfig,
+        started: Instant,
+    ) -> std::io::Result<()> {
+        let total = u64::from(config.users) * u64::from(config.turns);
+        let what = format!("{} users × {} turns", config.users, config.turns);
+        self.reporter.step(&Step::Phase { kind: PhaseKind::Sessions, what, started, length: None });
+        let mut lines = Vec::new();
+        while let Some(report) = rx.recv().await {
+            let Some(phase) = self.record.phases.sessions.as_mut() else { break };
+            match report {
+                Report::Turn { user, turn } => {
+                    lines.push(line(&turn, config));
+                    session_of(phase, user).turns.push(turn);
+                }
+                Report::Ended { user, status } => session_of(phase, user).status = status,
+            }
+            phase.refresh();
+            let done = phase.sessions.iter().map(|s| s.turns.len() as u64).sum::<u64>();
+            let what = format!("{done} of {total} turns answered or failed");
+            self.reporter.step(&Step::Phase { kind: PhaseKind::Sessions, what, started, length: None });
+            self.journal.write(&self.record)?;
+            self.save_requests(&std::mem::take(&mut lines))?;
+        }
+        Ok(())
+    }
+}
+
+/// A user's session in the section, added (as interrupted until it ends) when first seen.
+fn session_of(phase: &mut SessionsPhase, user: u32) -> &mut Session {
+    let i = match phase.sessions.iter().position(|s| s.user == user) {
+        Some(i) => i,
+        None => {
+            phase.sessions.push(Session { user, status: SessionStatus::Interrupted, turns: Vec::new() });
+            phase.sessions.sort_by_key(|s| s.user);
+            phase.sessions.iter().position(|s| s.user == user).unwrap_or_default()
+        }
+    };
+    &mut phase.sessions[i]
+}
+
+/// The `--save-requests` line of a turn: `context` is the turn's prompt as the server counted it
+/// (else the message's sized length), `concurrency` the number of users.
+fn line(t: &SessionTurn, config: &SessionsConfig) -> RequestLine {
+    let status = match t.status {
+        TurnStatus::Completed => RequestStatus::Completed,
+        TurnStatus::Failed => RequestStatus::Failed,
+    };
+    RequestLine {
+        phase: RequestPhase::Sessions,
+        context: t.prompt_tokens.unwrap_or(config.turn_tokens).max(1),
+        concurrency: config.users,
+        repeat: None,
+        searched: false,
+        request_id: t.request_id.clone(),
+        scheduled_s: t.scheduled_s,
+        sent_s: t.sent_s.unwrap_or(t.scheduled_s),
+        first_token_s: t.first_token_s,
+        last_token_s: t.last_token_s,
+        ended_s: t.ended_s,
+        output_tokens: t.output_tokens as f64,
+        window_output_tokens: None,
+        in_window: None,
+        prompt_tokens: t.prompt_tokens,
+        cached_tokens: t.cached_tokens,
+        status,
+        reason: t.reason.clone(),
+        retried: false,
+    }
+}

@@ -1,0 +1,308 @@
+//! The burst phase's section of each view (methodology §13.2): a context × concurrency matrix of
+//! end-to-end p50, time to the last completion and tok/s (the median over rounds), a table of
+//! every figure per cell, a console summary, and `burst.csv` with one row per burst sent.
+
+use std::fmt::Write;
+
+use sm_core::phases::burst::{Burst, BurstPhase};
+use sm_core::record::{CellStatus, RunRecord};
+
+use crate::escape::{html as esc, markdown_cell as md};
+use crate::format::{self, NONE, opt};
+
+/// The cells' grid: row labels (with their context), concurrency columns, each cell's summary.
+struct Grid {
+    rows: Vec<(Option<u64>, String)>,
+    cols: Vec<u32>,
+    cells: Vec<Vec<Option<Burst>>>,
+}
+
+fn grid(phase: &BurstPhase) -> Grid {
+    let mut rows: Vec<(Option<u64>, String)> = Vec::new();
+    let mut cols: Vec<u32> = Vec::new();
+    for (context, label, c) in phase.cells() {
+        if !rows.iter().any(|(r, _)| *r == context) {
+            rows.push((context, label));
+        }
+        if !cols.contains(&c) {
+            cols.push(c);
+        }
+    }
+    rows.sort_by_key(|(c, _)| *c);
+    cols.sort_unstable();
+    let cells = rows.iter().map(|(ctx, _)| cols.iter().map(|&c| phase.summary(*ctx, c)).collect()).collect();
+    Grid { rows, cols, cells }
+}
+
+/// The three figures a matrix cell shows.
+fn cell_lines(b: &Burst) -> [String; 3] {
+    [
+        format!("p50 {}", opt(b.e2e_ms_p50, format::ms)),
+        format!("last {}", opt(b.last_completion_ms, format::ms)),
+        format!("{} tok/s", opt(b.total_tok_s, format::fixed1)),
+    ]
+}
+
+fn caption(phase: &BurstPhase) -> String {
+    let tokens = format::count(phase.max_tokens);
+    let eos = if phase.ignore_eos {
+        format!("each {tokens} tokens long")
+    } else {
+        format!("each ending on its own, at most {tokens} tokens")
+    };
+    let mut text =
+        format!("C requests due at once, each read to its end ({eos}); latencies from the instant the burst was due");
+    if phase.rounds > 1 {
+        let _ = write!(text, "; the median of {} rounds", phase.rounds);
+    }
+    if let Some(from) = &phase.imported_from {
+        let _ = write!(text, "; imported from {from}: figures the file does not have are shown as {NONE}");
+    }
+    text
+}
+
+pub(super) fn html(s: &mut String, record: &RunRecord) {
+    let Some(phase) = &record.phases.burst else { return };
+    let g = grid(phase);
+    let _ = writeln!(s, "<h2 id=\"bursts\">Bursts</h2>\n<p class=\"caption\">{}</p>", esc(&caption(phase)));
+    s.push_str("<div class=\"scroll\"><table class=\"matrix burst\">\n<thead><tr><th class=\"ctx\">Context</th>");
+    for c in &g.cols {
+        let _ = write!(s, "<th scope=\"col\">{c}</th>");
+    }
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for (ri, (_, label)) in g.rows.iter().enumerate() {
+        let _ = write!(s, "<tr><th class=\"ctx\" scope=\"row\">{}</th>", esc(label));
+        for (ci, cell) in g.cells[ri].iter().enumerate() {
+            html_cell(s, cell.as_ref(), &format!("{label} context, {} at once", g.cols[ci]));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table></div>\n<p class=\"caption\">each cell: end-to-end p50 · time to the last completion · output tok/s over the burst</p>\n");
+    let header = DETAIL_HEADER.iter().map(|h| format!("<th>{}</th>", esc(h))).collect::<String>();
+    let _ = writeln!(s, "<div class=\"scroll\"><table class=\"all\">\n<thead><tr>{header}</tr></thead>\n<tbody>");
+    for row in detail_rows(&g) {
+        let tds: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
+        let _ = writeln!(s, "<tr>{tds}</tr>");
+    }
+    s.push_str("</tbody></table></div>\n");
+}
+
+/// A cell's hover text: every figure, and why it is not valid.
+fn tip(b: &Burst, cell: &str) -> String {
+    let mut t = format!(
+        "{cell}: {} of {} completed\nend-to-end p50 {} · p90 {} · max {}\nTTFT p50 {} · p90 {} · max {}\n{} output tokens · sends spread over {}",
+        format::count(b.completed),
+        format::count(b.requests),
+        opt(b.e2e_ms_p50, format::ms),
+        opt(b.e2e_ms_p90, format::ms),
+        opt(b.e2e_ms_max, format::ms),
+        opt(b.ttft_ms_p50, format::ms),
+        opt(b.ttft_ms_p90, format::ms),
+        opt(b.ttft_ms_max, format::ms),
+        opt(b.output_tokens, format::count),
+        opt(b.send_spread_ms, format::ms),
+    );
+    if b.round > 1 {
+        let _ = write!(t, "\nthe median of {} rounds", b.round);
+    }
+    if let Some(r) = &b.reason {
+        let _ = write!(t, "\n{r}");
+    }
+    t
+}
+
+fn html_cell(s: &mut String, cell: Option<&Burst>, where_: &str) {
+    match cell {
+        None => s.push_str("<td class=\"cell nm\">—</td>"),
+        Some(b) if b.status == CellStatus::OverCapacity => {
+            let tip = esc(b.reason.as_deref().unwrap_or("over capacity"));
+            let _ = write!(s, "<td class=\"cell oc\" title=\"{tip}\"><span class=\"st\">over capacity</span></td>");
+        }
+        Some(b) => {
+            let [e2e, last, tok] = cell_lines(b);
+            let (class, mark) = match b.status {
+                CellStatus::Valid => ("cell", String::new()),
+                status => ("cell err", format!("<span class=\"st\">{}</span>", esc(status.word()))),
+            };
+            let tip = esc(&tip(b, where_));
+            let _ = write!(
+                s,
+                "<td class=\"{class}\" title=\"{tip}\">{mark}<span class=\"tot\">{}</span><span class=\"ttft\">{}</span><span class=\"ttft\">{}</span></td>",
+                esc(&e2e),
+                esc(&last),
+                esc(&tok)
+            );
+        }
+    }
+}
+
+const DETAIL_HEADER: [&str; 13] = [
+    "Context",
+    "C",
+    "Status",
+    "Completed",
+    "E2E p50",
+    "E2E p90",
+    "E2E max",
+    "Last completion",
+    "TTFT p50",
+    "TTFT p90",
+    "Output tokens",
+    "Tok/s",
+    "Send spread",
+];
+
+fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for (ri, (_, label)) in g.rows.iter().enumerate() {
+        for (ci, cell) in g.cells[ri].iter().enumerate() {
+            let Some(b) = cell else { continue };
+            rows.push(vec![
+                label.clone(),
+                g.cols[ci].to_string(),
+                status_text(b),
+                format!("{} of {}", format::count(b.completed), format::count(b.requests)),
+                opt(b.e2e_ms_p50, format::ms),
+                opt(b.e2e_ms_p90, format::ms),
+                opt(b.e2e_ms_max, format::ms),
+                opt(b.last_completion_ms, format::ms),
+                opt(b.ttft_ms_p50, format::ms),
+                opt(b.ttft_ms_p90, format::ms),
+                opt(b.output_tokens, format::count),
+                opt(b.total_tok_s, format::fixed1),
+                opt(b.send_spread_ms, format::ms),
+            ]);
+        }
+    }
+    rows
+}
+
+fn status_text(b: &Burst) -> String {
+    match (&b.status, &b.reason) {
+        (CellStatus::Valid, _) => "valid".into(),
+        (status, Some(reason)) => format!("{}: {reason}", status.word()),
+        (status, None) => status.word().into(),
+    }
+}
+
+pub(super) fn markdown(s: &mut String, record: &RunRecord) {
+    let Some(phase) = &record.phases.burst else { return };
+    let g = grid(phase);
+    let _ = writeln!(s, "## Bursts\n\n{}\n", md(&caption(phase)));
+    s.push_str("End-to-end p50 / time to the last completion / output tok/s over the burst.\n\n");
+    let _ = write!(s, "| Context |");
+    for c in &g.cols {
+        let _ = write!(s, " {c} |");
+    }
+    let _ = writeln!(s, "\n|---|{}", "---:|".repeat(g.cols.len()));
+    for (ri, (_, label)) in g.rows.iter().enumerate() {
+        let _ = write!(s, "| {} |", md(label));
+        for cell in &g.cells[ri] {
+            let text = match cell {
+                None => NONE.to_string(),
+                Some(b) if b.status == CellStatus::OverCapacity => "over capacity".into(),
+                Some(b) => {
+                    let figures = cell_lines(b).join(" / ");
+                    if b.status == CellStatus::Valid { figures } else { format!("{}: {figures}", b.status.word()) }
+                }
+            };
+            let _ = write!(s, " {} |", md(&text));
+        }
+        s.push('\n');
+    }
+    s.push('\n');
+    let _ = writeln!(s, "| {} |", DETAIL_HEADER.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(DETAIL_HEADER.len() - 1));
+    for row in detail_rows(&g) {
+        let _ = writeln!(s, "| {} |", row.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
+    }
+    s.push('\n');
+}
+
+pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
+    let Some(phase) = &record.phases.burst else { return };
+    let g = grid(phase);
+    let _ = writeln!(
+        s,
+        "\n{}",
+        clip("Bursts (context × requests at once): end-to-end p50 · time to the last completion · tok/s", width)
+    );
+    for (ri, (_, label)) in g.rows.iter().enumerate() {
+        for (ci, cell) in g.cells[ri].iter().enumerate() {
+            let Some(b) = cell else { continue };
+            let text = match b.status {
+                CellStatus::OverCapacity => "over capacity".to_string(),
+                CellStatus::Valid => cell_lines(b).join(" · "),
+                _ => status_text(b),
+            };
+            let _ = writeln!(s, "{}", clip(&format!("{label:<8} × {:<4} {text}", g.cols[ci]), width));
+        }
+    }
+}
+
+fn clip(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        line.to_string()
+    } else {
+        line.chars().take(width.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+/// `burst.csv`'s columns: [`Burst`]'s fields, unformatted, one row per burst sent (every round).
+pub const CSV_COLUMNS: [&str; 20] = [
+    "context_tokens",
+    "label",
+    "concurrency",
+    "round",
+    "status",
+    "reason",
+    "requests",
+    "completed",
+    "failed",
+    "scheduled_s",
+    "e2e_ms_p50",
+    "e2e_ms_p90",
+    "e2e_ms_max",
+    "last_completion_ms",
+    "ttft_ms_p50",
+    "ttft_ms_p90",
+    "ttft_ms_max",
+    "output_tokens",
+    "total_tok_s",
+    "send_spread_ms",
+];
+
+/// The phase's CSV file, `None` when the phase did not run.
+pub(super) fn csv(record: &RunRecord) -> Option<String> {
+    let phase = record.phases.burst.as_ref()?;
+    let mut out = CSV_COLUMNS.join(",");
+    out.push('\n');
+    let n = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for b in &phase.bursts {
+        let row = [
+            b.context.map(|c| c.to_string()).unwrap_or_default(),
+            crate::csv::field(&b.label),
+            b.concurrency.to_string(),
+            b.round.to_string(),
+            b.status.word().replace(' ', "_"),
+            crate::csv::field(b.reason.as_deref().unwrap_or("")),
+            b.requests.to_string(),
+            b.completed.to_string(),
+            b.failed.to_string(),
+            n(b.scheduled_s),
+            n(b.e2e_ms_p50),
+            n(b.e2e_ms_p90),
+            n(b.e2e_ms_max),
+            n(b.last_completion_ms),
+            n(b.ttft_ms_p50),
+            n(b.ttft_ms_p90),
+            n(b.ttft_ms_max),
+            b.output_tokens.map(|t| t.to_string()).unwrap_or_default(),
+            n(b.total_tok_s),
+            n(b.send_spread_ms),
+        ];
+        out.push_str(&row.join(","));
+        out.push('\n');
+    }
+    Some(out)
+}

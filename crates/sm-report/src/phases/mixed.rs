@@ -1,0 +1,297 @@
+//! The mixed-prefill phase's section of each view (methodology §13.3): per level the idle and
+//! loaded TTFT of the fresh prompt and the slowdown, one row per probe with the background's
+//! tok/s before / during / after and its longest stall, and the timeline of the median probe.
+
+use std::fmt::Write;
+
+use sm_core::Tokens;
+use sm_core::context::label;
+use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
+use sm_core::record::RunRecord;
+
+use crate::escape::{html as esc, markdown_cell};
+use crate::format::{self, opt};
+
+fn levels(record: &RunRecord) -> &[MixedLevel] {
+    record.phases.mixed_prefill.as_ref().map_or(&[], |m| m.levels.as_slice())
+}
+
+/// "8K fresh prompt · 4 streams at 1K".
+fn title(l: &MixedLevel) -> String {
+    format!(
+        "{} fresh prompt · {} background streams at {}",
+        label(Tokens(l.prompt_context)),
+        l.background,
+        label(Tokens(l.background_context))
+    )
+}
+
+fn idle_text(l: &MixedLevel) -> String {
+    match &l.idle {
+        Some(i) => {
+            let from = match i.source {
+                IdleSource::Measured => "",
+                IdleSource::PrefillRow => " (the prefill row)",
+            };
+            format!("{}{from}", format::ms(i.ttft_ms))
+        }
+        None => format::NONE.into(),
+    }
+}
+
+fn slowdown(x: f64) -> String {
+    format!("{x:.2}×")
+}
+
+/// A probe's cells as the page, Markdown and console print them.
+fn probe_cells(n: usize, p: &MixedProbe) -> [String; 8] {
+    if let Some(e) = &p.error {
+        let mut cells: [String; 8] = std::array::from_fn(|_| format::NONE.to_string());
+        cells[0] = n.to_string();
+        cells[1] = format!("failed: {e}");
+        return cells;
+    }
+    let steady = if p.steady { "yes" } else { "no (sent after the wait)" };
+    [
+        n.to_string(),
+        opt(p.ttft_ms, format::ms),
+        opt(p.slowdown, slowdown),
+        opt(p.before_tok_s, format::fixed1),
+        opt(p.during_tok_s, format::fixed1),
+        opt(p.after_tok_s, format::fixed1),
+        opt(p.longest_stall_ms, format::ms1),
+        steady.into(),
+    ]
+}
+
+const HEADER: [&str; 8] =
+    ["Probe", "TTFT", "Slowdown", "Background tok/s before", "during", "after", "Longest stall", "Steady"];
+
+fn summary(l: &MixedLevel) -> String {
+    let mut s = format!(
+        "idle TTFT {} · loaded TTFT median {} · slowdown {} · {} of {} probes",
+        idle_text(l),
+        opt(l.ttft_ms_median, format::ms),
+        opt(l.slowdown, slowdown),
+        l.probes.len(),
+        l.probes_planned
+    );
+    if let Some(e) = &l.error {
+        let _ = write!(s, " · {e}");
+    }
+    s
+}
+
+pub(super) fn html(s: &mut String, record: &RunRecord) {
+    let levels = levels(record);
+    if levels.is_empty() {
+        return;
+    }
+    s.push_str(
+        "<h2 id=\"mixed-prefill\">A new user under load</h2>\n<p class=\"caption\">a fresh prompt's TTFT while \
+         background streams decode, against the same prompt on the idle server; the background's tok/s before \
+         (the window before the send), during (send → first token) and after (the window after the first token)</p>\n",
+    );
+    for l in levels {
+        let _ = writeln!(s, "<h3>{}</h3>\n<p class=\"caption\">{}</p>", esc(&title(l)), esc(&summary(l)));
+        s.push_str("<div class=\"scroll\"><table class=\"mixed\">\n<thead><tr>");
+        for h in HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr></thead>\n<tbody>\n");
+        for (i, p) in l.probes.iter().enumerate() {
+            s.push_str("<tr>");
+            for c in probe_cells(i + 1, p) {
+                let _ = write!(s, "<td class=\"num\">{}</td>", esc(&c));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</tbody></table></div>\n");
+        if let Some((n, p, tl)) = median_probe(l) {
+            let what = format!(
+                "Background tokens per {} ms around probe {n} (TTFT {})",
+                tl.bin_ms,
+                opt(p.ttft_ms, format::ms)
+            );
+            let _ = writeln!(s, "<div class=\"charts one\"><figure>{}</figure></div>", timeline_svg(&what, tl));
+        }
+    }
+}
+
+/// The valid probe whose TTFT is nearest the level's median, with its number and timeline.
+fn median_probe(l: &MixedLevel) -> Option<(usize, &MixedProbe, &Timeline)> {
+    let median = l.ttft_ms_median?;
+    l.probes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.is_valid())
+        .filter_map(|(i, p)| Some((i + 1, p, p.timeline.as_ref()?)))
+        .min_by(|a, b| {
+            let d = |p: &MixedProbe| (p.ttft_ms.unwrap_or(f64::INFINITY) - median).abs();
+            d(a.1).total_cmp(&d(b.1))
+        })
+}
+
+const W: f64 = 560.0;
+const H: f64 = 200.0;
+const LEFT: f64 = 56.0;
+const RIGHT: f64 = 12.0;
+const TOP: f64 = 28.0;
+const BOTTOM: f64 = 36.0;
+
+/// The timeline as an inline SVG: one bar per bin, dashed lines at the probe's send and first token.
+pub(crate) fn timeline_svg(what: &str, tl: &Timeline) -> String {
+    let n = tl.tokens.len().max(1) as f64;
+    let max = tl.tokens.iter().copied().max().unwrap_or(0).max(1) as f64;
+    let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
+    let bin_s = tl.bin_ms / 1000.0;
+    let x_at = |t: f64| LEFT + ((t - tl.start_s) / (bin_s * n)).clamp(0.0, 1.0) * pw;
+    let mut s = format!(
+        r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" xmlns="http://www.w3.org/2000/svg"><title>{t}</title><text class="ct" x="{LEFT}" y="16">{t}</text>"#,
+        t = esc(what)
+    );
+    let bw = pw / n;
+    for (i, &v) in tl.tokens.iter().enumerate() {
+        let h = v as f64 / max * ph;
+        let _ = write!(
+            s,
+            r#"<rect class="s0" x="{:.1}" y="{:.1}" width="{:.2}" height="{h:.1}"><title>{v}</title></rect>"#,
+            LEFT + i as f64 * bw,
+            TOP + ph - h,
+            (bw - 0.5).max(0.3)
+        );
+    }
+    let base = TOP + ph;
+    let _ = write!(s, r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{base:.1}" y2="{base:.1}"/>"#, W - RIGHT);
+    let _ = write!(
+        s,
+        r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
+        LEFT - 4.0,
+        TOP + 4.0,
+        max as u64
+    );
+    // the send's label ends at its line, the first token's starts at its own: close lines stay legible
+    for (t, name, anchor, dx) in [(0.0, "sent", "end", -3.0), (tl.first_token_s, "first token", "start", 3.0)] {
+        let x = x_at(t);
+        let _ = write!(
+            s,
+            r#"<line class="limit" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{base:.1}"/><text class="limit" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{name}</text>"#,
+            x + dx,
+            base + 12.0
+        );
+    }
+    let end = tl.start_s + bin_s * n;
+    for (t, anchor) in [(tl.start_s, "start"), (end, "end")] {
+        let _ = write!(
+            s,
+            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{t:+.1} s</text>"#,
+            x_at(t),
+            H - 6.0
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+pub(super) fn markdown(s: &mut String, record: &RunRecord) {
+    let levels = levels(record);
+    if levels.is_empty() {
+        return;
+    }
+    s.push_str("## A new user under load\n\n");
+    for l in levels {
+        let _ = writeln!(s, "### {}\n\n{}\n", markdown_cell(&title(l)), markdown_cell(&summary(l)));
+        let _ = writeln!(s, "| {} |", HEADER.join(" | "));
+        let _ = writeln!(s, "|{}", "---:|".repeat(HEADER.len()));
+        for (i, p) in l.probes.iter().enumerate() {
+            let cells: Vec<String> = probe_cells(i + 1, p).iter().map(|c| markdown_cell(c)).collect();
+            let _ = writeln!(s, "| {} |", cells.join(" | "));
+        }
+        s.push('\n');
+    }
+}
+
+pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
+    let levels = levels(record);
+    if levels.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "\nA new user under load");
+    for l in levels {
+        let _ = writeln!(s, "{}", clip(&title(l), width));
+        let _ = writeln!(s, "  {}", clip(&summary(l), width.saturating_sub(2)));
+        for (i, p) in l.probes.iter().enumerate() {
+            let c = probe_cells(i + 1, p);
+            let line = if p.error.is_some() {
+                format!("  probe {}: {}", c[0], c[1])
+            } else {
+                format!(
+                    "  probe {}: TTFT {} ({}), background {} → {} → {} tok/s, stall {}",
+                    c[0], c[1], c[2], c[3], c[4], c[5], c[6]
+                )
+            };
+            let _ = writeln!(s, "{}", clip(&line, width));
+        }
+    }
+}
+
+fn clip(line: &str, width: usize) -> String {
+    if line.chars().count() <= width {
+        line.to_string()
+    } else {
+        line.chars().take(width.saturating_sub(1)).chain(['…']).collect()
+    }
+}
+
+const CSV_HEADER: [&str; 17] = [
+    "prompt_context",
+    "background",
+    "background_context",
+    "probe",
+    "sent_s",
+    "ttft_ms",
+    "idle_ttft_ms",
+    "slowdown",
+    "before_tok_s",
+    "during_tok_s",
+    "after_tok_s",
+    "longest_stall_ms",
+    "prompt_tokens",
+    "cached_tokens",
+    "steady",
+    "window_s",
+    "error",
+];
+
+/// The phase's CSV file, one row per probe; `None` when the phase did not run.
+pub(super) fn csv(record: &RunRecord) -> Option<String> {
+    let section = record.phases.mixed_prefill.as_ref()?;
+    let mut out = format!("{}\n", CSV_HEADER.join(","));
+    let num = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
+    let int = |v: Option<u64>| v.map_or_else(String::new, |x| x.to_string());
+    for l in &section.levels {
+        for (i, p) in l.probes.iter().enumerate() {
+            let row = [
+                l.prompt_context.to_string(),
+                l.background.to_string(),
+                l.background_context.to_string(),
+                (i + 1).to_string(),
+                p.sent_s.to_string(),
+                num(p.ttft_ms),
+                num(l.idle.as_ref().map(|i| i.ttft_ms)),
+                num(p.slowdown),
+                num(p.before_tok_s),
+                num(p.during_tok_s),
+                num(p.after_tok_s),
+                num(p.longest_stall_ms),
+                int(p.prompt_tokens),
+                int(p.cached_tokens),
+                p.steady.to_string(),
+                l.window_s.to_string(),
+                crate::csv::field(p.error.as_deref().unwrap_or("")),
+            ];
+            let _ = writeln!(out, "{}", row.join(","));
+        }
+    }
+    Some(out)
+}

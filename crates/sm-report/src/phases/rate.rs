@@ -1,0 +1,317 @@
+//! The rate phase's section of each view (methodology §13.1): per row (context or prompts file) a
+//! table of its levels — offered → achieved rate, latency from the due time, throughput,
+//! concurrency, goodput and whether the server kept up — and `rate.csv`, one line per level.
+
+use std::fmt::Write as _;
+
+use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase};
+use sm_core::record::RunRecord;
+
+use sm_core::phases::rate::RequestRate;
+
+use crate::escape::{html as esc, markdown_cell};
+use crate::svg::{Chart, Series};
+
+/// The rows of the phase, in order: `(label, levels)`.
+fn rows(phase: &RatePhase) -> Vec<(&str, Vec<&RateLevel>)> {
+    let mut rows: Vec<(&str, Vec<&RateLevel>)> = Vec::new();
+    for l in &phase.levels {
+        match rows.iter_mut().find(|(label, _)| *label == l.label) {
+            Some((_, levels)) => levels.push(l),
+            None => rows.push((&l.label, vec![l])),
+        }
+    }
+    for (_, levels) in &mut rows {
+        levels.sort_by(|a, b| a.rate.order().total_cmp(&b.rate.order()));
+    }
+    rows
+}
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.filter(|v| v.is_finite()).map_or_else(|| "—".into(), |v| format!("{v:.digits$}"))
+}
+
+const HEADER: [&str; 10] = [
+    "Offered req/s",
+    "Achieved req/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "E2E p50 ms",
+    "Output tok/s",
+    "In flight mean / max",
+    "Late sends",
+    "Goodput",
+    "Kept up",
+];
+
+/// A level's cells, in [`HEADER`] order, as text.
+fn cells(l: &RateLevel) -> [String; 10] {
+    let offered = l.rate.to_string();
+    if l.status != LevelStatus::Measured {
+        let why = l.reason.clone().unwrap_or_default();
+        let dash = || "—".to_string();
+        return [offered, dash(), dash(), dash(), dash(), dash(), dash(), dash(), dash(), why];
+    }
+    let flight = match (l.in_flight_mean, l.in_flight_max) {
+        (Some(m), Some(x)) => format!("{m:.1} / {x}"),
+        _ => "—".into(),
+    };
+    let late = format!("{} of {}", l.counts.late, l.counts.scheduled);
+    let kept = if l.saturated { "saturated".to_string() } else { "yes".to_string() };
+    [
+        offered,
+        num(l.achieved_rps, 2),
+        num(l.ttft_ms.map(|q| q.p50), 0),
+        num(l.ttft_ms.map(|q| q.p99), 0),
+        num(l.e2e_ms.map(|q| q.p50), 0),
+        num(l.output_tok_s, 0),
+        flight,
+        late,
+        l.goodput_pct.map_or_else(|| "—".into(), |g| format!("{g:.0} %")),
+        kept,
+    ]
+}
+
+fn caption(phase: &RatePhase) -> String {
+    let s = &phase.settings;
+    let size = match (s.requests, s.window_s) {
+        (Some(n), _) => format!("{n} requests per level"),
+        (None, Some(w)) => format!("a {w:.0} s window per level"),
+        (None, None) => String::new(),
+    };
+    let cap = s.max_concurrency.map_or_else(|| "no cap".into(), |c| format!("at most {c} in flight"));
+    format!(
+        "{} arrivals, seed {}, {size}, {cap}; latency is counted from each request's due time, so a late send is part of it (methodology §13.1)",
+        s.arrival, s.seed
+    )
+}
+
+pub(super) fn html(s: &mut String, record: &RunRecord) {
+    let Some(phase) = &record.phases.rate else { return };
+    s.push_str("<section id=\"rate\">\n<h2>Arrivals at a rate</h2>\n");
+    let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(&caption(phase)));
+    s.push_str(&charts(phase));
+    for (label, levels) in rows(phase) {
+        let _ = writeln!(s, "<h3>{}</h3>", esc(label));
+        s.push_str("<div class=\"scroll\"><table class=\"rate\">\n<thead><tr>");
+        for h in HEADER {
+            let _ = write!(s, "<th>{}</th>", esc(h));
+        }
+        s.push_str("</tr></thead>\n<tbody>\n");
+        for l in levels {
+            let class = if l.saturated { " class=\"saturated\"" } else { "" };
+            let _ = write!(s, "<tr{class}>");
+            for c in cells(l) {
+                let _ = write!(s, "<td>{}</td>", esc(&c));
+            }
+            s.push_str("</tr>\n");
+        }
+        s.push_str("</tbody></table></div>\n");
+    }
+    s.push_str("</section>\n");
+}
+
+/// Latency against the offered rate, one line per row: where the server stops keeping up, the
+/// line turns up (the due-time latency holds the queue).
+fn charts(phase: &RatePhase) -> String {
+    let mut rates: Vec<RequestRate> = phase.levels.iter().map(|l| l.rate).collect();
+    rates.sort_by(|a, b| a.order().total_cmp(&b.order()));
+    rates.dedup();
+    let rows = rows(phase);
+    if rates.len() < 2 || rows.is_empty() {
+        return String::new();
+    }
+    let series = |pick: fn(&RateLevel) -> Option<f64>| -> Vec<Series> {
+        rows.iter()
+            .map(|(label, levels)| Series {
+                name: (*label).to_string(),
+                values: rates.iter().map(|r| levels.iter().find(|l| l.rate == *r).and_then(|l| pick(l))).collect(),
+                color: None,
+            })
+            .collect()
+    };
+    let x_labels: Vec<String> = rates.iter().map(ToString::to_string).collect();
+    let ms = |v: f64| format!("{v:.0} ms");
+    crate::svg::charts_row(&[
+        Chart {
+            title: "TTFT p50 from the due time",
+            x_title: "offered req/s",
+            y_title: "ms",
+            x_labels: x_labels.clone(),
+            series: series(|l| l.ttft_ms.map(|q| q.p50)),
+            value_fmt: ms,
+        },
+        Chart {
+            title: "End-to-end p50 from the due time",
+            x_title: "offered req/s",
+            y_title: "ms",
+            x_labels,
+            series: series(|l| l.e2e_ms.map(|q| q.p50)),
+            value_fmt: ms,
+        },
+    ])
+}
+
+pub(super) fn markdown(s: &mut String, record: &RunRecord) {
+    let Some(phase) = &record.phases.rate else { return };
+    let _ = writeln!(s, "## Arrivals at a rate\n\n{}\n", markdown_cell(&caption(phase)));
+    for (label, levels) in rows(phase) {
+        let _ = writeln!(s, "### {}\n", markdown_cell(label));
+        let _ = writeln!(s, "| {} |", HEADER.join(" | "));
+        let _ = writeln!(s, "|{}", "---|".repeat(HEADER.len()));
+        for l in levels {
+            let row: Vec<String> = cells(l).iter().map(|c| markdown_cell(c)).collect();
+            let _ = writeln!(s, "| {} |", row.join(" | "));
+        }
+        s.push('\n');
+    }
+}
+
+pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
+    let Some(phase) = &record.phases.rate else { return };
+    let _ = writeln!(s, "\nArrivals at a rate (latency from the due time)");
+    for (label, levels) in rows(phase) {
+        for l in levels {
+            let c = cells(l);
+            let line = match l.status {
+                LevelStatus::Measured => format!(
+                    "{label:>8} {:>6} req/s{}: achieved {}, TTFT p50/p99 {}/{} ms, {} tok/s, goodput {}",
+                    c[0],
+                    if l.saturated { " SATURATED" } else { "" },
+                    c[1],
+                    c[2],
+                    c[3],
+                    c[5],
+                    c[8],
+                ),
+                _ => format!("{label:>8} {:>6} req/s: {}", c[0], c[9]),
+            };
+            let _ = writeln!(s, "{}", line.chars().take(width.max(20)).collect::<String>());
+        }
+    }
+}
+
+const CSV_HEADER: &str = "context,label,rate_rps,status,reason,scheduled,sent,completed,failed,cancelled,unsent,late,\
+span_s,achieved_rps,output_tok_s,input_tok_s,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,tbt_ms_p50,tbt_ms_p90,tbt_ms_p99,\
+e2e_ms_p50,e2e_ms_p90,e2e_ms_p99,send_lag_ms_p50,send_lag_ms_p99,send_lag_ms_max,in_flight_mean,in_flight_max,\
+goodput_pct,goodput_rps,saturated,backlog_pct";
+
+fn opt(v: Option<f64>) -> String {
+    v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"))
+}
+
+/// The phase's CSV file, `None` when the phase did not run.
+pub(super) fn csv(record: &RunRecord) -> Option<String> {
+    let phase = record.phases.rate.as_ref()?;
+    let mut s = format!("{CSV_HEADER}\n");
+    for l in &phase.levels {
+        let c = &l.counts;
+        let q = |p: Option<sm_core::phases::rate::Percentiles>| {
+            [opt(p.map(|q| q.p50)), opt(p.map(|q| q.p90)), opt(p.map(|q| q.p99))]
+        };
+        let status = match l.status {
+            LevelStatus::Measured => "measured",
+            LevelStatus::Skipped => "skipped",
+            LevelStatus::Error => "error",
+        };
+        let mut row = vec![
+            l.context.to_string(),
+            crate::csv::field(&l.label),
+            l.rate.to_string(),
+            status.into(),
+            crate::csv::field(l.reason.as_deref().unwrap_or("")),
+        ];
+        row.extend([c.scheduled, c.sent, c.completed, c.failed, c.cancelled, c.unsent, c.late].map(|n| n.to_string()));
+        row.extend([opt(l.span_s), opt(l.achieved_rps), opt(l.output_tok_s), opt(l.input_tok_s)]);
+        row.extend(q(l.ttft_ms));
+        row.extend(q(l.tbt_ms));
+        row.extend(q(l.e2e_ms));
+        let lag = l.send_lag_ms;
+        row.extend([opt(lag.map(|g| g.p50)), opt(lag.map(|g| g.p99)), opt(lag.map(|g| g.max))]);
+        row.extend([opt(l.in_flight_mean), l.in_flight_max.map_or_else(String::new, |m| m.to_string())]);
+        row.extend([opt(l.goodput_pct), opt(l.goodput_rps), l.saturated.to_string(), opt(l.backlog_pct)]);
+        let _ = writeln!(s, "{}", row.join(","));
+    }
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use sm_core::phases::rate::{Arrival, LevelCounts, Percentiles, RateSettings, RequestRate};
+
+    use super::*;
+
+    fn phase() -> RatePhase {
+        let mut fast =
+            RateLevel::unmeasured(1024, "1K".into(), RequestRate::PerSecond(2.0), LevelStatus::Measured, String::new());
+        fast.reason = None;
+        fast.counts = LevelCounts { scheduled: 10, sent: 10, completed: 10, late: 1, ..LevelCounts::default() };
+        fast.achieved_rps = Some(1.95);
+        fast.ttft_ms = Some(Percentiles { p50: 40.0, p90: 50.0, p99: 61.0 });
+        fast.e2e_ms = Some(Percentiles { p50: 300.0, p90: 320.0, p99: 330.0 });
+        fast.output_tok_s = Some(62.4);
+        fast.in_flight_mean = Some(0.6);
+        fast.in_flight_max = Some(2);
+        fast.goodput_pct = Some(90.0);
+        let mut hot = fast.clone();
+        hot.rate = RequestRate::PerSecond(16.0);
+        hot.saturated = true;
+        let skipped = RateLevel::unmeasured(
+            1024,
+            "1K".into(),
+            RequestRate::Inf,
+            LevelStatus::Skipped,
+            "not run: the server was already saturated, a <b>".into(),
+        );
+        RatePhase {
+            settings: RateSettings {
+                rates: vec![RequestRate::PerSecond(2.0), RequestRate::PerSecond(16.0), RequestRate::Inf],
+                arrival: Arrival::Poisson,
+                max_concurrency: Some(4),
+                requests: Some(10),
+                window_s: None,
+                seed: 17,
+                grace_s: 5.0,
+                max_tokens: 32,
+            },
+            levels: vec![hot, fast, skipped],
+        }
+    }
+
+    fn record() -> RunRecord {
+        let mut r = crate::import_str(include_str!("../../../../tests/data/run-sample.json")).unwrap();
+        r.phases.rate = Some(phase());
+        r
+    }
+
+    #[test]
+    fn the_page_markdown_console_and_csv_show_each_level() {
+        let r = record();
+        let mut h = String::new();
+        html(&mut h, &r);
+        assert!(h.contains("<h3>1K</h3>") && h.contains("<td>1.95</td>") && h.contains("<td>0.6 / 2</td>"), "{h}");
+        assert!(h.contains("class=\"saturated\"") && h.contains("&lt;b&gt;") && !h.contains("<b>"), "{h}");
+        assert!(h.find("<td>2</td>").unwrap() < h.find("<td>16</td>").unwrap(), "levels ascend");
+        assert!(h.contains("<svg") && h.contains("TTFT p50 from the due time"), "a chart of latency by rate");
+        let mut m = String::new();
+        markdown(&mut m, &r);
+        assert!(m.contains("| 2 | 1.95 | 40 | 61 | 300 | 62 | 0.6 / 2 | 1 of 10 | 90 % | yes |"), "{m}");
+        let mut t = String::new();
+        terminal(&mut t, &r, 200);
+        assert!(t.contains("16 req/s SATURATED: achieved") && t.contains("inf req/s: not run"), "{t}");
+        let c = csv(&r).unwrap();
+        let lines: Vec<&str> = c.lines().collect();
+        assert_eq!(lines.len(), 4);
+        let cols = lines[0].split(',').count();
+        assert!(lines.iter().all(|l| l.split(',').count() == cols || l.contains('"')), "{c}");
+        assert!(lines[1].starts_with("1024,1K,16,measured,,10,10,10,0,0,0,1,"), "{}", lines[1]);
+        assert!(lines[3].contains(",inf,skipped,"), "{}", lines[3]);
+        // the whole page, the Markdown report and the files written carry the section
+        assert!(crate::html_page(&r, &[]).contains("<h2>Arrivals at a rate</h2>"));
+        assert!(crate::markdown(&r).contains("## Arrivals at a rate"));
+        assert!(crate::phases::csv_files(&r).iter().any(|(name, _)| name == "rate.csv"));
+        let mut none = r.clone();
+        none.phases.rate = None;
+        assert!(csv(&none).is_none());
+    }
+}

@@ -1,0 +1,242 @@
+//! The sessions phase's section of each view (methodology §13.4): a table per turn index (prompt
+//! tokens, prefix-cache hit %, TTFT p50/p90, tok/s per request), a chart of TTFT and cached
+//! share by turn, the phase's totals, and `sessions.csv` with one row per turn of each user.
+
+use std::fmt::Write;
+
+use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnStatus, request_tok_s};
+use sm_core::record::RunRecord;
+
+use crate::csv::field;
+use crate::escape::{html as esc, markdown_cell as md};
+use crate::format::{self, opt};
+use crate::svg::{Chart, Series, charts_row};
+
+const HEADER: [&str; 6] = ["Turn", "Users answered", "Prompt tokens", "Cached", "TTFT p50 / p90", "tok/s per request"];
+
+fn pct(x: f64) -> String {
+    format!("{} %", format::fixed1(x))
+}
+
+/// One line of text saying what the phase did.
+fn caption(s: &SessionsSettings) -> String {
+    let shared = match s.shared_prefix {
+        Some(t) => format!("a shared system prompt of {} tokens", format::count(t)),
+        None => "a system prompt of each user's own".to_string(),
+    };
+    let messages = if s.prompts_file {
+        "user messages from the prompts file".to_string()
+    } else {
+        format!("{}-token user messages", format::count(s.turn_tokens))
+    };
+    format!(
+        "{} users × {} turns, {shared}, {messages}, answers of up to {} tokens, {} s think time; users started {} s apart. TTFT from each turn's scheduled start.",
+        s.users,
+        s.turns,
+        format::count(s.max_tokens),
+        s.think_time_s,
+        (s.stagger_s * 1000.0).round() / 1000.0
+    )
+}
+
+/// The per-turn table's cells.
+fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
+    p.by_turn
+        .iter()
+        .map(|t| {
+            let answered =
+                if t.failed > 0 { format!("{} ({} failed)", t.completed, t.failed) } else { t.completed.to_string() };
+            let ttft = format!("{} / {}", opt(t.ttft_ms_p50, format::ms), opt(t.ttft_ms_p90, format::ms));
+            vec![
+                t.turn.to_string(),
+                answered,
+                opt(t.prompt_tokens_mean, |v| format::count(v.round() as u64)),
+                opt(t.cache_hit_pct, pct),
+                ttft,
+                opt(t.output_tok_s, format::fixed1),
+            ]
+        })
+        .collect()
+}
+
+/// The phase's totals, one sentence.
+fn totals(p: &SessionsPhase) -> Option<String> {
+    let s = p.summary.as_ref()?;
+    Some(format!(
+        "{} turns answered, {} failed; {} output tok/s over {} s; TTFT p50 / p90 / p99 {} / {} / {}; end-to-end p50 / p90 / p99 {} / {} / {}; {} of prompt tokens from the prefix cache.",
+        s.completed,
+        s.failed,
+        opt(s.output_tok_s, format::fixed1),
+        format::fixed1(s.span_s),
+        opt(s.ttft_ms_p50, format::ms),
+        opt(s.ttft_ms_p90, format::ms),
+        opt(s.ttft_ms_p99, format::ms),
+        opt(s.latency_ms_p50, format::ms),
+        opt(s.latency_ms_p90, format::ms),
+        opt(s.latency_ms_p99, format::ms),
+        opt(s.cache_hit_pct, pct),
+    ))
+}
+
+fn charts(p: &SessionsPhase) -> String {
+    let x_labels: Vec<String> = p.by_turn.iter().map(|t| t.turn.to_string()).collect();
+    let series = |name: &str, f: fn(&sm_core::phases::sessions::TurnFigures) -> Option<f64>| Series {
+        name: name.into(),
+        values: p.by_turn.iter().map(f).collect(),
+        color: None,
+    };
+    let ttft = Chart {
+        title: "TTFT by turn",
+        x_title: "turn",
+        y_title: "ms",
+        x_labels: x_labels.clone(),
+        series: vec![series("p50", |t| t.ttft_ms_p50), series("p90", |t| t.ttft_ms_p90)],
+        value_fmt: format::ms,
+    };
+    let cached = Chart {
+        title: "Prompt tokens from the prefix cache",
+        x_title: "turn",
+        y_title: "%",
+        x_labels,
+        series: vec![series("cached", |t| t.cache_hit_pct)],
+        value_fmt: pct,
+    };
+    charts_row(&[ttft, cached])
+}
+
+pub(super) fn html(s: &mut String, record: &RunRecord) {
+    let Some(p) = &record.phases.sessions else { return };
+    s.push_str("<h2 id=\"sessions\">Multi-turn sessions</h2>\n");
+    let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(&caption(&p.settings)));
+    if p.by_turn.is_empty() {
+        s.push_str("<p class=\"caption\">No turn was measured.</p>\n");
+        return;
+    }
+    s.push_str("<div class=\"scroll\"><table class=\"sessions\">\n<thead><tr>");
+    for h in HEADER {
+        let _ = write!(s, "<th>{}</th>", esc(h));
+    }
+    s.push_str("</tr></thead>\n<tbody>\n");
+    for row in rows(p) {
+        s.push_str("<tr>");
+        for (i, cell) in row.iter().enumerate() {
+            let class = if i == 0 { "ctx" } else { "num" };
+            let _ = write!(s, "<td class=\"{class}\">{}</td>", esc(cell));
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</tbody></table></div>\n");
+    if let Some(t) = totals(p) {
+        let _ = writeln!(s, "<p>{}</p>", esc(&t));
+    }
+    // a single turn draws no line; its figures are in the table
+    if p.by_turn.len() > 1 {
+        s.push_str(&charts(p));
+    }
+}
+
+pub(super) fn markdown(s: &mut String, record: &RunRecord) {
+    let Some(p) = &record.phases.sessions else { return };
+    let _ = writeln!(s, "## Multi-turn sessions\n\n{}\n", md(&caption(&p.settings)));
+    if p.by_turn.is_empty() {
+        let _ = writeln!(s, "No turn was measured.\n");
+        return;
+    }
+    let _ = writeln!(s, "| {} |", HEADER.map(md).join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(HEADER.len() - 1));
+    for row in rows(p) {
+        let _ = writeln!(s, "| {} |", row.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
+    }
+    s.push('\n');
+    if let Some(t) = totals(p) {
+        let _ = writeln!(s, "{}\n", md(&t));
+    }
+}
+
+pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
+    let Some(p) = &record.phases.sessions else { return };
+    let _ = writeln!(s, "\nMulti-turn sessions: per turn, across {} users", p.settings.users);
+    let rows = rows(p);
+    let widths: Vec<usize> = (0..HEADER.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([HEADER[i].chars().count()]).max().unwrap_or(1))
+        .collect();
+    let line = |cells: Vec<&str>| -> String {
+        let text: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect();
+        text.join("  ").chars().take(width.max(20)).collect()
+    };
+    let _ = writeln!(s, "{}", line(HEADER.to_vec()));
+    for r in &rows {
+        let _ = writeln!(s, "{}", line(r.iter().map(String::as_str).collect()));
+    }
+    if let Some(t) = totals(p) {
+        let _ = writeln!(s, "{}", wrap(&t, width.max(20)));
+    }
+}
+
+/// Words wrapped to `width` columns.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut col = 0;
+    for word in text.split_whitespace() {
+        let n = word.chars().count();
+        if col > 0 && col + 1 + n > width {
+            out.push('\n');
+            col = 0;
+        } else if col > 0 {
+            out.push(' ');
+            col += 1;
+        }
+        out.push_str(word);
+        col += n;
+    }
+    out
+}
+
+const CSV_HEADER: &str = "user,turn,status,request_id,scheduled_s,sent_s,first_token_s,last_token_s,ended_s,ttft_ms,latency_ms,prompt_tokens,cached_tokens,cache_hit_pct,output_tokens,tok_s,reason";
+
+/// The phase's CSV file, `None` when the phase did not run: one row per turn of each user.
+pub(super) fn csv(record: &RunRecord) -> Option<String> {
+    let p = record.phases.sessions.as_ref()?;
+    // rows end in CRLF, as measurements.csv's (RFC 4180)
+    let mut out = format!("{CSV_HEADER}\r\n");
+    for session in &p.sessions {
+        for t in &session.turns {
+            let _ = write!(out, "{}\r\n", csv_row(session.user, t));
+        }
+    }
+    Some(out)
+}
+
+fn csv_row(user: u32, t: &SessionTurn) -> String {
+    let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v}"));
+    let int = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
+    let status = match t.status {
+        TurnStatus::Completed => "completed",
+        TurnStatus::Failed => "failed",
+    };
+    let hit = t.cached_tokens.zip(t.prompt_tokens).filter(|(_, p)| *p > 0).map(|(c, p)| {
+        let v = 100.0 * c as f64 / p as f64;
+        (v * 100.0).round() / 100.0
+    });
+    let ms = |v: Option<f64>| v.map(|s| (s * 1e6).round() / 1e3);
+    [
+        user.to_string(),
+        t.turn.to_string(),
+        status.to_string(),
+        field(t.request_id.as_deref().unwrap_or("")),
+        format!("{}", t.scheduled_s),
+        num(t.sent_s),
+        num(t.first_token_s),
+        num(t.last_token_s),
+        num(t.ended_s),
+        num(ms(sm_core::phases::sessions::ttft_s(t))),
+        num(ms(sm_core::phases::sessions::latency_s(t))),
+        int(t.prompt_tokens),
+        int(t.cached_tokens),
+        num(hit),
+        t.output_tokens.to_string(),
+        num(request_tok_s(t).map(|v| (v * 100.0).round() / 100.0)),
+        field(t.reason.as_deref().unwrap_or("")),
+    ]
+    .join(",")
+}

@@ -1,0 +1,61 @@
+//! The rate phase (`--request-rate`, methodology §13.1) against vLLM serving the tiny model: a
+//! short sweep whose counts are as planned and whose figures are present and coherent.
+
+use super::support::{key, run, server};
+
+const URL: &str = "SPEEDMATRIX_VLLM_URL";
+const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_rate_phase() {
+    let Some(url) = server(URL) else { return };
+    let key = key(KEY);
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec![
+        "--contexts",
+        "512",
+        "--request-rate",
+        "1,4",
+        "--arrival",
+        "constant",
+        "--requests",
+        "6",
+        "--max-tokens",
+        "16",
+        "--ready-stable",
+        "1s",
+        "--warmup",
+        "0s",
+        "--no-prefill-at-max",
+        "--save-requests",
+    ];
+    if let Some(k) = &key {
+        args.extend(["--api-key", k.as_str()]);
+    }
+    let r = run(&url, dir.path(), &args, None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let record = r.record();
+    assert_eq!(record["status"], "complete", "{}", r.context());
+    assert_eq!(record["settings"]["matrix"], false);
+    let levels = record["phases"]["rate"]["levels"].as_array().expect("the rate levels");
+    assert_eq!(levels.len(), 2, "one level per rate: {levels:?}");
+    for l in levels {
+        // a slow CPU server may saturate at 4 req/s: then the level is still measured and says so
+        assert_eq!(l["status"], "measured", "{l}");
+        let c = &l["counts"];
+        assert_eq!(c["scheduled"], 6, "{l}");
+        let sum: u64 = ["completed", "failed", "cancelled", "unsent"].iter().map(|k| c[k].as_u64().unwrap()).sum();
+        assert_eq!(sum, 6, "{l}");
+        assert!(c["completed"].as_u64().unwrap() >= 1, "{l}");
+        let (ttft, e2e) = (l["ttft_ms"]["p50"].as_f64().unwrap(), l["e2e_ms"]["p50"].as_f64().unwrap());
+        assert!(ttft > 0.0 && e2e >= ttft, "{l}");
+        assert!(l["achieved_rps"].as_f64().unwrap() > 0.0, "{l}");
+        assert!(l["send_lag_ms"]["max"].as_f64().unwrap() >= 0.0, "{l}");
+        assert!(l["in_flight_max"].as_u64().unwrap() >= 1, "{l}");
+        assert!(l["saturated"].is_boolean() && l["goodput_pct"].as_f64().is_some(), "{l}");
+    }
+    assert!(dir.path().join("rate.csv").exists());
+    let lines = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    assert_eq!(lines.lines().filter(|l| l.contains("\"phase\":\"rate\"")).count(), 12);
+}
