@@ -185,3 +185,60 @@ fn bad_bounds_and_inputs_are_refused_clearly() {
         assert!(out.is_empty(), "{args:?}: {out}");
     }
 }
+
+/// A reference-tool file (llm-inference-bench JSON) is imported on the fly: against itself every
+/// figure differs by 0 with the no-interval mark and the gate passes; a copy whose 4-user cell is
+/// twice as slow still passes (no interval, never significant), and one whose 1-user cell failed
+/// fails the gate as a lost cell (docs/compare.md).
+#[test]
+fn a_reference_tool_file_is_compared_with_its_marks() {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/bench/bench-0.7.0.json");
+    let (code, out, err) = compare(&[reference, reference, "--fail-on", GATE]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("B compared with A: 2 cells compared"), "{out}");
+    for users in [1, 4] {
+        let row = out.lines().find(|l| l.starts_with(&format!("16K      {users} "))).unwrap_or_else(|| panic!("{out}"));
+        assert!(row.contains("+0.0 %?") && !row.contains('*'), "no interval, no significance: {row}");
+    }
+    assert!(out.contains(&format!("--fail-on {GATE}: passed")), "{out}");
+
+    let edited = |edit: &dyn Fn(&mut Value), name: &str| {
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(reference).unwrap()).unwrap();
+        for cell in v["results"].as_array_mut().unwrap().iter_mut().filter(|c| c["benchmark_mode"] == "duration") {
+            edit(cell);
+        }
+        let path = dir.path().join(name);
+        std::fs::write(&path, v.to_string()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let halved = edited(
+        &|c| {
+            if c["concurrency"] == 4 {
+                c["aggregate_tps"] = 60.25.into()
+            }
+        },
+        "halved.json",
+    );
+    let (code, out, err) = compare(&[reference, &halved, "--fail-on", GATE, "--format", "json"]);
+    assert_eq!(code, 0, "a difference without intervals fails no bound: {out}\n{err}");
+    let json: Value = serde_json::from_str(&out).unwrap();
+    let cells = json["comparisons"][0]["cells"].as_array().unwrap();
+    let four = cells.iter().find(|c| c["concurrency"] == 4).unwrap();
+    assert_eq!(four["figures"]["total_tok_s"]["diff_pct"], -50.0, "{four}");
+    assert_eq!(four["figures"]["total_tok_s"]["significance"], "no_interval", "{four}");
+    assert_eq!(json["gate"]["passed"], true, "{json}");
+
+    let broken = edited(
+        &|c| {
+            if c["concurrency"] == 1 {
+                c["failure_reason"] = "stream stalled".into()
+            }
+        },
+        "broken.json",
+    );
+    let (code, out, err) = compare(&[reference, &broken, "--fail-on", GATE]);
+    assert_eq!(code, 1, "a cell valid in A and not in B fails the gate: {out}\n{err}");
+    assert!(out.contains("not compared: valid in A, error in B"), "{out}");
+    assert!(out.contains("FAILED (1 failure"), "{out}");
+}
