@@ -137,6 +137,42 @@ async fn repeats_flag_a_drifting_server() {
     assert_eq!(r.record()["settings"]["repeats"], 3);
 }
 
+/// `--repeats 2` over two cells measures in passes: every request of pass 1, of both cells, is
+/// sent before any request of pass 2 (back-to-back repeats would send 1K × 1's second pass before
+/// 1K × 2's first), and the run's events say the same order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeats_are_interleaved_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let quiet = profile(dir.path(), "quiet", "");
+    let args = ["--concurrency", "1,2", "--duration", "1s", "--repeats", "2", "--save-requests"];
+    let r = run_on(dir.path(), &quiet, &args).await;
+    let lines = crate::common::request_lines(&dir.path().join("out"));
+    // (repeat, concurrency) → the span of its requests' sends
+    let mut spans: Vec<((u64, u64), f64, f64)> = Vec::new();
+    for l in lines.iter().filter(|l| l["phase"] == "decode") {
+        let key = (l["repeat"].as_u64().expect("repeat on every line"), l["concurrency"].as_u64().unwrap());
+        let sent = l["sent_s"].as_f64().unwrap();
+        match spans.iter_mut().find(|s| s.0 == key) {
+            Some(s) => (s.1, s.2) = (s.1.min(sent), s.2.max(sent)),
+            None => spans.push((key, sent, sent)),
+        }
+    }
+    spans.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let order: Vec<(u64, u64)> = spans.iter().map(|s| s.0).collect();
+    assert_eq!(order, [(1, 1), (1, 2), (2, 1), (2, 2)], "pass 1 of every cell, then pass 2: {spans:?}");
+    for pair in spans.windows(2) {
+        assert!(pair[0].2 < pair[1].1, "a measurement's requests all go before the next one's: {spans:?}");
+    }
+    // the events log the cells' starts in the same order
+    let results: Vec<u64> = r.record()["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["text"].as_str()?.strip_prefix("cell 1K × ")?.strip_suffix(" started")?.parse().ok())
+        .collect();
+    assert_eq!(results, [1, 2, 1, 2], "{}", r.record()["events"]);
+}
+
 /// Bad precision flags are refused before anything starts, saying what to give.
 #[test]
 fn bad_precision_flags_say_what_to_give() {
