@@ -21,6 +21,9 @@ pub struct ChunkRatio {
     pub uncertainty: f64,
     /// Requests in the sample.
     pub requests: u64,
+    /// Chunks in the sample (Σ m).
+    pub chunks: u64,
+    pub spread: ChunkSpread,
     pub source: RatioSource,
 }
 
@@ -32,20 +35,44 @@ pub enum RatioSource {
     Probe,
 }
 
+/// Whether every chunk carries the same number of tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ChunkSpread {
+    /// One count K explains every request: all its chunks carry K but one shorter (the last, as
+    /// `max_tokens` runs out). A fixed K per chunk (a server batching its output) looks like this.
+    Constant,
+    /// No single K does (speculative decoding: each step emits 1 + the accepted drafts, varying
+    /// by request and by batch). `sd` is the standard deviation of one chunk's tokens, estimated
+    /// from how the requests' ratios scatter (see [`chunk_sd`]); `None` from a single request,
+    /// which cannot tell how much they vary.
+    Variable { sd: Option<f64> },
+}
+
+/// z of a two-sided 95 % normal bound: the count's error bound is this many standard deviations.
+pub const Z95: f64 = 1.96;
+
 impl ChunkRatio {
     /// From `(tokens, chunks)` of each request whose usage covered its chunks; `None` without any.
     pub fn measure(samples: impl IntoIterator<Item = (u64, u64)>, source: RatioSource) -> Option<ChunkRatio> {
-        let (mut tokens, mut chunks, mut requests) = (0u64, 0u64, 0u64);
-        for (t, c) in samples.into_iter().filter(|&(_, c)| c > 0) {
-            tokens += t;
-            chunks += c;
-            requests += 1;
-        }
-        (chunks > 0 && tokens > 0).then(|| ChunkRatio {
-            tokens_per_chunk: tokens as f64 / chunks as f64,
-            uncertainty: requests as f64 / chunks as f64,
-            requests,
-            source,
+        let samples: Vec<(u64, u64)> = samples.into_iter().filter(|&(_, c)| c > 0).collect();
+        let tokens: u64 = samples.iter().map(|s| s.0).sum();
+        let chunks: u64 = samples.iter().map(|s| s.1).sum();
+        let requests = samples.len() as u64;
+        (chunks > 0 && tokens > 0).then(|| {
+            let tokens_per_chunk = tokens as f64 / chunks as f64;
+            let spread = if constant_count(&samples) {
+                ChunkSpread::Constant
+            } else {
+                ChunkSpread::Variable { sd: chunk_sd(&samples, tokens_per_chunk) }
+            };
+            ChunkRatio {
+                tokens_per_chunk,
+                uncertainty: requests as f64 / chunks as f64,
+                requests,
+                chunks,
+                spread,
+                source,
+            }
         })
     }
 
@@ -53,6 +80,39 @@ impl ChunkRatio {
     pub fn of_logs(logs: &[RequestLog]) -> Option<ChunkRatio> {
         ChunkRatio::measure(logs.iter().filter(|l| l.usage_at_end).filter_map(last_anchor), RatioSource::EndedRequests)
     }
+
+    /// The standard deviation (tokens) of a count made of `estimated_chunks` chunks counted at
+    /// this ratio plus `split` (Σ k(m − k)/m over requests whose total was split between the
+    /// window's inside and outside, see [`split_chunks`]): each counted chunk's own deviation from
+    /// the mean, the ratio's error on all of them, and where a split total's tokens really fell.
+    /// 0 when every chunk carries the same count; `None` when the counts vary by an unknown amount.
+    pub fn count_sd(&self, estimated_chunks: f64, split: f64) -> Option<f64> {
+        match self.spread {
+            ChunkSpread::Constant => Some(0.0),
+            ChunkSpread::Variable { sd } => {
+                let m = estimated_chunks;
+                sd.map(|sd| sd * (m + m * m / self.chunks as f64 + split).sqrt())
+            }
+        }
+    }
+}
+
+/// Whether one K explains every request: K·m − T between 0 and K − 1 (one short chunk).
+fn constant_count(samples: &[(u64, u64)]) -> bool {
+    let k = samples.iter().map(|&(t, m)| t.div_ceil(m)).max().unwrap_or(1);
+    samples.iter().all(|&(t, m)| (k * m).checked_sub(t).is_some_and(|short| short < k))
+}
+
+/// The standard deviation of one chunk's tokens, from the requests' ratios: a request of m chunks
+/// whose chunks vary independently by σ has a ratio that varies by σ/√m, so
+/// σ̂² = Σ (Tᵢ − ρ·mᵢ)²/mᵢ / (n − 1). A difference between requests (their batches, their text)
+/// widens it too, as it should. `None` below two requests.
+fn chunk_sd(samples: &[(u64, u64)], ratio: f64) -> Option<f64> {
+    let n = samples.len();
+    (n >= 2).then(|| {
+        let ss: f64 = samples.iter().map(|&(t, m)| (t as f64 - ratio * m as f64).powi(2) / m as f64).sum();
+        (ss / (n - 1) as f64).sqrt()
+    })
 }
 
 /// `(usage, chunks)` at the last chunk whose usage is known.
@@ -149,5 +209,42 @@ mod tests {
         assert!((3.0 / r.tokens_per_chunk - 1.0) <= r.uncertainty, "the true ratio lies within the bound");
         assert_eq!(r.requests, 2);
         assert_eq!(ChunkRatio::measure([(5, 0)], RatioSource::Probe), None, "no chunks, no ratio");
+    }
+    #[test]
+    fn a_constant_count_is_told_from_a_varying_one() {
+        use RatioSource::EndedRequests;
+        // K = 3, each request's last chunk short or not: one K explains them all
+        let r = ChunkRatio::measure([(512, 171), (300, 100), (299, 100)], EndedRequests).unwrap();
+        assert_eq!(r.spread, ChunkSpread::Constant);
+        assert_eq!(r.count_sd(1000.0, 50.0), Some(0.0), "a constant count has only the remainder's error");
+        // 2.3 tokens per chunk: no K explains it; ρ = 2.325, deviations ∓5 over 200 chunks each
+        let r = ChunkRatio::measure([(460, 200), (470, 200)], EndedRequests).unwrap();
+        let ChunkSpread::Variable { sd: Some(sd) } = r.spread else { panic!("{r:?}") };
+        assert!((sd - 0.5).abs() < 1e-12, "σ̂² = (25 + 25)/200 / 1: {sd}");
+        // 400 chunks at ρ: their own spread and the ratio's error, plus a split total's
+        let want = 0.5 * (400.0 + 400.0 * 400.0 / 400.0 + 30.0f64).sqrt();
+        assert!((r.count_sd(400.0, 30.0).unwrap() - want).abs() < 1e-9);
+        // one request cannot tell how much chunks vary
+        let r = ChunkRatio::measure([(460, 200)], RatioSource::Probe).unwrap();
+        assert_eq!(r.spread, ChunkSpread::Variable { sd: None });
+        assert_eq!(r.count_sd(10.0, 0.0), None);
+    }
+
+    /// Chunks of 1 to 5 tokens drawn at random: σ̂ from 30 requests' totals is the draws' σ.
+    #[test]
+    fn the_chunk_sd_is_the_spread_of_one_chunks_tokens() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut draw = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            1 + x % 5
+        };
+        let samples: Vec<(u64, u64)> = (0..30).map(|i| ((0..150 + i).map(|_| draw()).sum(), 150 + i)).collect();
+        let r = ChunkRatio::measure(samples, RatioSource::EndedRequests).unwrap();
+        let ChunkSpread::Variable { sd: Some(sd) } = r.spread else { panic!("{r:?}") };
+        // uniform on 1..=5: σ = √2
+        assert!((sd / 2f64.sqrt() - 1.0).abs() < 0.3, "σ̂ {sd}");
+        assert!((r.tokens_per_chunk - 3.0).abs() < 0.05, "{r:?}");
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use sm_core::record::{CellStatus, TokenSource};
 
 use crate::health::Health;
-use crate::tokens::RatioSource;
+use crate::tokens::{ChunkRatio, ChunkSpread, RatioSource, Z95};
 use crate::window::Figures;
 
 /// What a cell ended with: its status, why, its figures where valid, and what to warn about.
@@ -57,7 +57,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         return CellOutcome::failed(CellStatus::Error, "no tokens arrived inside the window");
     }
     let mut warnings = Vec::new();
-    match token_count_note(&f) {
+    match token_count_note(&f, concurrency) {
         Ok(note) => warnings.extend(note),
         Err(reason) => return CellOutcome::failed(CellStatus::Error, reason),
     }
@@ -94,8 +94,8 @@ pub const MAX_COUNT_ERROR: f64 = 0.01;
 pub const OPEN_GAP_WARN_SHARE: f64 = 0.1;
 
 /// What the cell says about how its tokens were counted: `Err` when the count cannot be trusted
-/// within [`MAX_COUNT_ERROR`].
-fn token_count_note(f: &Figures) -> Result<Option<String>, String> {
+/// within [`MAX_COUNT_ERROR`] (methodology §7.3, `token_source`).
+fn token_count_note(f: &Figures, concurrency: u32) -> Result<Option<String>, String> {
     match f.token_source {
         Some(TokenSource::UsageAtEnd) => {}
         Some(TokenSource::Chunks) => {
@@ -113,8 +113,6 @@ fn token_count_note(f: &Figures) -> Result<Option<String>, String> {
             f.estimated_tokens
         ));
     };
-    let share = f.estimated_tokens as f64 / f.output_tokens as f64;
-    let bound = share * r.uncertainty;
     let from = match r.source {
         RatioSource::EndedRequests => format!("measured over {} request(s) of the cell that ended", r.requests),
         RatioSource::Probe => "measured by a probe request after the cell, as none of its requests ended".into(),
@@ -123,14 +121,52 @@ fn token_count_note(f: &Figures) -> Result<Option<String>, String> {
         "{} of the window's {} tokens came in requests cut off before their usage total and were counted at {:.3} tokens per chunk ({from})",
         f.estimated_tokens, f.output_tokens, r.tokens_per_chunk
     );
+    let bound = count_error_bound(f, &r, concurrency)
+        .map_err(|why| format!("the token count cannot be trusted: {what}, but {why}; {LET_REQUESTS_END}"))?;
     if bound > MAX_COUNT_ERROR {
         return Err(format!(
-            "the token count may be off by up to {:.1} %: {what}; a chunk's worth of tokens in {:.1} % of the sample's chunks is too coarse (a larger --max-tokens makes finished requests longer)",
+            "the token count may be off by up to {:.1} %: {what}; {}",
             bound * 100.0,
-            r.uncertainty * 100.0
+            match r.spread {
+                ChunkSpread::Constant => format!(
+                    "a chunk's worth of tokens in {:.1} % of the sample's chunks is too coarse (a larger --max-tokens makes finished requests longer)",
+                    r.uncertainty * 100.0
+                ),
+                ChunkSpread::Variable { .. } =>
+                    format!("tokens per chunk vary between requests (speculative decoding?); {LET_REQUESTS_END}"),
+            }
         ));
     }
-    Ok(Some(format!("{spread}; {what}")))
+    Ok(Some(format!("{spread}; {what}, good to ±{:.2} %", bound * 100.0)))
+}
+
+const LET_REQUESTS_END: &str = "a smaller --max-tokens or a longer --duration lets more requests end inside the cell and be counted by their totals";
+
+/// The count's possible error, relative to `output_tokens`: the short last chunks of the
+/// sample (share of tokens counted at ρ × the ratio's remainder bound) and, where chunks carry
+/// varying counts, [`Z95`] standard deviations of the counted chunks and of the split totals.
+/// `Err` says why no bound can be given: a single request cannot tell how much chunks vary, and a
+/// probe on an idle server at batch 1 does not tell what chunks carried at C streams.
+fn count_error_bound(f: &Figures, r: &ChunkRatio, concurrency: u32) -> Result<f64, String> {
+    let share = f.estimated_tokens as f64 / f.output_tokens as f64;
+    let remainder = share * r.uncertainty;
+    if matches!(r.spread, ChunkSpread::Constant) {
+        return Ok(remainder);
+    }
+    if r.source == RatioSource::Probe && concurrency > 1 {
+        return Err(format!(
+            "chunks carried a varying number of tokens ({:.3} on average in the probe), and the probe ran alone on an idle server: what its chunks carried says nothing of what chunks carried at {concurrency} streams",
+            r.tokens_per_chunk
+        ));
+    }
+    let estimated_chunks = f.estimated_tokens as f64 / r.tokens_per_chunk;
+    match r.count_sd(estimated_chunks, f.split_chunks) {
+        Some(sd) => Ok(remainder + Z95 * sd / f.output_tokens as f64),
+        None => Err(format!(
+            "chunks carried a varying number of tokens ({:.3} on average) and a single request cannot tell by how much they vary",
+            r.tokens_per_chunk
+        )),
+    }
 }
 
 /// What a censored gap says (methodology §6.11): `Err` past `stall`, a warning past
@@ -154,7 +190,6 @@ fn open_gap_note(f: &Figures, stall: Duration) -> Result<Option<String>, String>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tokens::ChunkRatio;
 
     fn figures_with_hit(pct: Option<f64>) -> Figures {
         Figures { output_tokens: 10, avg_active: 1.0, prompt_cache_hit_pct: pct, ..Figures::default() }
@@ -184,7 +219,14 @@ mod tests {
     }
 
     fn ratio(uncertainty: f64, source: RatioSource) -> Option<ChunkRatio> {
-        Some(ChunkRatio { tokens_per_chunk: 4.0, uncertainty, requests: 2, source })
+        Some(ChunkRatio {
+            tokens_per_chunk: 4.0,
+            uncertainty,
+            requests: 2,
+            chunks: 500,
+            spread: ChunkSpread::Constant,
+            source,
+        })
     }
 
     #[test]
@@ -204,6 +246,32 @@ mod tests {
         // a 4 % bound on all tokens is not; on a fifth of them it is 0.8 %
         assert_eq!(verdict(usage_at_end(1000, ratio(0.04, RatioSource::EndedRequests))).status, CellStatus::Error);
         assert_eq!(verdict(usage_at_end(200, ratio(0.04, RatioSource::EndedRequests))).status, CellStatus::Valid);
+    }
+
+    fn variable(sd: Option<f64>, source: RatioSource) -> Option<ChunkRatio> {
+        let spread = ChunkSpread::Variable { sd };
+        Some(ChunkRatio { tokens_per_chunk: 4.0, uncertainty: 0.001, requests: 2, chunks: 500, spread, source })
+    }
+
+    #[test]
+    fn varying_tokens_per_chunk_widen_the_bound_and_an_idle_probe_does_not_speak_for_c_streams() {
+        let stall = Duration::from_secs(15);
+        // 1,000 tokens at 4 per chunk, σ 0.5 a chunk: 1.96 × 0.5 × √(250 + 125) = 19 tokens, 1.9 %
+        let o = judge(usage_at_end(1000, variable(Some(0.5), RatioSource::EndedRequests)), 2, true, stall);
+        assert_eq!(o.status, CellStatus::Error, "{o:?}");
+        assert!(o.reason.unwrap().contains("tokens per chunk vary"));
+        // a tenth of them: 1.96 × 0.5 × √(25 + 1.25) = 5 tokens, 0.5 %: valid, and the bound said
+        let o = judge(usage_at_end(100, variable(Some(0.5), RatioSource::EndedRequests)), 2, true, stall);
+        assert_eq!(o.status, CellStatus::Valid, "{o:?}");
+        assert!(o.warnings.iter().any(|w| w.contains("good to ±0.51 %")), "{o:?}");
+        // an idle batch-1 probe with varying counts cannot count a C > 1 cell, however few tokens
+        let o = judge(usage_at_end(10, variable(Some(0.5), RatioSource::Probe)), 4, true, stall);
+        assert_eq!(o.status, CellStatus::Error);
+        assert!(o.reason.unwrap().contains("the probe ran alone on an idle server"));
+        // one request cannot tell how much chunks vary
+        let o = judge(usage_at_end(100, variable(None, RatioSource::Probe)), 1, true, stall);
+        assert_eq!(o.status, CellStatus::Error);
+        assert!(o.reason.unwrap().contains("a single request cannot tell"));
     }
 
     #[test]

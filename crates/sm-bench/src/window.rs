@@ -10,7 +10,7 @@ use sm_core::slo::RequestFigures;
 use sm_core::stats::{Quantiles, median};
 
 use crate::request_log::RequestLog;
-use crate::tokens::{ChunkRatio, attribute};
+use crate::tokens::{ChunkRatio, attribute, last_anchor};
 
 /// The window `[start, end)` on the run's monotonic clock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +58,9 @@ pub struct Figures {
     pub estimated_tokens: u64,
     /// The tokens per chunk that counted `estimated_tokens`.
     pub chunk_ratio: Option<ChunkRatio>,
+    /// Σ k(m − k)/m over requests whose usage total at their end covered m chunks, k of them inside
+    /// the window: how uncertain the split of their totals is when chunks carry varying counts.
+    pub split_chunks: f64,
     /// The longest censored gap: W1 − the last token before W1 of a stream still open at W1.
     pub longest_open_gap_ms: Option<f64>,
     /// Every request of the TTFT population (§7.3) with what it saw inside the window, for the SLO and goodput (§11.2).
@@ -95,7 +98,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         None
     };
     let per_chunk = ratio.map(|r| r.tokens_per_chunk);
-    let (mut output, mut estimated) = (0.0f64, 0.0f64);
+    let (mut output, mut estimated, mut split) = (0.0f64, 0.0f64, 0.0f64);
     let mut tbt = Vec::new();
     let mut gaps = Vec::new();
     let mut requests = 0;
@@ -104,6 +107,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         let seen = in_window(log, per_chunk, window, &mut gaps);
         output += seen.tokens;
         estimated += seen.estimated;
+        split += seen.split;
         requests += u64::from(seen.any);
         tbt.extend(seen.tbt_ms);
         // the TTFT population (§7.3): every request whose first token came before W1
@@ -143,6 +147,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         retried: logs.iter().filter(|r| r.retried).count() as u64,
         estimated_tokens: estimated.round() as u64,
         chunk_ratio: ratio.filter(|_| estimated > 0.0),
+        split_chunks: split,
         longest_open_gap_ms,
         per_request,
         ci,
@@ -210,6 +215,8 @@ pub(crate) struct InWindow {
     pub(crate) tokens: f64,
     /// Of `tokens`, those counted at the measured tokens per chunk.
     estimated: f64,
+    /// k(m − k)/m when its usage total at the end covered m chunks, k of them inside the window.
+    split: f64,
     /// TBT(r) over its in-window chunks; `None` with fewer than two tokens there.
     tbt_ms: Option<f64>,
     /// Whether it had a token-bearing chunk inside the window.
@@ -219,8 +226,8 @@ pub(crate) struct InWindow {
 /// One stream's in-window tokens and TBT; its gaps between in-window chunks go to `gaps`.
 pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window, gaps: &mut Vec<f64>) -> InWindow {
     let counts = attribute(&log.points, per_chunk);
-    let mut seen = InWindow { tokens: 0.0, estimated: 0.0, tbt_ms: None, any: false };
-    let mut prev_tokens = 0.0;
+    let mut seen = InWindow { tokens: 0.0, estimated: 0.0, split: 0.0, tbt_ms: None, any: false };
+    let (mut prev_tokens, mut prev_chunks, mut covered_in) = (0.0, 0u64, 0u64);
     let mut first_in: Option<(Instant, f64)> = None;
     let mut last_in: Option<(Instant, f64)> = None;
     for (p, &(tokens, guessed)) in log.points.iter().zip(&counts) {
@@ -229,6 +236,8 @@ pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window
             seen.tokens += carried;
             if guessed {
                 seen.estimated += carried;
+            } else {
+                covered_in += p.chunks.saturating_sub(prev_chunks);
             }
             if let Some((at, _)) = last_in {
                 gaps.push(ms(p.at - at));
@@ -237,6 +246,11 @@ pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window
             last_in = Some((p.at, tokens));
         }
         prev_tokens = tokens;
+        prev_chunks = p.chunks;
+    }
+    if let Some((_, m)) = last_anchor(log).filter(|_| log.usage_at_end && covered_in > 0) {
+        let (k, m) = (covered_in as f64, m as f64);
+        seen.split = (k * (m - k) / m).max(0.0);
     }
     if let (Some((a_at, a_tokens)), Some((b_at, b_tokens))) = (first_in, last_in) {
         seen.any = true;

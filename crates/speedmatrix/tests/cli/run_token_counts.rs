@@ -3,7 +3,9 @@
 //! for requests that end inside the window, span its start, or outlast it; and a stream that
 //! goes silent shortly before the window closes.
 
-use crate::common::{QUICK, SimSpec, run, sim, trace_lines};
+use std::collections::HashMap;
+
+use crate::common::{QUICK, SimSpec, num, request_lines, run, sim, trace_lines};
 use serde_json::Value;
 
 /// The server's decode rate per request (tok/s), from the trace: over each request that made more
@@ -99,4 +101,98 @@ async fn a_stall_the_window_end_cuts_off_is_said() {
     assert_eq!(cell["status"], "valid", "{cell}\n{}", r.stderr);
     let warnings = cell["warnings"].to_string();
     assert!(warnings.contains("a stream sent nothing in the last"), "the censored gap is said: {cell}");
+}
+
+/// The tokens the engine emitted to a cell's requests that reached the client inside its window,
+/// from the trace: each request's emissions moved onto the run's clock by its first token (the
+/// client saw it at `first_token_s`), counted inside [W1 − duration, W1). W1 is taken just after
+/// the last token of a stream the window's end cut off; the true W1 is at most one decode step
+/// later, a ~0.1 % error at each end of a 2–3 s window.
+fn window_truth(lines: &[&Value], trace: &HashMap<String, Value>, duration: f64) -> f64 {
+    let cut = lines.iter().filter(|l| l["status"] == "cancelled" && l["in_window"] == true);
+    let w1 = cut.map(|l| num(&l["last_token_s"])).fold(f64::MIN, f64::max) + 1e-6;
+    let w0 = w1 - duration;
+    let mut tokens = 0.0;
+    for l in lines.iter().filter(|l| !l["first_token_s"].is_null()) {
+        let id = l["request_id"].as_str().expect("the server's id");
+        let emissions = trace[id]["emissions"].as_array().unwrap();
+        let offset = num(&l["first_token_s"]) - num(&emissions[0][0]);
+        tokens +=
+            emissions.iter().filter(|e| (w0..w1).contains(&(num(&e[0]) + offset))).map(|e| num(&e[1])).sum::<f64>();
+    }
+    tokens
+}
+
+/// Speculative decoding (2.3 tokens per chunk on average, varying chunk by chunk) on a server that
+/// reports usage only at the end: a cell is valid only with a count within 1 % of what the engine
+/// sent inside the window. A cell whose requests end inside it is counted from their totals and
+/// the spread of their tokens per chunk; a C > 1 cell whose requests outlast the window cannot be
+/// counted by an idle batch-1 probe, and a single request cannot tell how much chunks vary.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn speculative_decoding_with_usage_at_the_end_is_counted_within_one_percent_or_not_valid() {
+    struct Spec {
+        concurrency: u64,
+        max_tokens: &'static str,
+        duration: f64,
+        /// `Some(text)`: the cell must be an error saying this; `None`: it must be valid.
+        error: Option<&'static str>,
+    }
+    let cases = [
+        Spec { concurrency: 2, max_tokens: "200", duration: 3.0, error: None },
+        Spec {
+            concurrency: 4,
+            max_tokens: "8000",
+            duration: 2.0,
+            error: Some("the probe ran alone on an idle server"),
+        },
+        Spec { concurrency: 1, max_tokens: "8000", duration: 2.0, error: Some("a single request cannot tell") },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("spec.toml");
+    let text = format!(
+        "{}\n[speculative]\ndraft_tokens = 4\nacceptance = 0.6\nseed = 5\n",
+        include_str!("../../../sm-sim/profiles/tiny.toml")
+    );
+    std::fs::write(&profile, text).unwrap();
+    let mut failures = Vec::new();
+    for (i, case) in cases.iter().enumerate() {
+        let dir = dir.path().join(i.to_string());
+        std::fs::create_dir(&dir).unwrap();
+        let spec = SimSpec {
+            profile: profile.to_str().unwrap(),
+            faults: &["usage-at-end"],
+            trace_dir: Some(&dir),
+            ..SimSpec::default()
+        };
+        let sim = sim(spec).await;
+        let (url, c, d) = (sim.handle.url(), case.concurrency.to_string(), format!("{}s", case.duration));
+        let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", &c, "--duration", &d];
+        args.extend_from_slice(&["--max-tokens", case.max_tokens, "--save-requests"]);
+        args.extend_from_slice(QUICK);
+        let out = dir.join("out");
+        let r = run(&out, &args).await;
+        sim.handle.shutdown().await;
+        let cell = r.cell(1024, case.concurrency);
+        let name = format!("C={} max_tokens={}", case.concurrency, case.max_tokens);
+        if cell["status"] == "valid" {
+            let trace: HashMap<String, Value> = trace_lines(&dir.join("trace.jsonl"))
+                .into_iter()
+                .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+                .collect();
+            let lines = request_lines(&out);
+            let lines: Vec<&Value> = lines.iter().filter(|l| l["phase"] == "decode").collect();
+            let truth = window_truth(&lines, &trace, case.duration);
+            let counted = num(&cell["output_tokens"]);
+            let off = (counted / truth - 1.0) * 100.0;
+            eprintln!("{name}: counted {counted} tokens, the engine sent {truth} in the window ({off:+.2} %)");
+            if off.abs() > 1.0 || case.error.is_some() {
+                failures.push(format!(
+                    "{name}: valid with {counted} tokens, the engine sent {truth} ({off:+.2} %): {cell}"
+                ));
+            }
+        } else if case.error.is_none_or(|says| !cell["reason"].as_str().is_some_and(|r| r.contains(says))) {
+            failures.push(format!("{name}: expected {:?}, got {cell}", case.error.unwrap_or("valid")));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
