@@ -67,6 +67,9 @@ pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), Ing
     let mut record = sm_report::import_str(text)?;
     crate::validate::check(&record)?;
     crate::scrub::scrub_record(&mut record)?;
+    // redaction rewrites texts (a one-letter `?token=a` becomes `<redacted>`): what is stored must
+    // pass the same checks as what was sent
+    crate::validate::check(&record)?;
     // the hash is of the run as uploaded, so the same file is the same run before and after the
     // site learnt to answer (the answer is a function of the record)
     let content_hash = crate::identity::content_hash(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
@@ -156,6 +159,26 @@ mod tests {
         let e = prepare(&v.to_string(), "alice").unwrap_err();
         assert!(matches!(e, IngestError::Secret(_)), "{e}");
         assert!(!e.to_string().contains("sk-supersecret"), "{e}");
+    }
+
+    #[test]
+    fn the_run_is_checked_again_after_redaction() {
+        use crate::validate::MAX_TEXT_BYTES;
+        let mut v: Value = serde_json::from_str(&sample()).unwrap();
+        // within the limit as sent; each one-letter token grows into `<redacted>`
+        let link = " http://h/?token=a";
+        let label = link.repeat(MAX_TEXT_BYTES / link.len());
+        assert!(label.len() <= MAX_TEXT_BYTES && label.len() + 9 * (MAX_TEXT_BYTES / link.len()) > MAX_TEXT_BYTES);
+        v["label"] = label.into();
+        let mut sent: RunRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(crate::validate::check(&sent), Ok(()), "the run as sent is within the limits");
+        crate::scrub::scrub_record(&mut sent).unwrap();
+        assert!(sent.label.as_deref().unwrap().contains("?token=<redacted>"));
+        let e = prepare(&v.to_string(), "alice").unwrap_err();
+        assert!(
+            matches!(&e, IngestError::Refused(crate::validate::Refusal::TextTooLong { path, .. }) if path == "label"),
+            "{e}"
+        );
     }
 
     #[test]
