@@ -181,6 +181,31 @@ mod tests {
         );
     }
 
+    /// The reference tool's upload stores the server's argv with its API key: redacted there, and
+    /// nowhere else rewritten, though the key is a piece of the model's name.
+    #[test]
+    fn a_reference_upload_keeps_its_model_when_the_key_is_part_of_it() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json"
+        );
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let argv = v["server"]["argv"].as_array_mut().unwrap();
+        let at = argv.iter().position(|w| w == "--api-key").unwrap();
+        argv[at + 1] = "Ling".into();
+        let (record, stored) = prepare(&v.to_string(), "alice").unwrap();
+        assert_eq!(stored.model, "Ling-3.0-flash-int4");
+        assert!(record.launch_command.as_deref().unwrap().contains("--api-key <redacted>"));
+        assert!(!stored.record.replace("inclusionAI/Ling-3.0-flash-int4", "").contains("Ling"), "{}", stored.record);
+        // a key that is also elsewhere in the file: refused, never stored
+        let argv = v["server"]["argv"].as_array_mut().unwrap();
+        argv[at + 1] = "sk-echoed-98765".into();
+        v["client"]["note"] = "bad key sk-echoed-98765".into();
+        let e = prepare(&v.to_string(), "alice").unwrap_err();
+        assert!(matches!(e, IngestError::Import(sm_report::ImportError::SecretElsewhere)), "{e}");
+        assert!(!e.to_string().contains("sk-echoed"), "{e}");
+    }
+
     #[test]
     fn a_run_of_unknown_date_is_not_listed_as_1970() {
         let path = concat!(
