@@ -372,3 +372,21 @@ async fn credentials_in_the_url_are_refused_and_never_shown() {
     sim.handle.shutdown().await;
     assert!(!out.exists(), "nothing is written for a refused run");
 }
+
+/// A key that is also a word of the record's structure (a field name) cannot be scrubbed out of
+/// `run.json`: the run stops before it measures and writes nothing, and says to use a real key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_is_a_field_name_fails_closed() {
+    let sim = sim(SimSpec { api_key: Some("concurrency"), ..SimSpec::default() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let url = sim.handle.url();
+    let mut args = vec!["run", "--url", &url, "--api-key", "concurrency", "--contexts", "1k", "--concurrency", "1"];
+    args.extend_from_slice(crate::common::QUICK);
+    args.extend_from_slice(&["--duration", "1s", "--out", out.to_str().unwrap()]);
+    let (code, console) = output(command(&args)).await;
+    sim.handle.shutdown().await;
+    assert_eq!(code, 1, "{console}");
+    assert!(console.contains("is also part of the structure") && console.contains("Use a real key"), "{console}");
+    assert!(!out.join("run.json").exists(), "no run.json holds the key");
+}
