@@ -73,11 +73,11 @@ impl Journal {
     }
 
     /// Writes the record with every secret this process was given scrubbed out
-    /// ([`sm_core::secrets`]): whatever a server sent back, `run.json` never holds a secret.
+    /// ([`sm_core::secrets`]): whatever a server sent back, `run.json` never holds a secret. A
+    /// secret that is a word of the record's structure fails the write rather than leave it.
     pub fn write(&self, record: &RunRecord) -> io::Result<()> {
-        let mut value = serde_json::to_value(record).map_err(io::Error::other)?;
-        sm_core::secrets::scrub_json(&mut value);
-        let json = serde_json::to_vec_pretty(&value).map_err(io::Error::other)?;
+        let clean = sm_core::secrets::scrubbed(record).map_err(io::Error::other)?;
+        let json = serde_json::to_vec_pretty(&clean).map_err(io::Error::other)?;
         write_atomic(&self.path(), &json)
     }
 }

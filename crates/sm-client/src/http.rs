@@ -324,10 +324,24 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
     cur.to_string()
 }
 
+/// `url` as an error may quote it: without credentials, query or fragment (they may hold a key).
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.set_query(None);
+            u.set_fragment(None);
+            u.to_string()
+        }
+        Err(_) => sm_core::redact::redact_text(url).text,
+    }
+}
+
 /// Drops a trailing `/` or `/v1`, refuses credentials in the URL (they would end
-/// up in results) and anything but http(s).
+/// up in results), a query or fragment, and anything but http(s).
 pub fn normalize_base(url: &str) -> Result<String, ClientError> {
-    let bad = |reason: &str| ClientError::BadUrl { url: url.to_string(), reason: reason.to_string() };
+    let bad = |reason: &str| ClientError::BadUrl { url: shown_url(url), reason: reason.to_string() };
     let parsed = reqwest::Url::parse(url).map_err(|e| bad(&format!("{e} (expected e.g. http://127.0.0.1:8000)")))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err(bad("only http:// and https:// are supported"));
@@ -337,6 +351,13 @@ pub fn normalize_base(url: &str) -> Result<String, ClientError> {
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(bad("credentials in the URL are not allowed; pass --api-key or set OPENAI_API_KEY"));
+    }
+    // request paths are appended to the base: a query (`?api_key=…`) would end up inside them
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err(bad(
+            "a query or fragment in the URL is not allowed (give the server's base URL, e.g. http://127.0.0.1:8000); \
+             pass a key with --api-key or OPENAI_API_KEY",
+        ));
     }
     let mut s = parsed.as_str().trim_end_matches('/').to_string();
     if let Some(stripped) = s.strip_suffix("/v1") {
@@ -358,6 +379,9 @@ mod tests {
         assert!(normalize_base("localhost:8000").is_err());
         let e = normalize_base("http://u:secret@h:1").unwrap_err().to_string();
         assert!(e.contains("--api-key"), "{e}");
+        assert!(!e.contains("secret") && !e.contains("u:") && e.contains("'http://h:1/'"), "{e}");
+        let e = normalize_base("http://h:1/v1?api_key=k-secret").unwrap_err().to_string();
+        assert!(e.contains("query") && e.contains("--api-key") && !e.contains("k-secret"), "{e}");
     }
 
     #[test]

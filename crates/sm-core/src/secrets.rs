@@ -22,6 +22,9 @@ use crate::redact::{self, REDACTED};
 
 /// Shorter values are not scrubbed: they would replace ordinary words.
 pub const MIN_LEN: usize = 4;
+/// From this length a given value is scrubbed whatever its letters: a real key may be a plain
+/// lower-case word (`--api-key mysecretkey`). Shorter plain words (`none`, `dummy`) are placeholders.
+pub const MIN_WORD_LEN: usize = 8;
 /// Environment values are scrubbed from this length (flags like `HF_HUB_DISABLE_…_TOKEN=1`).
 const MIN_ENV_LEN: usize = 8;
 /// A secret cut short by an excerpt (`sk-test-SE…`) is scrubbed when this much of it is left.
@@ -40,8 +43,9 @@ pub struct Secrets {
 #[derive(Debug, thiserror::Error)]
 pub enum ScrubError {
     #[error(
-        "a secret given to speedmatrix ({len} characters) is also part of the record's structure, so the record \
-         cannot be written without it; use a real key (not a word like a status or a field name)"
+        "a secret given to speedmatrix ({len} characters) is also part of the structure of the record or of a \
+         report (a status, a field name, a word of the page), so it cannot be written without it; nothing was \
+         written with it. Use a real key, not a word like a status or a field name"
     )]
     Structure { len: usize },
 }
@@ -145,21 +149,41 @@ impl Secrets {
         }
     }
 
-    /// A scrubbed copy of any serialisable value (a run record, a cell, a prefill row).
+    /// A scrubbed copy of any serialisable value (a run record, a cell, a prefill row), or
+    /// [`ScrubError::Structure`] where the secret is part of its structure: a word of an enum (the
+    /// scrubbed copy no longer reads) or an object key (scrubbing leaves it in place).
     pub fn scrubbed<T: Serialize + DeserializeOwned>(&self, value: &T) -> Result<T, ScrubError> {
-        let structure = || ScrubError::Structure { len: self.values.first().map_or(0, |v| v.chars().count()) };
-        let mut json = serde_json::to_value(value).map_err(|_| structure())?;
+        let mut json = serde_json::to_value(value).map_err(|_| self.structure())?;
         self.scrub_json(&mut json);
-        serde_json::from_value(json).map_err(|_| structure())
+        let clean: T = serde_json::from_value(json).map_err(|_| self.structure())?;
+        let text = serde_json::to_string(&clean).map_err(|_| self.structure())?;
+        self.check_clean(&text)?;
+        Ok(clean)
+    }
+
+    /// `Ok` when `text`, made from values already scrubbed, holds no secret; else the secret is a
+    /// word of the text's own structure (a field name, a word of a page's template) and the text
+    /// must not be written.
+    pub fn check_clean(&self, text: &str) -> Result<(), ScrubError> {
+        match self.values.iter().find(|v| forms_of(v).iter().any(|f| text.contains(f.as_str()))) {
+            Some(v) => Err(ScrubError::Structure { len: v.chars().count() }),
+            None => Ok(()),
+        }
+    }
+
+    fn structure(&self) -> ScrubError {
+        ScrubError::Structure { len: self.values.first().map_or(0, |v| v.chars().count()) }
     }
 }
 
-/// A value worth scrubbing: long enough, and not a plain lower-case word (`none`, `dummy`,
-/// `valid`), which would also be a word of the record's own vocabulary.
+/// A value worth scrubbing: of [`MIN_WORD_LEN`] characters or more whatever its letters, else of
+/// [`MIN_LEN`] or more and not a plain lower-case word (`none`, `dummy`, `valid`: placeholders, and
+/// words of the record's own vocabulary). A long word that is also part of the record's structure
+/// is refused where it is written ([`Secrets::scrubbed`], [`Secrets::check_clean`]).
 fn worth(value: &str) -> bool {
-    value.chars().count() >= MIN_LEN
-        && !value.contains(REDACTED)
-        && !value.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    let len = value.chars().count();
+    let word = value.bytes().all(|b| b.is_ascii_lowercase() || b == b'_');
+    len >= MIN_LEN && !value.contains(REDACTED) && (len >= MIN_WORD_LEN || !word)
 }
 
 /// The spellings a value may be written back in.
@@ -247,6 +271,11 @@ pub fn scrub_json(value: &mut Value) {
     given().scrub_json(value);
 }
 
+/// [`Secrets::check_clean`] with the process-wide set.
+pub fn check_clean(text: &str) -> Result<(), ScrubError> {
+    given().check_clean(text)
+}
+
 /// [`Secrets::scrubbed`] with the process-wide set.
 pub fn scrubbed<T: Serialize + DeserializeOwned>(value: &T) -> Result<T, ScrubError> {
     given().scrubbed(value)
@@ -293,6 +322,38 @@ mod tests {
             assert!(!s.add(v), "{v}");
         }
         assert!(s.add("EMPTY") && s.add("token-abc123"));
+    }
+
+    #[test]
+    fn a_long_lower_case_key_is_a_secret() {
+        let s = set(&["mysecretkey"]);
+        assert_eq!(s.scrub("401: key mysecretkey refused"), "401: key <redacted> refused");
+        assert_eq!(s.scrub("cut mysecre…"), "cut <redacted>…");
+        // seven letters are still a placeholder word
+        assert!(!Secrets::new().add("invalid"));
+    }
+
+    #[test]
+    fn a_secret_that_is_part_of_the_structure_is_refused() {
+        #[derive(Serialize, serde::Deserialize, Debug)]
+        #[serde(rename_all = "snake_case")]
+        enum Status {
+            Complete,
+        }
+        #[derive(Serialize, serde::Deserialize, Debug)]
+        struct Rec {
+            status: Status,
+            concurrency: u32,
+            reason: String,
+        }
+        let rec = Rec { status: Status::Complete, concurrency: 1, reason: "echo: mysecretkey".into() };
+        let clean = set(&["mysecretkey"]).scrubbed(&rec).unwrap();
+        assert_eq!(clean.reason, "echo: <redacted>");
+        // a status word: the scrubbed record no longer reads
+        assert!(matches!(set(&["complete"]).scrubbed(&rec), Err(ScrubError::Structure { len: 8 })));
+        // a field name: scrubbing would leave it in place
+        assert!(matches!(set(&["concurrency"]).scrubbed(&rec), Err(ScrubError::Structure { len: 11 })));
+        assert!(set(&["background"]).check_clean("<style>p { background: red }</style>").is_err());
     }
 
     #[test]

@@ -244,29 +244,26 @@ pub fn csv(record: &RunRecord) -> String {
         })
         .collect();
     let decode = view::DecodeIndex::new(record);
-    for (ri, (ctx, _)) in page.matrix.rows.iter().enumerate() {
-        for (ci, &c) in page.matrix.cols.iter().enumerate() {
-            let shown = &page.matrix.cells[ri][ci];
-            let (ctx_s, c_s) = (ctx.to_string(), c.to_string());
-            raws.push(match (shown.kind, decode.get(*ctx, c)) {
-                (CellKind::NotMeasured, _) => continue,
-                (_, Some(cell)) => {
-                    let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
-                    let fields = exported(cell.status(), &DECODE_FIELDS);
-                    let mut row = raw_row(keys, &flat(serde_json::to_value(cell).unwrap_or_default()), &fields);
-                    row.extend(bound_cells(cell, &bounds));
-                    row
-                }
-                // not run by the plan (over capacity, skipped): no decode entry to read
-                (kind, None) => {
-                    let status = if kind == CellKind::Skipped { "skipped" } else { "over_capacity" };
-                    let keys = [ctx_s, c_s, status.into(), shown.reason.clone().unwrap_or_default()];
-                    let mut row = raw_row(keys, &Value::Null, &[]);
-                    row.extend(no_bounds());
-                    row
-                }
-            });
-        }
+    for at in page.matrix.shown() {
+        let (ctx_s, c_s) = (at.context.to_string(), at.concurrency.to_string());
+        raws.push(match (at.cell.kind, decode.get(at.context, at.concurrency)) {
+            (CellKind::NotMeasured, _) => continue,
+            (_, Some(cell)) => {
+                let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
+                let fields = exported(cell.status(), &DECODE_FIELDS);
+                let mut row = raw_row(keys, &flat(serde_json::to_value(cell).unwrap_or_default()), &fields);
+                row.extend(bound_cells(cell, &bounds));
+                row
+            }
+            // not run by the plan (over capacity, skipped): no decode entry to read
+            (kind, None) => {
+                let status = if kind == CellKind::Skipped { "skipped" } else { "over_capacity" };
+                let keys = [ctx_s, c_s, status.into(), at.cell.reason.clone().unwrap_or_default()];
+                let mut row = raw_row(keys, &Value::Null, &[]);
+                row.extend(no_bounds());
+                row
+            }
+        });
     }
     for (shown, raw) in page.measurements.iter().zip(raws) {
         let line: Vec<String> = shown.iter().chain(raw.iter()).map(|v| field(v)).collect();

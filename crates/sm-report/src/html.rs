@@ -361,7 +361,10 @@ fn decode(s: &mut String, page: &Page) {
         let _ = write!(s, "<li>{}</li>", esc(note));
     }
     s.push_str("</ul>\n");
-    footnote_list(s, &page.notes_for(m.cells.iter().flatten().map(|c| c.footnote)));
+    footnote_list(
+        s,
+        &page.notes_for(m.cells.iter().flatten().chain(m.listed.iter().map(|l| &l.cell)).map(|c| c.footnote)),
+    );
     let x_labels: Vec<String> = m.cols.iter().map(u32::to_string).collect();
     let series = |get: fn(&Cell) -> Option<f64>| -> Vec<Series> {
         m.rows

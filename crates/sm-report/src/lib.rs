@@ -45,10 +45,19 @@ pub const CSV_FILE: &str = "measurements.csv";
 /// ([`phases::csv_files`]) into `dir` and
 /// returns their paths. Each file is written to a temporary name and renamed,
 /// so a reader (or a second Ctrl-C) never sees half a page.
+///
+/// The pages are made from the record with this process's secrets scrubbed out, so a secret
+/// still in a page is a word of the page itself (a secret like `background`): then nothing is
+/// written and the error says so, rather than a page broken by scrubbing its own words.
 pub fn write_all(record: &RunRecord, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let record = &sm_core::secrets::scrubbed(record).map_err(std::io::Error::other)?;
     let outputs = [(HTML_FILE, html_page(record, &[])), (MARKDOWN_FILE, markdown(record)), (CSV_FILE, csv(record))];
-    let outputs = outputs.into_iter().map(|(name, text)| (name.to_string(), text)).chain(phases::csv_files(record));
-    outputs.map(|(name, text)| write_atomic(&dir.join(name), &text)).collect()
+    let outputs: Vec<(String, String)> =
+        outputs.into_iter().map(|(name, text)| (name.to_string(), text)).chain(phases::csv_files(record)).collect();
+    for (_, text) in &outputs {
+        sm_core::secrets::check_clean(text).map_err(std::io::Error::other)?;
+    }
+    outputs.iter().map(|(name, text)| write_atomic(&dir.join(name), text)).collect()
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory, without any secret

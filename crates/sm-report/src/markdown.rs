@@ -209,7 +209,7 @@ fn decode(s: &mut String, page: &Page, decode_cells: &[sm_core::record::DecodeCe
     for note in &page.decode_notes {
         let _ = writeln!(s, "{}\n", md(note));
     }
-    footnotes(s, &page.notes_for(m.cells.iter().flatten().map(|c| c.footnote)));
+    footnotes(s, &page.notes_for(m.cells.iter().flatten().chain(m.listed.iter().map(|l| &l.cell)).map(|c| c.footnote)));
     let spec: Vec<String> = m.cells.iter().flatten().filter_map(|c| c.spec_decode.clone()).collect();
     if !spec.is_empty() {
         let lines = crate::spec_decode::markdown_lines(decode_cells);

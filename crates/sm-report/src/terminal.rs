@@ -144,7 +144,7 @@ fn decode(s: &mut String, page: &Page, width: usize) {
         .filter(|n| **n != view::TTFT_NOTE && **n != view::SEARCHED_NOTE)
         .map(|n| n.to_string())
         .chain(marks_key(m));
-    let refs = page.notes_for(m.cells.iter().flatten().map(|c| c.footnote));
+    let refs = page.notes_for(m.cells.iter().flatten().chain(m.listed.iter().map(|l| &l.cell)).map(|c| c.footnote));
     let lines: Vec<String> = notes.chain(refs.iter().map(|(n, f)| format!("[{n}] {f}"))).collect();
     if !lines.is_empty() {
         s.push('\n');

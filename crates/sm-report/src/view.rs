@@ -14,9 +14,11 @@ use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
 
+mod grid;
 pub mod precision;
 pub mod roofline;
 mod slo;
+pub use grid::{GRID_PER_CELL, Listed, Shown};
 use precision::CellPrecision;
 use slo::slo_measurements;
 pub use slo::{GOODPUT, GOODPUT_TOK_S, SEARCHED, SLO_MET, USD_PER_MTOK};
@@ -33,6 +35,10 @@ pub const NOT_MEASURED_NOTE: &str = "— : planned but not measured (the run sto
 pub const SEARCHED_NOTE: &str = "Levels marked \"searched\" were measured by the capacity search \
 (--find-capacity) after the matrix, each a normal cell with the run's window; — in such a column: not searched at \
 that context.";
+/// Why levels only the capacity search measured are not columns ([`grid`]).
+pub const LISTED_NOTE: &str = "The capacity search (--find-capacity) measured levels of its own at so many contexts \
+that a column for each would make the matrix mostly empty: those cells are not in the matrix; each is a line of the \
+measurements table.";
 pub const MEASUREMENTS_NOTE: &str = "Latencies are medians. Total tok/s is output across all simultaneous requests.";
 
 /// The All-measurements columns, exactly as the published page names them.
@@ -161,6 +167,9 @@ pub struct Matrix {
     pub searched_cols: Vec<bool>,
     /// `cells[row][col]`.
     pub cells: Vec<Vec<Cell>>,
+    /// Cells of levels only the capacity search measured, where such levels would make the grid
+    /// too wide to be columns ([`grid`]); by context, then level.
+    pub listed: Vec<Listed>,
 }
 
 impl Matrix {
@@ -274,6 +283,9 @@ fn decode_notes(matrix: &Matrix) -> Vec<&'static str> {
     }
     if matrix.searched_cols.contains(&true) || matrix.cells.iter().flatten().any(|c| c.searched) {
         notes.push(SEARCHED_NOTE);
+    }
+    if !matrix.listed.is_empty() {
+        notes.push(LISTED_NOTE);
     }
     notes
 }
@@ -499,34 +511,43 @@ fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
             (ctx, shown(&l.unwrap_or_else(|| planned_label(&record.plan, PlanKind::Decode, ctx)), ctx))
         })
         .collect();
-    let cols: Vec<u32> = cols.into_iter().collect();
-    let decode = DecodeIndex::new(record);
     let plan = planned_decode(record);
+    let searched_only = grid::searched_only(record, &plan);
+    let wide = grid::too_wide(rows.len(), cols.len(), record.decode.len() + plan.len());
+    let cols: Vec<u32> = cols.into_iter().filter(|c| !(wide && searched_only.contains(c))).collect();
+    let decode = DecodeIndex::new(record);
     let proving: HashSet<(u64, u32)> = record.capacity.iter().filter_map(|a| a.cell.map(|c| (a.context, c))).collect();
-    let cells = rows
+    let shown_cell = |cell: &DecodeCell, row_label: &str, footnotes: &mut Vec<String>| {
+        let mut shown = measured_cell(cell, row_label, cell.concurrency, footnotes);
+        shown.capacity = shown.kind == CellKind::Valid && proving.contains(&(cell.context, cell.concurrency));
+        shown.roofline = roofline::line(record, cell);
+        shown
+    };
+    let cells: Vec<Vec<Cell>> = rows
         .iter()
         .map(|(ctx, row_label)| {
             cols.iter()
                 .map(|&c| match decode.get(*ctx, c) {
-                    Some(cell) => {
-                        let mut shown = measured_cell(cell, row_label, c, footnotes);
-                        shown.capacity = shown.kind == CellKind::Valid && proving.contains(&(*ctx, c));
-                        shown.roofline = roofline::line(record, cell);
-                        shown
-                    }
+                    Some(cell) => shown_cell(cell, row_label, footnotes),
                     None => unmeasured_cell(plan.get(&(*ctx, c)).copied(), row_label, c, footnotes),
                 })
                 .collect()
         })
         .collect();
-    let searched_cols = cols
-        .iter()
-        .map(|&c| {
-            let mut cells = record.decode.iter().filter(|d| d.concurrency == c).peekable();
-            cells.peek().is_some() && cells.all(|d| d.searched) && !plan.keys().any(|(_, pc)| *pc == c)
+    let mut left_out: Vec<(u64, u32)> = record.decode.iter().map(|d| (d.context, d.concurrency)).collect();
+    left_out.retain(|(_, c)| wide && searched_only.contains(c));
+    left_out.sort_unstable();
+    left_out.dedup();
+    let listed = left_out
+        .into_iter()
+        .filter_map(|(context, concurrency)| {
+            let label = &rows[rows.binary_search_by_key(&context, |r| r.0).ok()?].1;
+            let cell = shown_cell(decode.get(context, concurrency)?, label, footnotes);
+            Some(Listed { context, label: label.clone(), concurrency, cell })
         })
         .collect();
-    Matrix { rows, cols, searched_cols, cells }
+    let searched_cols = cols.iter().map(|c| searched_only.contains(c)).collect();
+    Matrix { rows, cols, searched_cols, cells, listed }
 }
 
 fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Vec<[String; 12]> {
@@ -550,30 +571,25 @@ fn measurements(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) ->
             dash(),
         ]);
     }
-    for (ri, (ctx, lbl)) in matrix.rows.iter().enumerate() {
-        for (ci, &c) in matrix.cols.iter().enumerate() {
-            let kind = matrix.cells[ri][ci].kind;
-            if kind == CellKind::NotMeasured {
-                continue;
-            }
-            let cell = decode.get(*ctx, c).filter(|_| kind == CellKind::Valid);
-            let f = |get: fn(&DecodeCell) -> Option<f64>, fmt: fn(f64) -> String| opt(cell.and_then(get), fmt);
-            let n = |get: fn(&DecodeCell) -> Option<u64>| opt(cell.and_then(get), format::count);
-            rows.push([
-                "Sustained decode".into(),
-                lbl.clone(),
-                c.to_string(),
-                kind_text(kind),
-                f(|c| c.total_tok_s, format::fixed1),
-                f(|c| c.per_request_tok_s, format::fixed1),
-                f(|c| c.ttft_ms_p50, format::ms),
-                f(|c| c.tbt_ms_p50, format::ms1),
-                f(|c| c.avg_active, format::fixed1),
-                n(|c| c.completed),
-                n(|c| c.output_tokens),
-                f(|c| c.measured_s, format::secs1),
-            ]);
-        }
+    for shown in matrix.shown() {
+        let kind = shown.cell.kind;
+        let cell = decode.get(shown.context, shown.concurrency).filter(|_| kind == CellKind::Valid);
+        let f = |get: fn(&DecodeCell) -> Option<f64>, fmt: fn(f64) -> String| opt(cell.and_then(get), fmt);
+        let n = |get: fn(&DecodeCell) -> Option<u64>| opt(cell.and_then(get), format::count);
+        rows.push([
+            "Sustained decode".into(),
+            shown.label.to_string(),
+            shown.concurrency.to_string(),
+            kind_text(kind),
+            f(|c| c.total_tok_s, format::fixed1),
+            f(|c| c.per_request_tok_s, format::fixed1),
+            f(|c| c.ttft_ms_p50, format::ms),
+            f(|c| c.tbt_ms_p50, format::ms1),
+            f(|c| c.avg_active, format::fixed1),
+            n(|c| c.completed),
+            n(|c| c.output_tokens),
+            f(|c| c.measured_s, format::secs1),
+        ]);
     }
     rows
 }

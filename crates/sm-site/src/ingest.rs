@@ -67,6 +67,9 @@ pub fn prepare(text: &str, uploader: &str) -> Result<(RunRecord, StoredRun), Ing
     let mut record = sm_report::import_str(text)?;
     crate::validate::check(&record)?;
     crate::scrub::scrub_record(&mut record)?;
+    // redaction rewrites texts (a one-letter `?token=a` becomes `<redacted>`): what is stored must
+    // pass the same checks as what was sent
+    crate::validate::check(&record)?;
     // the hash is of the run as uploaded, so the same file is the same run before and after the
     // site learnt to answer (the answer is a function of the record)
     let content_hash = crate::identity::content_hash(&record).map_err(|e| IngestError::Internal(e.to_string()))?;
@@ -156,6 +159,51 @@ mod tests {
         let e = prepare(&v.to_string(), "alice").unwrap_err();
         assert!(matches!(e, IngestError::Secret(_)), "{e}");
         assert!(!e.to_string().contains("sk-supersecret"), "{e}");
+    }
+
+    #[test]
+    fn the_run_is_checked_again_after_redaction() {
+        use crate::validate::MAX_TEXT_BYTES;
+        let mut v: Value = serde_json::from_str(&sample()).unwrap();
+        // within the limit as sent; each one-letter token grows into `<redacted>`
+        let link = " http://h/?token=a";
+        let label = link.repeat(MAX_TEXT_BYTES / link.len());
+        assert!(label.len() <= MAX_TEXT_BYTES && label.len() + 9 * (MAX_TEXT_BYTES / link.len()) > MAX_TEXT_BYTES);
+        v["label"] = label.into();
+        let mut sent: RunRecord = serde_json::from_value(v.clone()).unwrap();
+        assert_eq!(crate::validate::check(&sent), Ok(()), "the run as sent is within the limits");
+        crate::scrub::scrub_record(&mut sent).unwrap();
+        assert!(sent.label.as_deref().unwrap().contains("?token=<redacted>"));
+        let e = prepare(&v.to_string(), "alice").unwrap_err();
+        assert!(
+            matches!(&e, IngestError::Refused(crate::validate::Refusal::TextTooLong { path, .. }) if path == "label"),
+            "{e}"
+        );
+    }
+
+    /// The reference tool's upload stores the server's argv with its API key: redacted there, and
+    /// nowhere else rewritten, though the key is a piece of the model's name.
+    #[test]
+    fn a_reference_upload_keeps_its_model_when_the_key_is_part_of_it() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json"
+        );
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let argv = v["server"]["argv"].as_array_mut().unwrap();
+        let at = argv.iter().position(|w| w == "--api-key").unwrap();
+        argv[at + 1] = "Ling".into();
+        let (record, stored) = prepare(&v.to_string(), "alice").unwrap();
+        assert_eq!(stored.model, "Ling-3.0-flash-int4");
+        assert!(record.launch_command.as_deref().unwrap().contains("--api-key <redacted>"));
+        assert!(!stored.record.replace("inclusionAI/Ling-3.0-flash-int4", "").contains("Ling"), "{}", stored.record);
+        // a key that is also elsewhere in the file: refused, never stored
+        let argv = v["server"]["argv"].as_array_mut().unwrap();
+        argv[at + 1] = "sk-echoed-98765".into();
+        v["client"]["note"] = "bad key sk-echoed-98765".into();
+        let e = prepare(&v.to_string(), "alice").unwrap_err();
+        assert!(matches!(e, IngestError::Import(sm_report::ImportError::SecretElsewhere)), "{e}");
+        assert!(!e.to_string().contains("sk-echoed"), "{e}");
     }
 
     #[test]

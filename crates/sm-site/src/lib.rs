@@ -20,6 +20,9 @@ pub mod server;
 pub mod tokens;
 pub mod validate;
 
+#[cfg(test)]
+mod page_cost_tests;
+
 use std::future::Future;
 
 pub use db::Db;

@@ -3,8 +3,11 @@
 //! skipped as over capacity) and optionally engine build facts and uploader.
 //!
 //! The upload stores the server's argv verbatim, API key included (study
-//! §5.3), so every secret found in it or in the environment is scrubbed from
-//! the whole record, not only from the launch command.
+//! §5.3): its secrets are redacted where they stand (the launch command, the
+//! environment), never by rewriting other fields that hold the same letters (a
+//! key `mistral` leaves the model `mistralai/…` alone). A secret of 8
+//! characters or more that also turns up elsewhere (an error text that echoed
+//! it) refuses the file, like the site's check (`sm_site::scrub`).
 
 use serde_json::{Value, json};
 use sm_core::record::{Gpu, RunRecord, RunStatus, ServerInfo};
@@ -59,15 +62,6 @@ fn secrets(argv: &[&str], env: Option<&serde_json::Map<String, Value>>) -> Vec<S
     out
 }
 
-fn scrub(value: &mut Value, secrets: &[&str]) {
-    match value {
-        Value::String(s) if secrets.iter().any(|x| s.contains(x)) => *s = redact::redact_known(s, secrets),
-        Value::Array(a) => a.iter_mut().for_each(|v| scrub(v, secrets)),
-        Value::Object(o) => o.values_mut().for_each(|v| scrub(v, secrets)),
-        _ => {}
-    }
-}
-
 pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
     let bench_doc = doc
         .get("results")
@@ -103,15 +97,26 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
     let argv: Vec<&str> =
         server.get("argv").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
     let env = server.get("environment").and_then(Value::as_object);
-    let secrets = secrets(&argv, env);
     if !argv.is_empty() {
         let joined = argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
         rec.launch_command = Some(redact::redact_command(&joined));
     }
-    let secret_refs: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let mut value = serde_json::to_value(&rec).map_err(|source| ImportError::InvalidRun { source })?;
-    scrub(&mut value, &secret_refs);
-    serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })
+    let text = serde_json::to_string(&rec).map_err(|source| ImportError::InvalidRun { source })?;
+    let left = secrets(&argv, env).into_iter().filter(|s| s.chars().count() >= MIN_ELSEWHERE);
+    if left.into_iter().any(|s| text.contains(&s) || text.contains(&json_escaped(&s))) {
+        return Err(ImportError::SecretElsewhere);
+    }
+    Ok(rec)
+}
+
+/// Found secrets shorter than this are not searched for elsewhere: `EMPTY` is no credential, and
+/// the letters of a short one are those of ordinary words (the site's `MIN_LEFTOVER`).
+const MIN_ELSEWHERE: usize = 8;
+
+/// `s` as a JSON string holds it, without the quotes.
+fn json_escaped(s: &str) -> String {
+    let quoted = serde_json::to_string(s).unwrap_or_default();
+    quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or_default().to_string()
 }
 
 /// What the upload says about the server (`server`, `engine`, `client`), over what the bench JSON
@@ -215,6 +220,40 @@ mod tests {
         assert_eq!(shell_word("--port"), "--port");
         assert_eq!(shell_word("a b"), "'a b'");
         assert_eq!(shell_word("it's"), "'it'\\''s'");
+    }
+
+    fn reference(api_key: &str) -> Value {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json"
+        );
+        let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let argv = doc["server"]["argv"].as_array_mut().unwrap();
+        let at = argv.iter().position(|w| w == "--api-key").unwrap();
+        argv[at + 1] = json!(api_key);
+        doc
+    }
+
+    #[test]
+    fn a_key_inside_the_model_name_leaves_the_model_alone() {
+        // the key is part of the model's name: only the launch command's value is the key
+        let rec = import(&reference("flash"), &Source::default()).unwrap();
+        let model = "inclusionAI/Ling-3.0-flash-int4";
+        assert_eq!(meta::text(&rec, meta::MODEL_ROOT), Some(model));
+        let cmd = rec.launch_command.as_deref().unwrap();
+        assert!(cmd.contains(&format!("--api-key {REDACTED} --mamba-cache-mode")), "{cmd}");
+        let text = serde_json::to_string(&rec).unwrap().replace(model, "");
+        assert!(!text.contains("flash"), "the key is nowhere but in the model's name: {text}");
+    }
+
+    #[test]
+    fn a_key_also_elsewhere_refuses_the_file() {
+        let mut doc = reference("sk-echoed-123456");
+        doc["client"]["note"] = json!("the proxy answered: bad key sk-echoed-123456");
+        assert!(matches!(import(&doc, &Source::default()), Err(ImportError::SecretElsewhere)));
+        // where it stands it is redacted, and nothing else refuses the file
+        let rec = import(&reference("sk-echoed-123456"), &Source::default()).unwrap();
+        assert!(!serde_json::to_string(&rec).unwrap().contains("sk-echoed"));
     }
 
     #[test]

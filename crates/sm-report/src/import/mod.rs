@@ -53,6 +53,11 @@ pub enum ImportError {
         .missing.join(", ")
     )]
     SloNotInSummaries { missing: Vec<String> },
+    #[error(
+        "a secret of the server's launch command or environment (its API key, a token) also appears elsewhere in \
+         the file, e.g. in an error text that echoed it; remove it there and try again"
+    )]
+    SecretElsewhere,
 }
 
 /// What an imported record came from, recorded under `server.extra.imported_from`.

@@ -6,7 +6,7 @@
 use sm_core::precision::Interval;
 use sm_core::record::{CellIntervals, CellStatus, DecodeCell, RunRecord};
 
-use super::{CellKind, DecodeIndex, Matrix, PrefillLine};
+use super::{DecodeIndex, Matrix, PrefillLine};
 use crate::format::{self, NONE};
 
 pub const PRECISION: &str = "Precision";
@@ -185,14 +185,8 @@ pub struct Table {
 pub(super) fn table(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord) -> Table {
     let decode = DecodeIndex::new(record);
     let mut cells: Vec<Option<(&DecodeCell, CellPrecision)>> = prefill.iter().map(|_| None).collect();
-    for (ri, (ctx, _)) in matrix.rows.iter().enumerate() {
-        for (ci, &c) in matrix.cols.iter().enumerate() {
-            let kind = matrix.cells[ri][ci].kind;
-            if kind == CellKind::NotMeasured {
-                continue;
-            }
-            cells.push(decode.get(*ctx, c).and_then(|d| Some((d, cell_precision(d)?))));
-        }
+    for shown in matrix.shown() {
+        cells.push(decode.get(shown.context, shown.concurrency).and_then(|d| Some((d, cell_precision(d)?))));
     }
     let shown = || cells.iter().flatten();
     let any_met = shown().any(|(_, p)| p.met.is_some());

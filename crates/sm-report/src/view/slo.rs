@@ -32,23 +32,18 @@ pub(super) fn slo_measurements(
     let dashes = || vec![NONE.to_string(); columns.len()];
     let mut rows: Vec<Vec<String>> = prefill.iter().map(|_| dashes()).collect();
     let decode = DecodeIndex::new(record);
-    for (ri, (ctx, _)) in matrix.rows.iter().enumerate() {
-        for (ci, &c) in matrix.cols.iter().enumerate() {
-            let kind = matrix.cells[ri][ci].kind;
-            if kind == CellKind::NotMeasured {
-                continue;
+    for shown in matrix.shown() {
+        let (ctx, c) = (shown.context, shown.concurrency);
+        let Some(cell) = decode.get(ctx, c).filter(|_| shown.cell.kind == CellKind::Valid) else {
+            let mut row = dashes();
+            if searched {
+                let was = decode.get(ctx, c).is_some_and(|d| d.searched);
+                *row.last_mut().expect("a column") = yes_no(was);
             }
-            let Some(cell) = decode.get(*ctx, c).filter(|_| kind == CellKind::Valid) else {
-                let mut row = dashes();
-                if searched {
-                    let was = decode.get(*ctx, c).is_some_and(|d| d.searched);
-                    *row.last_mut().expect("a column") = yes_no(was);
-                }
-                rows.push(row);
-                continue;
-            };
-            rows.push(row(cell, priced, searched));
-        }
+            rows.push(row);
+            continue;
+        };
+        rows.push(row(cell, priced, searched));
     }
     (columns, rows)
 }

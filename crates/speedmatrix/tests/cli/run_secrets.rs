@@ -13,6 +13,9 @@ use crate::common::{SimSpec, sim};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 const KEY: &str = "sk-test-SECRET-4242";
+/// The key the run passes with `--api-key` (over `OPENAI_API_KEY`, which stays a secret too): a
+/// plain lower-case word, which only its value can tell from prose.
+const WORD_KEY: &str = "mysecretkey";
 /// Real flags that only mention tokens, next to real secrets: only the secrets may go.
 const LAUNCH: &str = "HF_TOKEN=hf_SECRET_TOKEN DATABASE_URL=postgres://bench:db-SECRET-55@db/runs vllm serve tiny \
      --api-key sk-launch-SECRET --hf-token hf_SECRET2 --max-num-batched-tokens 2048 --tokenizer-mode mistral \
@@ -32,17 +35,19 @@ fn secrets(token: &str) -> Vec<String> {
             .to_vec();
     s.extend(ENV.iter().map(|(_, v)| v.to_string()));
     s.push(token.to_string());
+    s.push(WORD_KEY.to_string());
     s
 }
 
-/// Every piece of the API key of ten characters: a key cut short by an excerpt leaks too.
+/// Every piece of the API keys of ten characters: a key cut short by an excerpt leaks too.
 fn key_pieces() -> Vec<String> {
-    (0..=KEY.len() - 10).map(|i| KEY[i..i + 10].to_string()).collect()
+    [KEY, WORD_KEY].iter().flat_map(|k| (0..=k.len() - 10).map(|i| k[i..i + 10].to_string())).collect()
 }
 
 /// A proxy in front of `upstream` that answers as a careless one would: requests `echo` picks
-/// get an error whose body echoes the request's `Authorization` header — as JSON, or as text so
-/// long that an excerpt of 300 characters cuts the key in two. Everything else is passed on.
+/// get an error whose body echoes the request's `Authorization` header and the bare key — as
+/// JSON, or as text so long that an excerpt of 300 characters cuts the key in two. Everything else
+/// is passed on.
 async fn echo_proxy(upstream: String, echo: fn(&str, &[u8]) -> bool) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -88,14 +93,15 @@ async fn serve_one(
     let mut socket = reader.into_inner();
     if echo(&path, &body) {
         let n = echoed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        // the key alone, in no shape a redaction by shape knows: only its value tells
+        let bare = auth.strip_prefix("Bearer ").unwrap_or(&auth);
         let text = if n.is_multiple_of(2) {
-            serde_json::json!({"error": {"message": format!("invalid request; you sent authorization: {auth}"),
-                "headers": {"authorization": auth}}})
-            .to_string()
+            let message = format!("invalid request; you sent authorization: {auth}; no user holds {bare}");
+            serde_json::json!({"error": {"message": message, "headers": {"authorization": auth}}}).to_string()
         } else {
             // 290 characters before the key: a 300-character excerpt ends inside it
-            let lead = " authorization: ";
-            format!("{}{lead}{auth} and more", "x".repeat(290 - lead.len() - "Bearer ".len()))
+            let lead = " no user holds ";
+            format!("{}{lead}{bare} and more", "x".repeat(290 - lead.len()))
         };
         let head = format!(
             "HTTP/1.1 400 Bad Request\r\ncontent-type: text/plain\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
@@ -242,11 +248,12 @@ fn long_completion(path: &str, body: &[u8]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn secrets_never_reach_files_pages_databases_or_consoles() {
-    let sim = sim(SimSpec { api_key: Some(KEY), ..SimSpec::default() }).await;
+    let sim = sim(SimSpec { api_key: Some(WORD_KEY), ..SimSpec::default() }).await;
     let url = echo_proxy(sim.handle.url(), long_completion).await;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut args = vec!["run", "--url", &url, "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
+    let mut args = vec!["run", "--url", &url, "--api-key", WORD_KEY, "--contexts", "1k", "--concurrency", "1"];
+    args.extend_from_slice(&["--duration", "1s"]);
     args.extend_from_slice(crate::common::QUICK);
     args.extend_from_slice(&["--prefill-contexts", "8k", "--max-tokens", "256", "--progress", "plain"]);
     args.extend_from_slice(&["--launch-command", LAUNCH, "--label", LABEL, "--out", out.to_str().unwrap()]);
@@ -262,6 +269,7 @@ async fn secrets_never_reach_files_pages_databases_or_consoles() {
     let failed = record["prefill"].as_array().unwrap().iter().find(|r| r["status"] == "error").expect("an 8K error");
     let reason = failed["reason"].as_str().unwrap();
     assert!(reason.contains("authorization: Bearer <redacted>"), "the echo is kept, the key is not: {reason}");
+    assert!(reason.contains("no user holds <redacted>"), "the bare key is scrubbed by its value: {reason}");
 
     let db_file = dir.path().join("site.db");
     let db = format!("sqlite://{}", db_file.display());
@@ -338,4 +346,47 @@ async fn an_echoed_key_in_a_startup_error_is_not_printed() {
     for console in &consoles {
         assert_clean("the console", console.as_bytes(), &secrets("no-token-here"));
     }
+}
+
+/// Credentials or a key in `--url` (`user:password@`, `?api_key=`): the run is refused before
+/// anything is sent or written, and the error names the URL without them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_in_the_url_are_refused_and_never_shown() {
+    let sim = sim(SimSpec { api_key: Some(KEY), ..SimSpec::default() }).await;
+    let addr = sim.handle.url().trim_start_matches("http://").trim_end_matches('/').to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let urls = [
+        (format!("http://benchuser:urlpassword@{addr}/v1"), "credentials in the URL"),
+        (format!("http://{addr}/v1?api_key=querysecretkey"), "a query or fragment in the URL"),
+    ];
+    for (url, why) in &urls {
+        let args = ["run", "--url", url, "--contexts", "1k", "--concurrency", "1", "--out", out.to_str().unwrap()];
+        let (code, console) = output(command(&args)).await;
+        assert_eq!(code, 1, "{console}");
+        assert!(console.contains(why) && console.contains(&format!("'http://{addr}/v1'")), "{console}");
+        for secret in ["benchuser", "urlpassword", "querysecretkey"] {
+            assert!(!console.contains(secret), "{secret} leaked into the console: {console}");
+        }
+    }
+    sim.handle.shutdown().await;
+    assert!(!out.exists(), "nothing is written for a refused run");
+}
+
+/// A key that is also a word of the record's structure (a field name) cannot be scrubbed out of
+/// `run.json`: the run stops before it measures and writes nothing, and says to use a real key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_that_is_a_field_name_fails_closed() {
+    let sim = sim(SimSpec { api_key: Some("concurrency"), ..SimSpec::default() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let url = sim.handle.url();
+    let mut args = vec!["run", "--url", &url, "--api-key", "concurrency", "--contexts", "1k", "--concurrency", "1"];
+    args.extend_from_slice(crate::common::QUICK);
+    args.extend_from_slice(&["--duration", "1s", "--out", out.to_str().unwrap()]);
+    let (code, console) = output(command(&args)).await;
+    sim.handle.shutdown().await;
+    assert_eq!(code, 1, "{console}");
+    assert!(console.contains("is also part of the structure") && console.contains("Use a real key"), "{console}");
+    assert!(!out.join("run.json").exists(), "no run.json holds the key");
 }
