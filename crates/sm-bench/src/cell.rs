@@ -17,7 +17,8 @@ use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{CellRequests, Point, RequestLog};
+use crate::request_log::{Point, RequestLog};
+use crate::requests::CellRequests;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
 use crate::spec_note;
 use crate::tokens::ChunkRatio;

@@ -18,6 +18,7 @@
 
 pub mod answer;
 pub mod capacity;
+pub mod capacity_answer;
 pub mod context;
 pub mod engine;
 pub mod model_config;

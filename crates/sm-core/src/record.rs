@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Tokens;
-use crate::answer::Capacity;
 use crate::capacity::{CapacityRule, Limits};
+use crate::capacity_answer::Capacity;
 pub use crate::engine::Engine;
 use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
@@ -183,7 +183,7 @@ pub struct Settings {
     pub matrix: bool,
     /// `--model-config` or `--active-params …`: the model shape the roofline used (§14.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_shape: Option<crate::roofline_record::RecordedShape>,
+    pub model_shape: Option<crate::roofline::RecordedShape>,
 }
 
 fn yes() -> bool {
