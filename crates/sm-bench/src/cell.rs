@@ -165,6 +165,8 @@ pub struct CellSpec<'a> {
     pub target: &'a Target,
     pub path: &'static str,
     pub body: Arc<Value>,
+    /// The context in tokens (what progress listeners match on) and its shown label.
+    pub context: u64,
     pub label: String,
     pub concurrency: u32,
     pub timing: CellTiming,
@@ -178,7 +180,7 @@ pub struct CellSpec<'a> {
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
+    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
@@ -210,13 +212,13 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         })
         .collect();
     let probe = Probe::start();
-    let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
+    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost =
         live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
-    reporter.step(&Step::Drain { label: label.clone(), concurrency });
+    reporter.step(&Step::Drain { context, label: label.clone(), concurrency });
     let mut logs: Vec<RequestLog> = Vec::new();
     for w in workers {
         match tokio::time::timeout(Duration::from_secs(30), w).await {
@@ -349,6 +351,7 @@ enum Phase {
 
 struct Watcher<'a> {
     target: &'a Target,
+    context: u64,
     label: &'a str,
     concurrency: u32,
     timing: CellTiming,
@@ -419,6 +422,7 @@ impl Watcher<'_> {
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
             self.reporter.step(&Step::Measuring {
+                context: self.context,
                 label: self.label.to_string(),
                 concurrency: self.concurrency,
                 started: w.start,
@@ -444,6 +448,7 @@ impl Watcher<'_> {
         if last != reason {
             reason.clone_into(last);
             self.reporter.step(&Step::Ramp {
+                context: self.context,
                 label: self.label.to_string(),
                 concurrency: self.concurrency,
                 waiting_for: reason.to_string(),
