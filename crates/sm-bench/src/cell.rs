@@ -51,10 +51,10 @@ pub struct Precision {
 impl Default for CellTiming {
     fn default() -> Self {
         CellTiming {
-            duration: Duration::from_secs(30),
-            ready_stable: Duration::from_secs(3),
-            ready_timeout: Duration::from_secs(180),
-            idle_timeout: Duration::from_secs(15),
+            duration: CellTiming::DEFAULT_DURATION,
+            ready_stable: CellTiming::DEFAULT_READY_STABLE,
+            ready_timeout: CellTiming::DEFAULT_READY_TIMEOUT,
+            idle_timeout: CellTiming::DEFAULT_STALL_TIMEOUT,
             drain_timeout: Duration::from_secs(300),
             poll: Duration::from_millis(250),
             precision: None,
@@ -63,6 +63,13 @@ impl Default for CellTiming {
 }
 
 impl CellTiming {
+    /// The defaults of `--duration`, `--ready-stable`, `--ready-timeout` and `--stall-timeout`:
+    /// defined here only, the CLI's flags take them from here.
+    pub const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+    pub const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
+    pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
+    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
+
     pub fn stream_timeouts(&self) -> StreamTimeouts {
         StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
     }
