@@ -55,6 +55,14 @@ impl CellStatus {
             CellStatus::Skipped => "skipped",
         }
     }
+
+    /// The status as run.json, the CSV and the site's messages spell it ("over_capacity").
+    pub fn name(self) -> &'static str {
+        match self {
+            CellStatus::OverCapacity => "over_capacity",
+            other => other.word(),
+        }
+    }
 }
 
 /// How prompt lengths were made exact (methodology: prompt sizing).
@@ -541,6 +549,11 @@ mod tests {
         assert_eq!(s, r#"["server_tokenize","tokenizer_file","usage_calibration"]"#);
         for p in sources {
             assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+        }
+        let all =
+            [CellStatus::Valid, CellStatus::OverCapacity, CellStatus::Error, CellStatus::Loop, CellStatus::Skipped];
+        for c in all {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{}\"", c.name()));
         }
     }
 
