@@ -35,6 +35,10 @@ scripts/lib-test.sh
 step "format (cargo fmt --check)"
 cargo fmt --all -- --check
 
+step "import circles (no two files of a crate import each other, directly or around a circle)"
+python3 scripts/import-cycles.py --self-test
+python3 scripts/import-cycles.py
+
 step "lints (cargo clippy -D warnings)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 

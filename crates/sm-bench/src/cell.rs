@@ -17,7 +17,8 @@ use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{CellRequests, Point, RequestLog};
+use crate::request_log::{Point, RequestLog};
+use crate::requests::CellRequests;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
 use crate::spec_note;
 use crate::tokens::ChunkRatio;
@@ -50,10 +51,10 @@ pub struct Precision {
 impl Default for CellTiming {
     fn default() -> Self {
         CellTiming {
-            duration: Duration::from_secs(30),
-            ready_stable: Duration::from_secs(3),
-            ready_timeout: Duration::from_secs(180),
-            idle_timeout: Duration::from_secs(15),
+            duration: CellTiming::DEFAULT_DURATION,
+            ready_stable: CellTiming::DEFAULT_READY_STABLE,
+            ready_timeout: CellTiming::DEFAULT_READY_TIMEOUT,
+            idle_timeout: CellTiming::DEFAULT_STALL_TIMEOUT,
             drain_timeout: Duration::from_secs(300),
             poll: Duration::from_millis(250),
             precision: None,
@@ -62,6 +63,13 @@ impl Default for CellTiming {
 }
 
 impl CellTiming {
+    /// The defaults of `--duration`, `--ready-stable`, `--ready-timeout` and `--stall-timeout`:
+    /// defined here only, the CLI's flags take them from here.
+    pub const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+    pub const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
+    pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
+    pub const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
+
     pub fn stream_timeouts(&self) -> StreamTimeouts {
         StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
     }
@@ -164,6 +172,8 @@ pub struct CellSpec<'a> {
     pub target: &'a Target,
     pub path: &'static str,
     pub body: Arc<Value>,
+    /// The context in tokens (what progress listeners match on) and its shown label.
+    pub context: u64,
     pub label: String,
     pub concurrency: u32,
     pub timing: CellTiming,
@@ -177,7 +187,7 @@ pub struct CellSpec<'a> {
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
+    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
@@ -209,13 +219,13 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         })
         .collect();
     let probe = Probe::start();
-    let watcher = Watcher { target, label, concurrency, timing, live: &live, reporter };
+    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost =
         live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
-    reporter.step(&Step::Drain { label: label.clone(), concurrency });
+    reporter.step(&Step::Drain { context, label: label.clone(), concurrency });
     let mut logs: Vec<RequestLog> = Vec::new();
     for w in workers {
         match tokio::time::timeout(Duration::from_secs(30), w).await {
@@ -348,6 +358,7 @@ enum Phase {
 
 struct Watcher<'a> {
     target: &'a Target,
+    context: u64,
     label: &'a str,
     concurrency: u32,
     timing: CellTiming,
@@ -418,6 +429,7 @@ impl Watcher<'_> {
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
             self.reporter.step(&Step::Measuring {
+                context: self.context,
                 label: self.label.to_string(),
                 concurrency: self.concurrency,
                 started: w.start,
@@ -443,6 +455,7 @@ impl Watcher<'_> {
         if last != reason {
             reason.clone_into(last);
             self.reporter.step(&Step::Ramp {
+                context: self.context,
                 label: self.label.to_string(),
                 concurrency: self.concurrency,
                 waiting_for: reason.to_string(),

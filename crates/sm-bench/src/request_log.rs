@@ -38,15 +38,6 @@ pub struct RequestLog {
     pub id: Option<String>,
 }
 
-/// A cell's requests as its figures counted them, for `--save-requests`: the window (none when
-/// the cell ended before its window did) and the tokens per chunk the attribution used.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CellRequests {
-    pub logs: Vec<RequestLog>,
-    pub window: Option<crate::window::Window>,
-    pub per_chunk: Option<f64>,
-}
-
 impl RequestLog {
     pub fn new(sent: Instant) -> RequestLog {
         RequestLog {

@@ -10,10 +10,19 @@ use std::time::Instant;
 
 use sm_core::requests::{REQUESTS_FILE, RequestLine, RequestPhase, RequestStatus, round_s, round_tokens};
 
-use crate::request_log::{CellRequests, RequestLog};
+use crate::request_log::RequestLog;
 use crate::scout::ScoutTimes;
 use crate::tokens::attribute;
-use crate::window::in_window;
+use crate::window::{Window, in_window};
+
+/// A cell's requests as its figures counted them, for `--save-requests`: the window (none when
+/// the cell ended before its window did) and the tokens per chunk the attribution used.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CellRequests {
+    pub logs: Vec<RequestLog>,
+    pub window: Option<Window>,
+    pub per_chunk: Option<f64>,
+}
 
 /// Which cell (or row) a batch of lines belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -499,7 +499,11 @@ impl Runner<'_> {
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
         // read before the scout: an `s` pressed during the scout or the drain skips this cell
         let skip_seen = *self.controls.skip_cell.borrow();
-        self.reporter.step(&Step::Scout { label: cell.label.clone(), concurrency: cell.concurrency });
+        self.reporter.step(&Step::Scout {
+            context: cell.context.0,
+            label: cell.label.clone(),
+            concurrency: cell.concurrency,
+        });
         let scout_spec = self.spec(1, false);
         let scouted = match scout(&self.client, scout_spec.path(), &scout_spec.body(prompt), timing.ready_timeout).await
         {
@@ -514,6 +518,7 @@ impl Runner<'_> {
             target: &target,
             path: spec.path(),
             body,
+            context: cell.context.0,
             label: cell.label.clone(),
             concurrency: cell.concurrency,
             timing,

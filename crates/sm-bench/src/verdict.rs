@@ -26,7 +26,7 @@ pub struct CellOutcome {
     /// Speculative decoding in the window, where the engine exports its counters.
     pub spec_decode: Option<sm_core::spec_decode::SpecDecode>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
-    pub requests: Option<crate::request_log::CellRequests>,
+    pub requests: Option<crate::requests::CellRequests>,
 }
 
 impl CellOutcome {

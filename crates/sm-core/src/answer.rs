@@ -2,97 +2,11 @@
 //! cell meets the SLO, what stopped it from being more, and which level a capacity search
 //! measures next. Pure functions over a record's cells.
 
-use std::fmt;
-
-use serde::{Deserialize, Serialize};
-
 use crate::Tokens;
 use crate::capacity::{CapacityRule, Limits, over_capacity_reason};
+pub use crate::capacity_answer::{BoundedBy, Capacity};
 use crate::record::{CellStatus, DecodeCell, RunRecord};
 use crate::slo::{Slo, SummaryFigures};
-
-/// What kept the capacity from being larger.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BoundedBy {
-    /// The first level above failed this bound of the SLO (`tok_s_p10`).
-    Slo(String),
-    /// One more user would not fit the KV cache (under the run's capacity rule).
-    KvCache,
-    /// One more user would be above the server's `max_num_seqs`.
-    MaxNumSeqs,
-    /// Every measured level passed: the true capacity may be higher.
-    MatrixTop,
-    /// The next level could not be measured (error, loop, skipped): the answer is a lower bound.
-    Unmeasured,
-    /// Even the lowest level failed the SLO.
-    None,
-}
-
-impl fmt::Display for BoundedBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            BoundedBy::Slo(bound) => write!(f, "slo:{bound}"),
-            BoundedBy::KvCache => f.write_str("kv_cache"),
-            BoundedBy::MaxNumSeqs => f.write_str("max_num_seqs"),
-            BoundedBy::MatrixTop => f.write_str("matrix_top"),
-            BoundedBy::Unmeasured => f.write_str("unmeasured"),
-            BoundedBy::None => f.write_str("none"),
-        }
-    }
-}
-
-impl std::str::FromStr for BoundedBy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "kv_cache" => BoundedBy::KvCache,
-            "max_num_seqs" => BoundedBy::MaxNumSeqs,
-            "matrix_top" => BoundedBy::MatrixTop,
-            "unmeasured" => BoundedBy::Unmeasured,
-            "none" => BoundedBy::None,
-            _ => match s.strip_prefix("slo:") {
-                Some(b) if !b.is_empty() => BoundedBy::Slo(b.to_string()),
-                _ => return Err(format!("unknown bounded_by '{s}'")),
-            },
-        })
-    }
-}
-
-impl Serialize for BoundedBy {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for BoundedBy {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d)?.parse().map_err(serde::de::Error::custom)
-    }
-}
-
-/// The capacity answer of one decode context, as run.json's `capacity[]` holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Capacity {
-    pub context: u64,
-    pub label: String,
-    /// The largest concurrency whose cell met the SLO; 0 when none did.
-    pub max_users: u32,
-    pub bounded_by: BoundedBy,
-    /// The concurrency of the cell that proves `max_users` (null when 0).
-    pub cell: Option<u32>,
-    /// The concurrency of the measured cell that failed (with `slo:` or `unmeasured`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed_cell: Option<u32>,
-    /// The most users the KV cache and `max_num_seqs` allow at this context, where known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fit_limit: Option<u32>,
-    /// `--cost-per-hour` ÷ `max_users`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usd_per_user_hour: Option<f64>,
-    /// The capacity cell's cost of a million output tokens.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usd_per_million_tokens: Option<f64>,
-}
 
 /// What the server can hold for one context: the largest concurrency that fits, and why not one
 /// more. `None` when neither the KV budget nor `max_num_seqs` is known.

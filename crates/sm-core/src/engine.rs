@@ -5,6 +5,11 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// The key of `server.extra` under which a run of speedmatrix's built-in simulated engine records
+/// the engine's profile: what says a record measured the simulated engine, and which one to
+/// restart on `--resume`.
+pub const SIM_PROFILE_KEY: &str = "sim_profile";
+
 /// The engine behind a server, as discovery recognised it and as `server.engine` records it;
 /// anything it does not recognise (a proxy, a hosted API) is `generic`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -6,7 +6,8 @@
 //! * [`context`] — fitting a requested context to the model's `max_model_len`.
 //! * [`capacity`] — the over-capacity rule that decides which cells are not run.
 //! * [`slo`] — service levels and the judgement of a cell against one.
-//! * [`answer`] — the capacity answer per context, and the capacity search's next level.
+//! * [`answer`] — the capacity answer per context, and the capacity search's next level
+//!   ([`capacity_answer`] holds the answer's types, which the record keeps).
 //! * [`precision`] — 95 % confidence intervals, significance of differences, agreement of repeats.
 //! * [`phases`] — the sections of the load phases: rates, bursts, mixed prefill, sessions.
 //! * [`roofline`], [`model_config`] — the memory-bandwidth bound on a decode cell's tok/s.
@@ -18,6 +19,7 @@
 
 pub mod answer;
 pub mod capacity;
+pub mod capacity_answer;
 pub mod context;
 pub mod engine;
 pub mod model_config;

@@ -6,8 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Tokens;
-use crate::answer::Capacity;
 use crate::capacity::{CapacityRule, Limits};
+use crate::capacity_answer::Capacity;
 pub use crate::engine::Engine;
 use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
@@ -53,6 +53,14 @@ impl CellStatus {
             CellStatus::Error => "error",
             CellStatus::Loop => "loop",
             CellStatus::Skipped => "skipped",
+        }
+    }
+
+    /// The status as run.json, the CSV and the site's messages spell it ("over_capacity").
+    pub fn name(self) -> &'static str {
+        match self {
+            CellStatus::OverCapacity => "over_capacity",
+            other => other.word(),
         }
     }
 }
@@ -183,7 +191,7 @@ pub struct Settings {
     pub matrix: bool,
     /// `--model-config` or `--active-params …`: the model shape the roofline used (§14.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub model_shape: Option<crate::roofline_record::RecordedShape>,
+    pub model_shape: Option<crate::roofline::RecordedShape>,
 }
 
 fn yes() -> bool {
@@ -541,6 +549,11 @@ mod tests {
         assert_eq!(s, r#"["server_tokenize","tokenizer_file","usage_calibration"]"#);
         for p in sources {
             assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+        }
+        let all =
+            [CellStatus::Valid, CellStatus::OverCapacity, CellStatus::Error, CellStatus::Loop, CellStatus::Skipped];
+        for c in all {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{}\"", c.name()));
         }
     }
 

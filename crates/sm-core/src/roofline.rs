@@ -181,6 +181,25 @@ pub fn parse_count(s: &str) -> Result<f64, CountError> {
     }
 }
 
+/// The shape as recorded in `settings.model_shape`, with where it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedShape {
+    #[serde(flatten)]
+    pub shape: ModelShape,
+    /// `config_json` (`--model-config`) or `flags` (`--active-params` …).
+    pub source: ShapeSource,
+    /// The config file's name (no directories: they may hold a user name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_file: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ShapeSource {
+    ConfigJson,
+    Flags,
+}
+
 #[cfg(test)]
 #[path = "roofline_tests.rs"]
 mod tests;

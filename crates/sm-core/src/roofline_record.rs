@@ -2,29 +2,9 @@
 //! bound and achieved fraction from the record's GPUs and the model shape the run was given.
 //! Works on old records too, since it needs only what every record holds.
 
-use serde::{Deserialize, Serialize};
-
 use crate::record::{CellStatus, DecodeCell, RunRecord};
-use crate::roofline::{Bandwidth, ModelShape, bound_tok_s, fraction, judge, lookup_gpu};
-
-/// The shape as recorded in `settings.model_shape`, with where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RecordedShape {
-    #[serde(flatten)]
-    pub shape: ModelShape,
-    /// `config_json` (`--model-config`) or `flags` (`--active-params` …).
-    pub source: ShapeSource,
-    /// The config file's name (no directories: they may hold a user name).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub config_file: Option<String>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ShapeSource {
-    ConfigJson,
-    Flags,
-}
+use crate::roofline::{Bandwidth, bound_tok_s, fraction, judge, lookup_gpu};
+pub use crate::roofline::{RecordedShape, ShapeSource};
 
 /// Why no roofline could be computed for a record.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -7,6 +7,7 @@
 
 mod controls;
 mod event;
+mod severity;
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,7 @@ pub const IDLE_GAP: Duration = Duration::from_millis(500);
 
 pub use controls::{ControlHandle, Controls, controls};
 pub use event::{RunEvent, WarmupFailure, WarmupStage};
+pub use severity::Severity;
 
 /// What the run is doing now.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,17 +29,18 @@ pub enum Step {
     Sizing,
     /// The JIT warm-up request and the hidden warm-up cell.
     Warmup,
-    /// A prefill row; `index` counts from 1.
-    Prefill { label: String, index: usize, total: usize, started: Instant },
-    /// The cache-warming scout before a decode cell.
-    Scout { label: String, concurrency: u32 },
+    /// A prefill row of `context` tokens; `index` counts from 1. `label` is only for showing: a
+    /// listener finds the row by `context`.
+    Prefill { context: u64, label: String, index: usize, total: usize, started: Instant },
+    /// The cache-warming scout before the decode cell (`context`, `concurrency`).
+    Scout { context: u64, label: String, concurrency: u32 },
     /// Streams are starting; `waiting_for` says what readiness still lacks
     /// (e.g. "running 6/8", "queue 2", "waiting for streams 7/8").
-    Ramp { label: String, concurrency: u32, waiting_for: String },
+    Ramp { context: u64, label: String, concurrency: u32, waiting_for: String },
     /// The window is open.
-    Measuring { label: String, concurrency: u32, started: Instant, window: Duration },
+    Measuring { context: u64, label: String, concurrency: u32, started: Instant, window: Duration },
     /// Streams are cancelled; waiting for the server to become idle.
-    Drain { label: String, concurrency: u32 },
+    Drain { context: u64, label: String, concurrency: u32 },
     /// A load phase (issue 17) measures one of its steps: a rate level, a burst, a mixed-prefill
     /// probe, a session turn. `what` names the step ("4 req/s at 8K"); `length` is how long it is
     /// planned to take, where known.

@@ -203,10 +203,6 @@ fn flat(mut v: Value) -> Value {
     v
 }
 
-fn status_code(s: CellStatus) -> String {
-    serde_json::to_value(s).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_default()
-}
-
 /// The raw columns of a row: keys, then `fields` read from `value`, every
 /// other raw column empty.
 fn raw_row(keys: [String; 4], value: &Value, fields: &[&str]) -> Vec<String> {
@@ -236,7 +232,8 @@ pub fn csv(record: &RunRecord) -> String {
     let mut raws: Vec<Vec<String>> = prefill
         .into_iter()
         .map(|p| {
-            let keys = [p.context.to_string(), "1".into(), status_code(p.status), p.reason.clone().unwrap_or_default()];
+            let keys =
+                [p.context.to_string(), "1".into(), p.status.name().to_string(), p.reason.clone().unwrap_or_default()];
             let mut row =
                 raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS));
             row.extend(no_bounds());
@@ -249,7 +246,7 @@ pub fn csv(record: &RunRecord) -> String {
         raws.push(match (at.cell.kind, decode.get(at.context, at.concurrency)) {
             (CellKind::NotMeasured, _) => continue,
             (_, Some(cell)) => {
-                let keys = [ctx_s, c_s, status_code(cell.status()), cell.reason.clone().unwrap_or_default()];
+                let keys = [ctx_s, c_s, cell.status().name().to_string(), cell.reason.clone().unwrap_or_default()];
                 let fields = exported(cell.status(), &DECODE_FIELDS);
                 let mut row = raw_row(keys, &flat(serde_json::to_value(cell).unwrap_or_default()), &fields);
                 row.extend(bound_cells(cell, &bounds));
@@ -257,8 +254,8 @@ pub fn csv(record: &RunRecord) -> String {
             }
             // not run by the plan (over capacity, skipped): no decode entry to read
             (kind, None) => {
-                let status = if kind == CellKind::Skipped { "skipped" } else { "over_capacity" };
-                let keys = [ctx_s, c_s, status.into(), at.cell.reason.clone().unwrap_or_default()];
+                let status = if kind == CellKind::Skipped { CellStatus::Skipped } else { CellStatus::OverCapacity };
+                let keys = [ctx_s, c_s, status.name().into(), at.cell.reason.clone().unwrap_or_default()];
                 let mut row = raw_row(keys, &Value::Null, &[]);
                 row.extend(no_bounds());
                 row

@@ -32,10 +32,12 @@ pub fn text<'a>(record: &'a RunRecord, key: &str) -> Option<&'a str> {
     record.server.extra.get(key).and_then(Value::as_str).map(str::trim).filter(|s| !s.is_empty())
 }
 
-/// Whether the record measured speedmatrix's built-in simulated engine, which `run` records by
-/// its launch command (`speedmatrix sim --profile NAME`).
+/// Whether the record measured speedmatrix's built-in simulated engine: `run` records its profile
+/// in `server.extra.sim_profile`; records written before that are known by their launch command
+/// (`speedmatrix sim --profile NAME`).
 pub fn simulated(record: &RunRecord) -> bool {
-    record.launch_command.as_deref().is_some_and(|c| c.trim_start().starts_with("speedmatrix sim"))
+    record.server.extra.get(sm_core::engine::SIM_PROFILE_KEY).is_some_and(|p| p.is_string())
+        || record.launch_command.as_deref().is_some_and(|c| c.trim_start().starts_with("speedmatrix sim"))
 }
 
 /// The imported-from provenance, as `(format, version, file)`.

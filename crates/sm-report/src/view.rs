@@ -493,6 +493,11 @@ pub fn user_tok_s(cell: &DecodeCell) -> Option<f64> {
     }
 }
 
+/// The page's matrix: every decode position the record measured or planned. It walks the plan
+/// itself rather than through [`sm_core::plan::PlanSummary`], whose rows are what a run will
+/// measure, because the page shows what a record holds: rows sorted by context, cells the plan
+/// skipped (an imported plan says why) with their reason, and cells the plan never had (a
+/// capacity search's, a record without a plan).
 fn matrix(record: &RunRecord, footnotes: &mut Vec<String>) -> Matrix {
     let mut ctxs: BTreeSet<u64> = record.decode.iter().map(|c| c.context).collect();
     let mut cols: BTreeSet<u32> = record.decode.iter().map(|c| c.concurrency).collect();

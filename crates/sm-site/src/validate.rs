@@ -141,16 +141,6 @@ fn text_lengths<'a>(value: &'a Value, path: &mut Vec<&'a str>) -> Result<(), Ref
     }
 }
 
-fn status_name(status: CellStatus) -> &'static str {
-    match status {
-        CellStatus::Valid => "valid",
-        CellStatus::OverCapacity => "over_capacity",
-        CellStatus::Error => "error",
-        CellStatus::Loop => "loop",
-        CellStatus::Skipped => "skipped",
-    }
-}
-
 fn figure(at: &str, field: &'static str, value: Option<f64>, max: f64) -> Result<(), Refusal> {
     match value {
         Some(v) if !(v.is_finite() && (0.0..=max).contains(&v)) => {
@@ -197,12 +187,12 @@ fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at, status: status_name(status), field });
+            return Err(Refusal::FigureOfInvalid { at, status: status.name(), field });
         }
         figure(&at, field, value, max)?;
     }
     if status != CellStatus::Valid && c.token_source.is_some() {
-        return Err(Refusal::FigureOfInvalid { at, status: status_name(status), field: "token_source" });
+        return Err(Refusal::FigureOfInvalid { at, status: status.name(), field: "token_source" });
     }
     // client health and cache figures: allowed on any cell, but numbers all the same
     figure(&at, "client_lag_ms_p99", c.client_lag_ms_p99, MAX_MS)?;
@@ -214,7 +204,7 @@ fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
     let at = format!("prefill row {}", p.label);
     for (field, value, max) in [("prompt_tok_s", p.prompt_tok_s, MAX_TOK_S), ("ttft_ms", p.ttft_ms, MAX_MS)] {
         if p.status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at, status: status_name(p.status), field });
+            return Err(Refusal::FigureOfInvalid { at, status: p.status.name(), field });
         }
         figure(&at, field, value, max)?;
     }

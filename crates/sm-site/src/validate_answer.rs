@@ -9,7 +9,7 @@ use sm_core::answer::{BoundedBy, capacities};
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 use sm_core::slo::Figure;
 
-use super::{MAX_MS, MAX_TOK_S, Refusal, figure, status_name};
+use super::{MAX_MS, MAX_TOK_S, Refusal, figure};
 
 /// Bounds of one SLO (a figure at a percentile each: `tok_s_p10`, `ttft_p90`, …).
 pub const MAX_SLO_BOUNDS: usize = 16;
@@ -65,7 +65,7 @@ pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
         ("usd_per_million_tokens", c.usd_per_million_tokens.is_some()),
     ];
     if let Some((field, _)) = carried.iter().find(|(_, has)| *has).filter(|_| status != CellStatus::Valid) {
-        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field });
+        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field });
     }
     if c.usd_per_million_tokens.is_some() && !priced {
         return Err(Refusal::Incoherent {

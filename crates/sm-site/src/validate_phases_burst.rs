@@ -59,7 +59,7 @@ fn burst_figures(p: &BurstPhase) -> Result<(), Refusal> {
         for (field, value, max) in checked {
             // a burst that was not sent has nothing to show
             if b.status == CellStatus::OverCapacity && value.is_some() {
-                return Err(Refusal::FigureOfInvalid { at, status: "over_capacity", field });
+                return Err(Refusal::FigureOfInvalid { at, status: CellStatus::OverCapacity.name(), field });
             }
             figure(&at, field, value, max)?;
         }

@@ -6,7 +6,7 @@
 use sm_core::precision::Interval;
 use sm_core::record::{CellIntervals, CellStatus, DecodeCell, Repeat, RunRecord};
 
-use super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure, status_name};
+use super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
 
 /// Measurements of one cell: `--repeats` takes at most 100.
 pub const MAX_REPEATS: usize = 100;
@@ -70,7 +70,7 @@ fn repeat(at: &str, k: usize, r: &Repeat) -> Result<(), Refusal> {
 pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     let status = c.status();
     if status != CellStatus::Valid && c.ci.is_some() {
-        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field: "ci" });
+        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "ci" });
     }
     let values = [c.total_tok_s, c.per_request_tok_s, c.ttft_ms_p50, c.ttft_ms_p90, c.tbt_ms_p50, c.tbt_ms_p99];
     figures_and_intervals(at, values, c.ci.as_ref())?;

@@ -4,13 +4,13 @@
 
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 
-use super::{Refusal, figure, status_name};
+use super::{Refusal, figure};
 
 pub(super) fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     let status = c.status();
     for (field, value) in [("roofline_tok_s", c.roofline_tok_s), ("roofline_fraction", c.roofline_fraction)] {
         if status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field });
+            return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field });
         }
         figure(at, field, value, f64::MAX)?;
     }

@@ -5,7 +5,7 @@
 
 use sm_core::record::{CellStatus, DecodeCell};
 
-use super::{Refusal, figure, status_name};
+use super::{Refusal, figure};
 
 /// Tokens per verification step: engines draft a handful of tokens, never hundreds.
 pub const MAX_ACCEPTANCE_LENGTH: f64 = 1000.0;
@@ -14,7 +14,7 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     let Some(s) = c.spec_decode else { return Ok(()) };
     let status = c.status();
     if status != CellStatus::Valid {
-        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field: "spec_decode" });
+        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "spec_decode" });
     }
     figure(at, "spec_decode.acceptance_length", Some(s.acceptance_length), MAX_ACCEPTANCE_LENGTH)?;
     figure(at, "spec_decode.acceptance_rate", Some(s.acceptance_rate), 1.0)?;

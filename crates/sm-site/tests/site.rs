@@ -2,7 +2,7 @@
 //! unreachable database reported with its cause (at once when refused, after
 //! the connect timeout when nothing answers). The HTTP suite
 //! (upload → list → view → compare, hostile input) runs against a real
-//! `speedmatrix serve` process in crates/speedmatrix/tests/site_http.rs.
+//! `speedmatrix serve` process in crates/speedmatrix/tests/cli/site_http.rs.
 
 use sm_site::{Db, tokens};
 

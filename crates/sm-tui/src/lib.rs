@@ -29,7 +29,7 @@ use sm_core::record::{DecodeCell, PrefillRow, RunRecord};
 use sm_progress::{ControlHandle, LiveSample, Reporter, RunEvent, Step};
 
 use input::{Input, Key, Wait};
-pub use state::State;
+pub use state::{Notice, State};
 /// Gives the terminal back now: raw mode off, cursor shown, alternate screen left. Does nothing when
 /// the dashboard does not hold the terminal. For ways out that end the process without dropping the
 /// [`Dashboard`] (`std::process::exit` on a second signal).
@@ -208,18 +208,18 @@ fn on_key(key: Key, state: &Mutex<State>, (handle, before_abort): Steer<'_>, int
                 std::process::exit(130);
             }
             handle.stop_now();
-            "Ctrl-C: stopping now and writing what was measured (Ctrl-C again aborts at once)"
+            Notice::StopNow
         }
         Key::Finish => {
             handle.finish_after_cell();
-            "q: finishing the current cell, then writing the files and stopping"
+            Notice::FinishAfterCell
         }
         Key::Skip => {
             handle.skip_cell();
-            "s: skipping the current cell"
+            Notice::SkipCell
         }
     };
-    lock(state).notice = Some(notice.to_string());
+    lock(state).notice = Some(notice);
 }
 
 /// Columns of the terminal on stdout, when it is one.

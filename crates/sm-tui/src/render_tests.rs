@@ -39,9 +39,18 @@ fn mid_run(t0: Instant) -> (State, Instant) {
     s.event(&RunEvent::RunStarted, t0);
     s.cell_done(&valid(8192, "8K", 1, 61.2), t0 + Duration::from_secs(12));
     s.cell_done(&valid(8192, "8K", 4, 231.9), t0 + Duration::from_secs(24));
-    s.step(&Step::Scout { label: "8K".into(), concurrency: 16 }, t0 + Duration::from_secs(25));
+    s.step(&Step::Scout { context: 8192, label: "8K".into(), concurrency: 16 }, t0 + Duration::from_secs(25));
     let started = t0 + Duration::from_secs(27);
-    s.step(&Step::Measuring { label: "8K".into(), concurrency: 16, started, window: Duration::from_secs(10) }, started);
+    s.step(
+        &Step::Measuring {
+            context: 8192,
+            label: "8K".into(),
+            concurrency: 16,
+            started,
+            window: Duration::from_secs(10),
+        },
+        started,
+    );
     for i in 0..16u64 {
         s.live(&LiveSample {
             at: started + Duration::from_millis(250 * i),
@@ -98,7 +107,15 @@ fn ramp_up_waiting_for_streams_names_the_wait_once() {
     let t0 = Instant::now();
     let mut s = State::new(t0);
     s.start(&record());
-    s.step(&Step::Ramp { label: "8K".into(), concurrency: 16, waiting_for: "waiting for streams 7/16".into() }, t0);
+    s.step(
+        &Step::Ramp {
+            context: 8192,
+            label: "8K".into(),
+            concurrency: 16,
+            waiting_for: "waiting for streams 7/16".into(),
+        },
+        t0,
+    );
     let screen = render(&s, t0 + Duration::from_secs(3), 80, 24);
     assert!(screen.contains("Ramp-up 8K × 16 · waiting for streams 7/16 · 3s"), "{screen}");
     assert!(!screen.contains("waiting for waiting"), "{screen}");
@@ -126,7 +143,7 @@ fn six_contexts(t0: Instant) -> State {
         }
     }
     s.cell_done(&valid(65536, "64K", 1, 50.0), t0);
-    s.step(&Step::Scout { label: "64K".into(), concurrency: 4 }, t0);
+    s.step(&Step::Scout { context: 65536, label: "64K".into(), concurrency: 4 }, t0);
     s
 }
 
@@ -179,7 +196,7 @@ fn ramp_up_says_what_it_waits_for_and_errors_give_their_reason() {
         },
         t0,
     );
-    s.step(&Step::Ramp { label: "8K".into(), concurrency: 4, waiting_for: "running 3/4".into() }, t0);
+    s.step(&Step::Ramp { context: 8192, label: "8K".into(), concurrency: 4, waiting_for: "running 3/4".into() }, t0);
     let screen = render(&s, t0 + Duration::from_secs(2), 80, 24);
     assert!(screen.contains("Ramp-up 8K × 4 · running 3/4 · 2s"), "{screen}");
     assert!(screen.contains("ERROR"), "{screen}");
@@ -191,7 +208,7 @@ fn prefill_shows_elapsed_and_an_eta_from_the_rate_so_far() {
     let t0 = Instant::now();
     let mut s = State::new(t0);
     s.start(&record());
-    s.step(&Step::Prefill { label: "8K".into(), index: 1, total: 2, started: t0 }, t0);
+    s.step(&Step::Prefill { context: 8192, label: "8K".into(), index: 1, total: 2, started: t0 }, t0);
     s.prefill_done(
         &sm_core::record::PrefillRow {
             context: 8192,
@@ -206,7 +223,7 @@ fn prefill_shows_elapsed_and_an_eta_from_the_rate_so_far() {
         t0 + Duration::from_secs(1),
     );
     let started = t0 + Duration::from_secs(1);
-    s.step(&Step::Prefill { label: "64K".into(), index: 2, total: 2, started }, started);
+    s.step(&Step::Prefill { context: 65536, label: "64K".into(), index: 2, total: 2, started }, started);
     // 64K at 8,192 tok/s takes 8 s; 3 s have passed
     let screen = render(&s, started + Duration::from_secs(3), 80, 24);
     assert!(screen.contains("Prefill of context 64K (2/2) · 3s · ETA 5s"), "{screen}");
@@ -240,4 +257,34 @@ fn a_run_of_load_phases_only_shows_the_phase_step_and_no_empty_matrix() {
     s.step(&Step::Phase { kind: sm_core::phases::PhaseKind::Burst, what, started, length: None }, started);
     let screen = render(&s, started + Duration::from_secs(3), 80, 24);
     assert!(screen.contains("Bursts: 8K × 16 · 3"), "{screen}");
+}
+
+/// The Events pane colours each line by the event's severity, not by words in its text.
+#[test]
+fn the_events_pane_colours_by_severity() {
+    use ratatui::style::Color;
+    let t0 = Instant::now();
+    let mut s = State::new(t0);
+    s.start(&record());
+    let failed = RunEvent::PrefillFailed { row: "8K".into(), reason: "HTTP 500".into() };
+    let fine = RunEvent::SessionsDone { completed: 12, failed: 0, cache_hit_pct: None };
+    let lost = RunEvent::ServerLost { wait: Duration::from_secs(60) };
+    for e in [&failed, &fine, &lost] {
+        s.event(e, t0);
+    }
+    let mut terminal = Terminal::new(TestBackend::new(100, 30)).unwrap();
+    terminal.draw(|f| crate::view::draw(f, &s, t0)).unwrap();
+    let buf = terminal.backend().buffer().clone();
+    let colour_of = |text: &str| {
+        let (x, y) = (0..30u16)
+            .find_map(|y| {
+                let row: String = (0..100u16).map(|x| buf[(x, y)].symbol().to_string()).collect();
+                row.find(text).map(|i| (row[..i].chars().count() as u16, y))
+            })
+            .unwrap_or_else(|| panic!("{text} is not on the screen"));
+        buf[(x, y)].fg
+    };
+    assert_eq!(colour_of(&failed.to_string()), Color::Red);
+    assert_eq!(colour_of(&fine.to_string()), Color::Reset, "'0 failed' is not a failure");
+    assert_eq!(colour_of(&lost.to_string()), Color::Yellow);
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord, RunStatus, ServerInfo};
-use sm_progress::{IDLE_GAP, LiveSample, RunEvent, Step, WarmupFailure, WarmupStage};
+use sm_progress::{IDLE_GAP, LiveSample, RunEvent, Severity, Step, WarmupFailure, WarmupStage};
 
 /// Events kept for the log panel; older ones are in run.json anyway.
 const MAX_EVENTS: usize = 200;
@@ -19,6 +19,36 @@ const RATE_SPAN: Duration = Duration::from_secs(1);
 const CELL_OVERHEAD: Duration = Duration::from_secs(10);
 /// Before any prefill row finished, a row is guessed to take this long.
 const PREFILL_GUESS: Duration = Duration::from_secs(5);
+
+/// An event as the Events pane shows it: when, how much it matters, its plain line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoggedEvent {
+    /// Seconds since the dashboard started.
+    pub at_s: f64,
+    pub severity: Severity,
+    pub text: String,
+}
+
+/// What a key asked the run to do; shown in the help line until the run has done it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Notice {
+    /// The first Ctrl-C.
+    StopNow,
+    /// `q`.
+    FinishAfterCell,
+    /// `s`: cleared when the skipped cell is done.
+    SkipCell,
+}
+
+impl Notice {
+    pub fn text(self) -> &'static str {
+        match self {
+            Notice::StopNow => "Ctrl-C: stopping now and writing what was measured (Ctrl-C again aborts at once)",
+            Notice::FinishAfterCell => "q: finishing the current cell, then writing the files and stopping",
+            Notice::SkipCell => "s: skipping the current cell",
+        }
+    }
+}
 
 #[derive(Debug, Clone)]
 pub struct State {
@@ -52,13 +82,12 @@ pub struct State {
     pub recent: VecDeque<(Instant, u64)>,
     /// Live total tok/s of this cell, one per sample.
     pub rates: VecDeque<f64>,
-    /// (seconds since start, text).
-    pub events: VecDeque<(f64, String)>,
+    pub events: VecDeque<LoggedEvent>,
     /// Measured wall time of each decode cell finished in this session.
     pub cell_times: Vec<Duration>,
     pub prefill_times: Vec<Duration>,
     /// What a key press asked for, shown until the run acts on it.
-    pub notice: Option<String>,
+    pub notice: Option<Notice>,
     pub finished: Option<RunStatus>,
 }
 
@@ -129,9 +158,8 @@ impl State {
     }
 
     pub fn step(&mut self, step: &Step, now: Instant) {
-        if let Step::Scout { label, concurrency } = step {
-            let context = self.context_of(label);
-            self.current = if self.warmup_cell { None } else { context.map(|c| (c, *concurrency, now)) };
+        if let Step::Scout { context, concurrency, .. } = step {
+            self.current = if self.warmup_cell { None } else { Some((*context, *concurrency, now)) };
             self.live = None;
             self.recent.clear();
             self.rates.clear();
@@ -180,7 +208,7 @@ impl State {
             _ => {}
         }
         let t = now.saturating_duration_since(self.started).as_secs_f64();
-        self.events.push_back((t, event.to_string()));
+        self.events.push_back(LoggedEvent { at_s: t, severity: event.severity(), text: event.to_string() });
         if self.events.len() > MAX_EVENTS {
             self.events.pop_front();
         }
@@ -202,7 +230,7 @@ impl State {
         }
         self.cells.insert((cell.context, cell.concurrency), cell.clone());
         // the skip or finish the key asked for has happened
-        if self.notice.as_deref().is_some_and(|n| n.starts_with("s:")) {
+        if self.notice == Some(Notice::SkipCell) {
             self.notice = None;
         }
     }
@@ -211,10 +239,6 @@ impl State {
         self.finished = Some(record.status);
         self.current = None;
         self.warmup_cell = false;
-    }
-
-    fn context_of(&self, label: &str) -> Option<u64> {
-        self.contexts.iter().find(|(_, l)| l == label).map(|(c, _)| *c)
     }
 
     /// Cells measured (or skipped, or failed) out of those planned, resumed ones included; the
@@ -265,8 +289,7 @@ impl State {
     }
 
     /// Time left for the prefill row in progress, from the prompt rate measured so far.
-    pub fn prefill_eta(&self, label: &str, started: Instant, now: Instant) -> Option<Duration> {
-        let context = self.prefill_plan.iter().find(|(_, l)| l == label).map(|(c, _)| *c)?;
+    pub fn prefill_eta(&self, context: u64, started: Instant, now: Instant) -> Option<Duration> {
         let (tokens, secs) = self
             .prefill
             .iter()
@@ -304,6 +327,23 @@ mod tests {
         assert_eq!(s.cells_done(), 0);
     }
 
+    /// The current cell and the prefill row are found by their context: the label a step carries
+    /// is only shown, and may be written otherwise than the plan's ("max (65536)" for "64K").
+    #[test]
+    fn steps_are_matched_by_context_not_by_label() {
+        let t0 = Instant::now();
+        let mut s = State::new(t0);
+        s.start(&record());
+        s.step(&Step::Scout { context: 65536, label: "max (65536)".into(), concurrency: 4 }, t0);
+        assert_eq!(s.current.map(|(c, n, _)| (c, n)), Some((65536, 4)));
+        s.prefill = vec![row()];
+        let started = t0 + Duration::from_secs(1);
+        s.step(&Step::Prefill { context: 65536, label: "max (65536)".into(), index: 2, total: 2, started }, started);
+        // 8192 tokens took 100 ms: 65536 take 800 ms
+        let eta = s.prefill_eta(65536, started, started).expect("an ETA from the 8K row's rate");
+        assert!((eta.as_secs_f64() - 0.8).abs() < 1e-6, "{eta:?}");
+    }
+
     #[test]
     fn eta_uses_the_window_until_a_cell_is_measured_then_the_measured_time() {
         let t0 = Instant::now();
@@ -312,7 +352,7 @@ mod tests {
         s.prefill = vec![row(), row()];
         // 5 cells × (10 s window + 10 s)
         assert_eq!(s.eta(t0), Some(Duration::from_secs(100)));
-        s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0);
+        s.step(&Step::Scout { context: 8192, label: "8K".into(), concurrency: 1 }, t0);
         let cell = DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
         s.cell_done(&cell, t0 + Duration::from_secs(4));
         assert_eq!(s.cells_done(), 1);
@@ -394,18 +434,18 @@ mod tests {
             let mut s = State::new(t0);
             s.start(&record());
             s.event(&RunEvent::DecodeWarmupStarted { at: "64K".into(), window: Duration::from_secs(3) }, t0);
-            s.step(&Step::Scout { label: "64K".into(), concurrency: 1 }, t0);
+            s.step(&Step::Scout { context: 65536, label: "64K".into(), concurrency: 1 }, t0);
             assert!(s.warmup_cell && s.current.is_none(), "the warm-up cell is not a measured one");
             s.event(&end, t0);
             assert!(!s.warmup_cell, "still in the warm-up after: {end}");
-            s.step(&Step::Scout { label: "8K".into(), concurrency: 1 }, t0 + Duration::from_secs(1));
+            s.step(&Step::Scout { context: 8192, label: "8K".into(), concurrency: 1 }, t0 + Duration::from_secs(1));
             let current = s.current.map(|(c, n, _)| (c, n));
             assert_eq!(current, Some((8192, 1)), "the first measured cell is the current one after: {end}");
             let cell =
                 DecodeCell { context: 8192, concurrency: 1, status: Some(CellStatus::Valid), ..Default::default() };
             s.cell_done(&cell, t0 + Duration::from_secs(5));
             assert_eq!(s.cell_times, [Duration::from_secs(4)], "the measured cell is timed for the ETA after: {end}");
-            assert_eq!(s.events.back().map(|(_, t)| t.as_str()), Some(end.to_string().as_str()), "the log shows it");
+            assert_eq!(s.events.back().map(|e| e.text.as_str()), Some(end.to_string().as_str()), "the log shows it");
         }
     }
 
@@ -419,7 +459,7 @@ mod tests {
         let request = WarmupFailure { stage: WarmupStage::Request, reason: "HTTP 500".into() };
         s.event(&RunEvent::WarmupFailed(request), t0);
         assert!(s.warmup_cell);
-        s.step(&Step::Scout { label: "64K".into(), concurrency: 1 }, t0);
+        s.step(&Step::Scout { context: 65536, label: "64K".into(), concurrency: 1 }, t0);
         assert!(s.current.is_none(), "the warm-up cell is not a measured one");
     }
 

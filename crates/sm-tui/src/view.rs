@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Gauge, Paragraph, Sparkline};
 
 use sm_core::Tokens;
 use sm_core::record::RunStatus;
-use sm_progress::{LiveSample, Step};
+use sm_progress::{LiveSample, Severity, Step};
 
 use crate::matrix;
 use crate::state::State;
@@ -155,15 +155,16 @@ fn step_text(s: &State, now: Instant) -> (String, Option<(f64, String)>) {
         None => ("Starting".into(), None),
         Some(Step::Sizing) => (format!("Sizing prompts to exact lengths · {}", dur(since)), None),
         Some(Step::Warmup) => (format!("Warm-up · {}", dur(since)), None),
-        Some(Step::Prefill { label, index, total, started }) => {
+        Some(Step::Prefill { context, label, index, total, started }) => {
             let elapsed = now.saturating_duration_since(*started);
-            let eta = s.prefill_eta(label, *started, now).map_or("ETA unknown".into(), |d| format!("ETA {}", dur(d)));
+            let eta =
+                s.prefill_eta(*context, *started, now).map_or("ETA unknown".into(), |d| format!("ETA {}", dur(d)));
             (format!("Prefill of context {label} ({index}/{total}) · {} · {eta}", dur(elapsed)), None)
         }
-        Some(Step::Scout { label, concurrency }) => {
+        Some(Step::Scout { label, concurrency, .. }) => {
             (format!("{warm}Scout {label} × {concurrency}: warming the prefix cache · {}", dur(since)), None)
         }
-        Some(Step::Ramp { label, concurrency, waiting_for }) => {
+        Some(Step::Ramp { label, concurrency, waiting_for, .. }) => {
             let gauge = s.live.as_ref().map(|l| {
                 let ratio = l.streams_with_token as f64 / f64::from((*concurrency).max(1));
                 (ratio, format!("streams {}/{}", l.streams_with_token, concurrency))
@@ -171,13 +172,13 @@ fn step_text(s: &State, now: Instant) -> (String, Option<(f64, String)>) {
             // the reason says what is awaited in its own words ("running 6/8", "waiting for streams 7/8")
             (format!("{warm}Ramp-up {label} × {concurrency} · {waiting_for} · {}", dur(since)), gauge)
         }
-        Some(Step::Measuring { label, concurrency, started, window }) => {
+        Some(Step::Measuring { label, concurrency, started, window, .. }) => {
             let elapsed = now.saturating_duration_since(*started).min(*window);
             let ratio = elapsed.as_secs_f64() / window.as_secs_f64().max(1e-9);
             let gauge = (ratio, format!("{:.1} s of {:.0} s", elapsed.as_secs_f64(), window.as_secs_f64()));
             (format!("{warm}Measuring {label} × {concurrency}"), Some(gauge))
         }
-        Some(Step::Drain { label, concurrency }) => {
+        Some(Step::Drain { label, concurrency, .. }) => {
             (format!("{warm}Draining {label} × {concurrency}: waiting for the server to idle · {}", dur(since)), None)
         }
         Some(Step::Phase { kind, what, started, length }) => {
@@ -292,15 +293,15 @@ fn draw_events(frame: &mut Frame, area: Rect, s: &State) {
         .rev()
         .take(n)
         .rev()
-        .map(|(t, text)| {
-            let style = if text.contains("ERROR") || text.contains("failed") || text.contains(" error") {
-                Style::new().fg(Color::Red)
-            } else {
-                Style::new()
+        .map(|e| {
+            let style = match e.severity {
+                Severity::Error => Style::new().fg(Color::Red),
+                Severity::Warning => Style::new().fg(Color::Yellow),
+                Severity::Info => Style::new(),
             };
             Line::from(vec![
-                Span::styled(format!("{t:7.1}s "), Style::new().fg(Color::DarkGray)),
-                Span::styled(text.clone(), style),
+                Span::styled(format!("{:7.1}s ", e.at_s), Style::new().fg(Color::DarkGray)),
+                Span::styled(e.text.clone(), style),
             ])
         })
         .collect();
@@ -328,7 +329,7 @@ fn draw_footer(frame: &mut Frame, area: Rect, s: &State, now: Instant) {
         Gauge::default().gauge_style(Style::new().fg(Color::Green).bg(Color::Black)).ratio(s.progress()).label(label);
     frame.render_widget(g, bar);
     let line = match &s.notice {
-        Some(n) => Line::styled(n.clone(), Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)),
+        Some(n) => Line::styled(n.text(), Style::new().fg(Color::Yellow).add_modifier(Modifier::BOLD)),
         None => Line::from(vec![
             key("q"),
             Span::raw(" finish after this cell  "),

@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use sm_bench::CellTiming;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::record::Api;
@@ -208,11 +209,12 @@ fn split_list(text: &str) -> impl Iterator<Item = &str> {
 
 pub(crate) const K: u64 = 1024;
 
-pub(crate) const DEFAULT_DURATION: Duration = Duration::from_secs(30);
+// the cell timing defaults live with the cell timing (sm-bench), so the library and the flags agree
+pub(crate) const DEFAULT_DURATION: Duration = CellTiming::DEFAULT_DURATION;
 pub(crate) const DEFAULT_MAX_TOKENS: Tokens = Tokens(4096);
-pub(crate) const DEFAULT_READY_STABLE: Duration = Duration::from_secs(3);
-pub(crate) const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(180);
-pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(15);
+pub(crate) const DEFAULT_READY_STABLE: Duration = CellTiming::DEFAULT_READY_STABLE;
+pub(crate) const DEFAULT_READY_TIMEOUT: Duration = CellTiming::DEFAULT_READY_TIMEOUT;
+pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = CellTiming::DEFAULT_STALL_TIMEOUT;
 pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
 pub(crate) const DEFAULT_MIN_DURATION: Duration = Duration::from_secs(5);
 pub(crate) const DEFAULT_WARMUP: Duration = Duration::from_secs(3);

@@ -18,9 +18,7 @@ use crate::run_args::{self as flags, K, Progress, RunArgs};
 
 /// The profile the built-in simulated engine uses when no --url is given.
 pub const DEMO_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
-/// The key of `server.extra` that records a built-in engine's profile, so that a resume restarts
-/// the same one.
-pub const SIM_PROFILE_KEY: &str = "sim_profile";
+pub use sm_core::engine::SIM_PROFILE_KEY;
 /// What a built-in engine's recorded launch command starts with; records written before the
 /// profile was kept in `server.extra` are recognised by it.
 const SIM_LAUNCH: &str = "speedmatrix sim --profile ";

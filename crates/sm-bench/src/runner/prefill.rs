@@ -32,7 +32,8 @@ impl Runner<'_> {
             match self.cold_prompt(p.context, prompts, &salt).await {
                 Ok((prompt, counted)) => {
                     let label = shown(&p.label, p.context.0);
-                    let step = Step::Prefill { label, index: i + 1, total, started: Instant::now() };
+                    let step =
+                        Step::Prefill { context: p.context.0, label, index: i + 1, total, started: Instant::now() };
                     self.reporter.step(&step);
                     self.prefill_row(p.context, &prompt, counted).await?;
                 }

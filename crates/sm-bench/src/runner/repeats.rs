@@ -44,6 +44,9 @@ fn repeat_of(dc: &DecodeCell) -> Repeat {
 
 /// Folds `new`, another measurement of `cell`, into it.
 pub(super) fn merge(cell: &mut DecodeCell, new: &DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
+    // the flag said for the repeats so far, found by what the cell says (`repeats_agree`) and
+    // not by reading its warnings: it is replaced by the one for all the repeats below
+    let stale = disagree_warning(cell);
     if cell.repeats.is_empty() {
         cell.repeats.push(repeat_of(cell));
     }
@@ -54,6 +57,8 @@ pub(super) fn merge(cell: &mut DecodeCell, new: &DecodeCell, slo: &Slo, cost_per
         None => cell.warnings.extend(new.warnings.iter().map(|w| format!("repeat {n}: {w}"))),
     }
     combine(cell, slo, cost_per_hour);
+    cell.warnings.retain(|w| Some(w) != stale.as_ref());
+    cell.warnings.extend(disagree_warning(cell));
 }
 
 /// One main figure across the repeats that have it: its mean and interval, and each repeat's
@@ -127,15 +132,19 @@ fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
         cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, cell.total_tok_s.unwrap_or(0.0)));
     let verdicts = [&total, &tbt50].map(|a| a.as_ref().and_then(|a| precision::repeats_agree(&a.each)));
     cell.repeats_agree = verdicts.iter().flatten().copied().reduce(|a, b| a && b);
-    cell.warnings.retain(|w| !w.starts_with(DISAGREE));
-    if cell.repeats_agree == Some(false) {
-        let shown: Vec<String> =
-            cell.repeats.iter().map(|r| r.total_tok_s.map_or("–".to_string(), |v| format!("{v:.0}"))).collect();
-        cell.warnings.push(format!(
-            "{DISAGREE} (total tok/s {}): the server was not stationary — thermal throttling, background load or another client?",
-            shown.join(", ")
-        ));
+}
+
+/// The warning a cell whose repeats disagree carries, made from its repeats; none when they agree.
+fn disagree_warning(cell: &DecodeCell) -> Option<String> {
+    if cell.repeats_agree != Some(false) {
+        return None;
     }
+    let shown: Vec<String> =
+        cell.repeats.iter().map(|r| r.total_tok_s.map_or("–".to_string(), |v| format!("{v:.0}"))).collect();
+    Some(format!(
+        "{DISAGREE} (total tok/s {}): the server was not stationary — thermal throttling, background load or another client?",
+        shown.join(", ")
+    ))
 }
 
 const DISAGREE: &str = "the repeats disagree beyond their intervals";

@@ -73,19 +73,15 @@ pub fn diff_text(d: &FigureDiff) -> String {
     format!("{}{}", pct_text(d.pct), d.significance.mark())
 }
 
-fn status_word(s: sm_core::record::CellStatus) -> &'static str {
-    s.word()
-}
-
 /// What a cell that was not compared says in place of its figures; `b` is the other run's letter.
 pub fn outcome_text(outcome: &Outcome, b: &str) -> String {
     match outcome {
         Outcome::Compared(_) => String::new(),
         Outcome::NotValid { a, b: sb } => {
-            format!("not compared: {} in A, {} in {b}", status_word(*a), status_word(*sb))
+            format!("not compared: {} in A, {} in {b}", a.word(), sb.word())
         }
-        Outcome::OnlyInA(s) => format!("only in A ({})", status_word(*s)),
-        Outcome::OnlyInB(s) => format!("only in {b} ({})", status_word(*s)),
+        Outcome::OnlyInA(s) => format!("only in A ({})", s.word()),
+        Outcome::OnlyInB(s) => format!("only in {b} ({})", s.word()),
     }
 }
 

@@ -115,8 +115,8 @@ mod tests {
         // every cell is still a line of the measurements, the CSV and the SLO table
         let decode_lines = page.measurements.iter().filter(|m| m[0] == "Sustained decode").count();
         assert_eq!(decode_lines, r.decode.len());
-        let csv = crate::csv(&r);
-        assert_eq!(csv.lines().count(), 1 + r.prefill.len() + r.decode.len());
+        // (the CSV keeps them too: tests/report/csv_columns.rs, kept there so csv.rs, which reads
+        // this view, is not imported back from here)
         assert!(page.measurements.iter().any(|m| m[1] == "8K" && m[2] == "175"), "the last listed cell");
     }
 }

@@ -261,3 +261,28 @@ fn csv_values_of_the_reference_import_are_the_files_numbers() {
     assert!(over["reason"].contains("KV tokens"), "{}", over["reason"]);
     assert_eq!(over["total_tok_s"], "");
 }
+
+/// Searched levels of many contexts leave the page's grid for a list (docs/site.md): every one
+/// of them is still a line of the CSV.
+#[test]
+fn searched_levels_listed_off_the_grid_are_still_csv_rows() {
+    let mut r: RunRecord = serde_json::from_str(include_str!("../../../../tests/data/run-sample.json")).unwrap();
+    let cell = r.decode[0].clone();
+    let matrix = (0..8u64).flat_map(|i| (1..=2).map(move |c| (i, c, false)));
+    let search = (0..8u64).flat_map(|i| (0..6).map(move |k| (i, 100 + i as u32 * 10 + k, true)));
+    r.decode = matrix
+        .chain(search)
+        .map(|(i, concurrency, searched)| DecodeCell {
+            context: 1024 * (i + 1),
+            label: format!("{}K", i + 1),
+            concurrency,
+            searched,
+            ..cell.clone()
+        })
+        .collect();
+    r.plan.clear();
+    let page = sm_report::view::build(&r);
+    assert!(!page.matrix.listed.is_empty(), "the grid lists these levels");
+    let csv = sm_report::csv(&r);
+    assert_eq!(csv.lines().count(), 1 + r.prefill.len() + r.decode.len());
+}

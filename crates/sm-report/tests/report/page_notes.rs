@@ -104,6 +104,19 @@ fn the_simulated_engine_has_simulated_hardware() {
     assert!(card.iter().filter(|(k, _)| k != "OS").all(|(_, v)| v == "unknown"), "{card:?}");
 }
 
+/// The simulated engine is known by the profile `run` records in `server.extra`, whatever the
+/// launch command says (it is free text, and a label or a redaction may change it).
+#[test]
+fn the_simulated_engine_is_known_by_its_recorded_profile() {
+    let mut v = sample_json();
+    v["launch_command"] = serde_json::Value::Null;
+    v["server"]["extra"]["sim_profile"] = "tiny".into();
+    v["hardware"] = json!({ "os": "linux", "gpus": [], "gpu_count": 0 });
+    let card = hardware_card(&record(v));
+    let value = |k: &str| card.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str()).unwrap();
+    assert_eq!(value("GPU"), "simulated");
+}
+
 /// The sample as a run measured today: the scout-only row at the model's maximum asked for
 /// 256K and named so in the plan, and a decode row asked for as 256K, trimmed to 257,984.
 fn named_by_request() -> RunRecord {

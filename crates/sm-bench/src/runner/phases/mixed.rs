@@ -20,7 +20,7 @@ use super::super::prompts::Prompts;
 use super::super::{RunError, Runner, round1, round3};
 use crate::progress::{RunEvent, Step};
 use crate::prompt;
-use crate::request_log::CellRequests;
+use crate::requests::CellRequests;
 use crate::requests::{self, LineCell, PrefillRequest};
 use crate::scout::{ScoutResult, scout};
 use crate::server::{IDLE_FOR, drain};
