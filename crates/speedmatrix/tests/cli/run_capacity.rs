@@ -236,6 +236,43 @@ async fn goodput_counts_the_requests_that_met_every_bound() {
     assert_eq!((a["max_users"].as_u64(), a["bounded_by"].as_str()), (Some(0), Some("slo:ttft_p90")), "{a}");
 }
 
+/// Goodput and a stalled stream: one of four streams sends its first token and then nothing. It
+/// has no speed of its own, so the SLO's percentiles are over the other three and the cell meets
+/// the SLO; but its user got almost nothing, so it is not part of the goodput (methodology §11.2).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_stream_is_not_goodput() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec {
+        faults: &["stall-after=1@max-tokens=4096,from=2,to=2"],
+        trace_dir: Some(dir.path()),
+        ..SimSpec::default()
+    })
+    .await;
+    let url = sim.handle.url();
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "4", "--duration", "2s"];
+    args.extend_from_slice(QUICK);
+    args.extend_from_slice(&["--max-tokens", "4096", "--slo", "tok_s>=100,ttft_p90<=1s"]);
+    let r = run(&dir.path().join("out"), &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // the engine ran four streams and no restart (its trace counts what it generated, the stalled
+    // one's too); the fault's scope holds back what one of them sends after its first token
+    let trace = trace_lines(&dir.path().join("trace.jsonl"));
+    let cell_streams =
+        trace.iter().filter(|t| t["prompt_tokens"] == 1024 && t["completion_tokens"].as_u64().unwrap_or(0) > 1).count();
+    assert_eq!(cell_streams, 4, "four streams, no restart in the window");
+    let (flowing, stalled) = (3, 1);
+
+    let cell = r.cell(1024, 4);
+    assert_eq!((cell["status"].as_str(), cell["requests"].as_u64()), (Some("valid"), Some(3)), "{cell}");
+    assert_eq!(cell["slo_met"], true, "the stalled stream has no speed in the percentiles: {cell}");
+    let truth_pct = 100.0 * flowing as f64 / (flowing + stalled) as f64;
+    assert_eq!(cell["goodput_pct"].as_f64(), Some(truth_pct), "{cell}");
+    // it brought no token into the window: the goodput is every token
+    let share = cell["goodput_tok_s"].as_f64().unwrap() / cell["total_tok_s"].as_f64().unwrap();
+    assert!((share - 1.0).abs() < 0.01, "goodput share {share}");
+}
+
 /// A finished run gets its search later (`--resume DIR --find-capacity`): the search starts from
 /// the cells in the record and measures no level twice. Another SLO would judge the kept cells by
 /// a rule they were not measured against: refused.
