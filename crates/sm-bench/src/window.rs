@@ -116,6 +116,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
                 tokens: seen.tokens,
                 ttft_ms: Some(ms(first - log.sent)),
                 tbt_ms: seen.tbt_ms,
+                silent_ms: seen.tbt_ms.is_none().then(|| silent_ms(log, window)),
             });
         }
     }
@@ -257,6 +258,25 @@ pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window
         seen.tbt_ms = (b_tokens > a_tokens).then(|| ms(b_at - a_at) / (b_tokens - a_tokens));
     }
     seen
+}
+
+/// The longest time inside the window that `log` went without a token while it streamed (from its
+/// first token, or W0, to its end, or W1): what goodput holds a request without a TBT to (§11.2).
+/// The window's edges cut the gaps they fall in, so this is at most the request's real silence.
+fn silent_ms(log: &RequestLog, window: Window) -> f64 {
+    let Some(first) = log.first_token else { return 0.0 };
+    let from = first.max(window.start);
+    let to = log.ended.map_or(window.end, |e| e.min(window.end));
+    if to <= from {
+        return 0.0;
+    }
+    let mut last = from;
+    let mut longest = Duration::ZERO;
+    for p in log.points.iter().filter(|p| p.at > from && p.at < to) {
+        longest = longest.max(p.at - last);
+        last = p.at;
+    }
+    ms(longest.max(to - last))
 }
 
 /// The gaps the window's end cuts off: for every stream that had received a token before W1 and

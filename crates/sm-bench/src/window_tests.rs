@@ -176,6 +176,26 @@ fn the_window_end_cuts_a_gap_that_counts() {
     assert!((f.chunk_gap_ms.unwrap().p99 - 97.0).abs() < 1e-6, "the censored gap is among the chunk gaps");
 }
 
+/// A request with fewer than two tokens in the window carries its silence there (§11.2): a stalled
+/// stream the time since W0 or its one token in the window, whichever is longer; one that began just
+/// before W1 only the time since its first token; one that streams has a TBT and no silence.
+#[test]
+fn a_request_without_a_tbt_carries_its_silence() {
+    let b = Instant::now();
+    let stalled = steady(b, 0, 50, 10, 1, 1);
+    let one_in = steady(b, 0, 400, 10, 1, 1);
+    let late = steady(b, 1000, 1050, 60, 3, 1);
+    let flowing = steady(b, 0, 20, 10, 120, 1);
+    let w = Window { start: at(b, 100), end: at(b, 1100) };
+    let f = figures(&[stalled, one_in, late, flowing], w, &[], None);
+    let silences: Vec<Option<f64>> = f.per_request.iter().map(|r| r.silent_ms.map(f64::round)).collect();
+    assert_eq!(silences, [Some(1000.0), Some(700.0), Some(50.0), None]);
+    assert_eq!(f.per_request[2].tokens, 1.0, "the late one's first token is in the window, its next two after");
+    // at 10 tok/s (100 ms between tokens) the two silent ones fail; the late one had no time to
+    let j = "tok_s>=10".parse::<sm_core::slo::Slo>().unwrap().judge(&f.per_request, f.measured_s);
+    assert_eq!(j.goodput_pct, Some(50.0));
+}
+
 /// The SLO (methodology §11.2) judges the figures the cell reports: a bound at p50/p90/p99 has
 /// exactly the cell's value, and the requests it judges carry every in-window token.
 #[test]

@@ -1,4 +1,4 @@
-//! The run record, schema `speedmatrix.run/1.1` — published as
+//! The run record, schema `speedmatrix.run/1.N` ([`SCHEMA`] is the one written) — published as
 //! `schema/run.schema.json`. Field names are a contract: the report, the results
 //! site and other tools read them. Add fields; never rename or repurpose one.
 //! A minor version (`/1.1`) only adds optional fields: every reader of `/1` reads it.
@@ -12,7 +12,8 @@ pub use crate::engine::Engine;
 use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
-/// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`.
+/// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
+/// precision (intervals, adaptive windows, repeats); 1.3 the load phases.
 pub const SCHEMA: &str = "speedmatrix.run/1.3";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
@@ -479,7 +480,7 @@ pub struct RunRecord {
     /// resume refuses to continue when the server now makes different prompts.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prompts: Vec<PromptInfo>,
-    /// The capacity answer per decode context (methodology §8.3), from the judged cells.
+    /// The capacity answer per decode context (methodology §11.3), from the judged cells.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub capacity: Vec<Capacity>,
     /// The load phases that ran beside (or instead of) the decode matrix (methodology §13).

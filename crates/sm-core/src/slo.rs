@@ -55,12 +55,16 @@ impl Bound {
         if self.figure.higher_is_better() { value >= self.limit } else { value <= self.limit }
     }
 
-    /// Whether one request's own figure meets the bound's limit (for goodput).
+    /// Whether one request's own figure meets the bound's limit (for goodput). A request without a
+    /// speed (fewer than two tokens in the window) is held to its silence instead: its time between
+    /// tokens was at least that long, so a user who waited longer than the bound allows between two
+    /// tokens did not meet it (methodology §11.2).
     fn request_holds(&self, request: &RequestFigures) -> bool {
+        let tbt = request.tbt_ms.or(request.silent_ms);
         match self.figure {
-            Figure::TokS => request.tok_s().is_none_or(|v| self.holds(v)),
+            Figure::TokS => tbt.is_none_or(|t| t <= 0.0 || self.holds(1000.0 / t)),
             Figure::Ttft => request.ttft_ms.is_none_or(|v| self.holds(v)),
-            Figure::Tbt => request.tbt_ms.is_none_or(|v| self.holds(v)),
+            Figure::Tbt => tbt.is_none_or(|v| self.holds(v)),
         }
     }
 
@@ -234,6 +238,10 @@ pub struct RequestFigures {
     pub ttft_ms: Option<f64>,
     /// Its mean time between tokens inside the window; `None` with fewer than two tokens there.
     pub tbt_ms: Option<f64>,
+    /// Without `tbt_ms`: the longest time inside the window, while it streamed (after its first
+    /// token, before it ended), that it went without a token. A stalled stream's is most of the
+    /// window; one that began just before the window's end has little. `None` where not known.
+    pub silent_ms: Option<f64>,
 }
 
 impl RequestFigures {

@@ -1,7 +1,7 @@
 use super::*;
 
 fn req(tokens: f64, ttft: f64, tbt: f64) -> RequestFigures {
-    RequestFigures { tokens, ttft_ms: Some(ttft), tbt_ms: Some(tbt) }
+    RequestFigures { tokens, ttft_ms: Some(ttft), tbt_ms: Some(tbt), silent_ms: None }
 }
 
 #[test]
@@ -63,7 +63,7 @@ fn a_cell_is_judged_at_each_bounds_percentile() {
 
 #[test]
 fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
-    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None };
+    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None, silent_ms: None };
     let slo: Slo = "tok_s>=10".parse().unwrap();
     let j = slo.judge(&[req(20.0, 100.0, 50.0), one_token], 1.0);
     assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
@@ -71,6 +71,27 @@ fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
     let j = slo.judge(&[one_token], 1.0);
     assert!(!j.met && j.bounds[0].value.is_none(), "no speed measured: not met");
     assert_eq!(slo.judge(&[], 1.0).goodput_pct, None);
+}
+
+/// A request that went silent in the window (fewer than two tokens there) fails a speed or TBT
+/// bound it had the time to meet; one that had too little time (it began just before the window's
+/// end) is judged on its TTFT alone. It never enters the bound's percentile either way.
+#[test]
+fn a_silent_request_fails_the_bounds_its_silence_breaks() {
+    let silent = |ms| RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None, silent_ms: Some(ms) };
+    let slo: Slo = "tok_s>=10,ttft_p90<=1s".parse().unwrap();
+    let j = slo.judge(&[req(20.0, 100.0, 50.0), silent(1900.0)], 2.0);
+    assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
+    assert_eq!((j.goodput_pct, j.goodput_tok_s), (Some(50.0), Some(10.0)), "the stalled request is not good");
+    // 10 tok/s allows 100 ms between tokens: 80 ms of silence could still be on pace
+    let j = slo.judge(&[req(20.0, 100.0, 50.0), silent(80.0)], 2.0);
+    assert_eq!(j.goodput_pct, Some(100.0));
+    let tbt: Slo = "tbt_p99<=50ms".parse().unwrap();
+    assert!(!tbt.meets(&silent(60.0)) && tbt.meets(&silent(40.0)));
+    let ttft_only: Slo = "ttft_p90<=1s".parse().unwrap();
+    assert!(ttft_only.meets(&silent(1900.0)), "a TTFT bound does not look at the silence");
+    let measured = RequestFigures { silent_ms: Some(1900.0), ..req(20.0, 100.0, 50.0) };
+    assert!(slo.meets(&measured), "a request with a speed is judged by it");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! One CSV row per measurement: the All-measurements columns as the page
 //! prints them, then every numeric field of the record unformatted, so a
 //! spreadsheet can both show the page and compute with it. The SLO's figures
-//! come last: fixed columns, then two per bound of the SLO (docs/report.md).
+//! come last: fixed columns, then the context's capacity answer, then two per bound of the SLO
+//! (docs/report.md).
 
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
@@ -71,6 +72,35 @@ const DECODE_FIELDS: [&str; 52] = [
     "spec_decode_accepted",
 ];
 
+/// The capacity answer (run.json's `capacity[]`) on every decode row of its context, so that a
+/// spreadsheet filtered to one context still has it: `capacity` is `true` on the cell that proves
+/// the answer, the others are the context's entry (`max_users`, `bounded_by`, …) repeated.
+const CAPACITY_COLUMNS: [&str; 6] = [
+    "capacity",
+    "capacity_max_users",
+    "capacity_bounded_by",
+    "capacity_failed_cell",
+    "capacity_fit_limit",
+    "capacity_usd_per_user_hour",
+];
+
+/// The capacity columns of the decode row `ctx` × `c`; empty where the record has no answer for
+/// `ctx` (no SLO, no valid cell).
+fn capacity_cells(record: &RunRecord, ctx: u64, c: u32) -> Vec<String> {
+    let Some(cap) = record.capacity.iter().find(|k| k.context == ctx) else {
+        return vec![String::new(); CAPACITY_COLUMNS.len()];
+    };
+    let count = |v: Option<u32>| v.map(|x| x.to_string()).unwrap_or_default();
+    vec![
+        (cap.cell == Some(c)).to_string(),
+        cap.max_users.to_string(),
+        cap.bounded_by.to_string(),
+        count(cap.failed_cell),
+        count(cap.fit_limit),
+        cap.usd_per_user_hour.map(|v| v.to_string()).unwrap_or_default(),
+    ]
+}
+
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
@@ -114,10 +144,11 @@ fn exported(status: CellStatus, all: &'static [&'static str]) -> Vec<&'static st
     all.iter().filter(|f| status == CellStatus::Valid || !valid_only(f)).copied().collect()
 }
 
-/// The CSV's header: the page's All-measurements columns, then the raw ones, then two per bound
-/// of the SLO: `slo_<bound>` (the cell's value at the bound's percentile) and `slo_<bound>_holds`.
+/// The CSV's header: the page's All-measurements columns, then the raw ones, the capacity
+/// answer's, then two per bound of the SLO: `slo_<bound>` (the cell's value at the bound's
+/// percentile) and `slo_<bound>_holds`.
 fn columns(bounds: &[String]) -> Vec<String> {
-    let fixed = view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS);
+    let fixed = view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS).chain(&CAPACITY_COLUMNS);
     fixed
         .map(|c| c.to_string())
         .chain(bounds.iter().flat_map(|b| [format!("slo_{b}"), format!("slo_{b}_holds")]))
@@ -222,7 +253,8 @@ fn raw_row(keys: [String; 4], value: &Value, fields: &[&str]) -> Vec<String> {
 pub fn csv(record: &RunRecord) -> String {
     let page = view::build(record);
     let bounds = bound_keys(record);
-    let no_bounds = || vec![String::new(); bounds.len() * 2];
+    // a prefill row has no capacity answer and no SLO judgement
+    let no_answer = || vec![String::new(); CAPACITY_COLUMNS.len() + bounds.len() * 2];
     let mut out = String::new();
     out.push_str(&columns(&bounds).iter().map(|h| field(h)).collect::<Vec<_>>().join(","));
     out.push_str("\r\n");
@@ -236,7 +268,7 @@ pub fn csv(record: &RunRecord) -> String {
                 [p.context.to_string(), "1".into(), p.status.name().to_string(), p.reason.clone().unwrap_or_default()];
             let mut row =
                 raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS));
-            row.extend(no_bounds());
+            row.extend(no_answer());
             row
         })
         .collect();
@@ -249,6 +281,7 @@ pub fn csv(record: &RunRecord) -> String {
                 let keys = [ctx_s, c_s, cell.status().name().to_string(), cell.reason.clone().unwrap_or_default()];
                 let fields = exported(cell.status(), &DECODE_FIELDS);
                 let mut row = raw_row(keys, &flat(serde_json::to_value(cell).unwrap_or_default()), &fields);
+                row.extend(capacity_cells(record, at.context, at.concurrency));
                 row.extend(bound_cells(cell, &bounds));
                 row
             }
@@ -257,7 +290,8 @@ pub fn csv(record: &RunRecord) -> String {
                 let status = if kind == CellKind::Skipped { CellStatus::Skipped } else { CellStatus::OverCapacity };
                 let keys = [ctx_s, c_s, status.name().into(), at.cell.reason.clone().unwrap_or_default()];
                 let mut row = raw_row(keys, &Value::Null, &[]);
-                row.extend(no_bounds());
+                row.extend(capacity_cells(record, at.context, at.concurrency));
+                row.extend(vec![String::new(); bounds.len() * 2]);
                 row
             }
         });

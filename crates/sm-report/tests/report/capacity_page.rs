@@ -200,6 +200,20 @@ fn tables_markdown_csv_and_terminal_carry_the_same_figures() {
     assert_eq!((failed["searched"].as_str(), failed["slo_ttft_p90"].as_str()), ("false", "500"));
     let over = row("131072", "4");
     assert_eq!((over["slo_met"].as_str(), over["slo_tok_s_p10"].as_str()), ("", ""));
+    // the answer: on every decode row of its context, `capacity` true on the cell that proves it
+    let answer = |r: &std::collections::BTreeMap<String, String>| {
+        ["capacity", "capacity_max_users", "capacity_bounded_by", "capacity_failed_cell", "capacity_fit_limit"]
+            .map(|k| r[k].clone())
+    };
+    assert_eq!(answer(searched), ["true", "11", "kv_cache", "", "11"]);
+    assert_eq!(answer(row("32768", "8")), ["false", "11", "kv_cache", "", "11"]);
+    assert_eq!(answer(row("32768", "16")), ["false", "11", "kv_cache", "", "11"], "over capacity, too");
+    assert_eq!(answer(row("8192", "16")), ["true", "16", "matrix_top", "", "33"]);
+    assert_eq!(answer(failed), ["false", "0", "none", "1", "3"]);
+    let user_hour: f64 = searched["capacity_usd_per_user_hour"].parse().unwrap();
+    assert!((user_hour - 10.0 / 11.0).abs() < 1e-9, "{user_hour}");
+    assert!(rows.iter().filter(|r| r["Phase"] == "Prefill").all(|r| r["capacity"].is_empty()));
+    assert_eq!(rows.iter().filter(|r| r["capacity"] == "true").count(), 2, "one per context with an answer");
 
     let t = sm_report::terminal(&r, 100);
     let mut lines = t.lines();
@@ -221,7 +235,7 @@ fn without_a_price_nothing_about_cost_is_shown() {
     assert!(!md.contains("$ per") && !md.contains("user-hour"), "{md}");
     assert!(!sm_report::terminal(&r, 100).contains('$'));
     let rows = csv_records(&sm_report::csv(&r));
-    assert!(rows.iter().all(|r| r["usd_per_million_tokens"].is_empty()));
+    assert!(rows.iter().all(|r| r["usd_per_million_tokens"].is_empty() && r["capacity_usd_per_user_hour"].is_empty()));
 }
 
 #[test]

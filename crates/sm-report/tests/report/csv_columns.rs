@@ -189,6 +189,52 @@ fn every_field_of_a_decode_cell_and_a_prefill_row_is_a_column() {
     assert_eq!(rows[1]["prompt_tok_s"], "", "a decode row leaves the prefill columns empty");
 }
 
+/// Every field set, written out: a field added to `Capacity` stops this compiling until it is set
+/// here, and then the test below fails until the CSV has a column for it.
+fn full_capacity(context: u64) -> sm_core::answer::Capacity {
+    sm_core::answer::Capacity {
+        context,
+        label: "8K".into(),
+        max_users: 4,
+        bounded_by: sm_core::answer::BoundedBy::Slo("ttft_p90".into()),
+        cell: Some(4),
+        failed_cell: Some(6),
+        fit_limit: Some(33),
+        usd_per_user_hour: Some(2.5),
+        usd_per_million_tokens: Some(4.1525),
+    }
+}
+
+#[test]
+fn every_field_of_the_capacity_answer_is_a_column_on_its_contexts_decode_rows() {
+    let mut record: RunRecord = sm_report::load_any(&data("run-sample.json")).unwrap();
+    record.plan.clear();
+    record.prefill = vec![full_prefill()];
+    record.decode = vec![DecodeCell { concurrency: 2, searched: false, ..full_cell() }, full_cell()];
+    record.capacity = vec![full_capacity(8192)];
+    let rows = csv_records(&sm_report::csv(&record));
+    let cap = serde_json::to_value(full_capacity(8192)).unwrap();
+    for (key, v) in cap.as_object().unwrap() {
+        let column = match key.as_str() {
+            // which row it is, and the proving cell's price, are the row's own columns
+            "context" | "label" | "usd_per_million_tokens" => continue,
+            "cell" => "capacity".to_string(),
+            k => format!("capacity_{k}"),
+        };
+        let column = column.as_str();
+        let want = if key == "cell" { "true".to_string() } else { expected(v) };
+        assert_eq!(rows[2][column], want, "the proving cell's row: {column}");
+        let want = if key == "cell" { "false".to_string() } else { expected(v) };
+        assert_eq!(rows[1][column], want, "another row of the context: {column}");
+        assert_eq!(rows[0][column], "", "a prefill row has no answer: {column}");
+    }
+    assert_eq!(rows[2]["usd_per_million_tokens"], "4.1525");
+    // a context without an answer (no SLO) leaves the columns empty
+    record.capacity.clear();
+    let rows = csv_records(&sm_report::csv(&record));
+    assert!(rows.iter().all(|r| r["capacity"].is_empty() && r["capacity_bounded_by"].is_empty()));
+}
+
 /// The published page's All-measurements rows, by (phase, context label, requests at once).
 fn published_rows() -> BTreeMap<(String, String, String), Vec<String>> {
     let text = std::fs::read_to_string(reference(PAGE_TEXT)).unwrap();

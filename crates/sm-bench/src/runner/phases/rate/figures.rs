@@ -130,6 +130,8 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
             tokens: output_tokens(l),
             ttft_ms: l.first_token.map(|t| ms(t.saturating_duration_since(r.due))),
             tbt_ms: tbt_ms(l),
+            // a completed request's tokens are all counted: one token is a whole answer, not a stall
+            silent_ms: None,
         })
         .collect();
     let ttft: Vec<f64> = figures.iter().filter_map(|f| f.ttft_ms).collect();
