@@ -9,6 +9,7 @@
 //! * [`answer`] — the capacity answer per context, and the capacity search's next level.
 //! * [`precision`] — 95 % confidence intervals, significance of differences, agreement of repeats.
 //! * [`phases`] — the sections of the load phases: rates, bursts, mixed prefill, sessions.
+//! * [`gpu_telemetry`] — GPU power, energy, clocks and throttling over a cell's window.
 //! * [`roofline`], [`model_config`] — the memory-bandwidth bound on a decode cell's tok/s.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
@@ -20,6 +21,7 @@ pub mod answer;
 pub mod capacity;
 pub mod context;
 pub mod engine;
+pub mod gpu_telemetry;
 pub mod model_config;
 pub mod phases;
 pub mod plan;
