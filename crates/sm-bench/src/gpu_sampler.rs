@@ -115,7 +115,7 @@ fn summarize(
         .iter()
         .filter_map(|(at, r)| r.as_ref().ok().map(|g| GpuRead { t: (*at - w.start).as_secs_f64(), gpus: g.clone() }))
         .collect();
-    let failed = inside.iter().filter_map(|(_, r)| r.as_ref().err()).last();
+    let failed = inside.iter().filter_map(|(_, r)| r.as_ref().err()).next_back();
     let cell = GpuCell::summarize(source, &ok, w.len().as_secs_f64(), output_tokens);
     let warning = match (&cell, failed) {
         (None, Some(e)) => Some(format!("no GPU figures: every read in the window failed ({e})")),
