@@ -16,7 +16,7 @@ pub const GPU_TEMP: &str = "DCGM_FI_DEV_GPU_TEMP";
 pub const GPU_UTIL: &str = "DCGM_FI_DEV_GPU_UTIL";
 /// MiB.
 pub const FB_USED: &str = "DCGM_FI_DEV_FB_USED";
-/// The throttle reasons bitmask; DCGM 3.3 renamed it `CLOCKS_EVENT_REASONS`.
+/// The throttle reasons bitmask, by its newer name and its older one.
 pub const THROTTLE: [&str; 2] = ["DCGM_FI_DEV_CLOCKS_EVENT_REASONS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"];
 pub const XID: &str = "DCGM_FI_DEV_XID_ERRORS";
 pub const ECC: [&str; 2] = ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL"];

@@ -269,11 +269,12 @@ impl<'a> Series<'a> {
     }
 
     /// Mean power over the sampled span from the energy counter: `None` without a counter at both
-    /// ends, over no time, or when it went backwards (a driver reload).
+    /// ends, over no time, when it went backwards (a driver reload) or did not move (an exporter
+    /// that collects less often than the window: no GPU draws 0 W).
     fn counter_power(&self) -> Option<f64> {
         let e = self.values(|g| g.energy_j);
         let ((t0, e0), (t1, e1)) = (*e.first()?, *e.last()?);
-        (t1 > t0 && e1 >= e0).then(|| (e1 - e0) / (t1 - t0))
+        (t1 > t0 && e1 > e0).then(|| (e1 - e0) / (t1 - t0))
     }
 
     /// Mean power over the sampled span, integrated from the power samples (two at least).

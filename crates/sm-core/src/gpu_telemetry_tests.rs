@@ -64,6 +64,11 @@ fn one_read_gives_power_but_no_energy_and_no_gpu_gives_nothing() {
     let reads = vec![read(0.0, vec![gpu("0", 100.0, Some(500.0), 0)]), read(1.0, vec![gpu("0", 100.0, Some(5.0), 0)])];
     let c = GpuCell::summarize(GpuSource::Dcgm, &reads, 1.0, 10).unwrap();
     assert_eq!((c.energy_j, c.energy_from), (Some(100.0), Some(EnergyFrom::PowerIntegral)));
+    // nor is a counter that never moved (an exporter collecting less often than the window)
+    let reads =
+        vec![read(0.0, vec![gpu("0", 100.0, Some(500.0), 0)]), read(1.0, vec![gpu("0", 100.0, Some(500.0), 0)])];
+    let c = GpuCell::summarize(GpuSource::Dcgm, &reads, 1.0, 10).unwrap();
+    assert_eq!((c.energy_j, c.energy_from), (Some(100.0), Some(EnergyFrom::PowerIntegral)));
 }
 
 #[test]
