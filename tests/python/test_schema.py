@@ -3,6 +3,7 @@
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import jsonschema
@@ -111,3 +112,34 @@ def test_a_burst_run_validates(tmp_path):
     line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
     for line in (out / "requests.jsonl").read_text().splitlines():
         line_validator.validate(json.loads(line))
+
+
+def test_a_gpu_telemetry_run_validates(tmp_path):
+    # the simulated engine's [gpu] serves a DCGM exporter's text: every decode cell gets `gpu`
+    profile = tmp_path / "gpu.toml"
+    tiny = (ROOT / "crates" / "sm-sim" / "profiles" / "tiny.toml").read_text()
+    profile.write_text(tiny + "\n[gpu]\nidle_w = 100\nper_sequence_w = 60\ntdp_w = 250\n")
+    sim = subprocess.Popen([BIN, "sim", "--profile", str(profile), "--port", "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        url = None
+        for line in sim.stdout:
+            found = re.search(r"http://127\.0\.0\.1:\d+", line)
+            if found:
+                url = found.group(0)
+                break
+        assert url, "the sim printed its URL"
+        out = tmp_path / "gpu"
+        proc = subprocess.run(
+            [BIN, "run", "--url", url, "--contexts", "1k", "--concurrency", "1,4", "--duration", "2s",
+             "--max-tokens", "4000", "--ready-stable", "200ms", "--warmup", "0s", "--no-prefill-at-max",
+             "--gpu-metrics", url + "/dcgm/metrics", "--out", str(out)],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads((out / "run.json").read_text())
+        validate(record)
+        assert all(c["gpu"]["source"] == "dcgm" for c in record["decode"]), record["decode"]
+        assert {c["gpu"]["throttle"] for c in record["decode"]} == {"none", "power"}
+    finally:
+        sim.terminate()
+        sim.wait(timeout=30)

@@ -12,6 +12,7 @@ use sm_core::record::{CellPhases, CellStatus, TokenSource};
 use sm_core::spec_decode::SpecCounters;
 use tokio::sync::watch;
 
+use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, GpuSampler};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
@@ -183,11 +184,13 @@ pub struct CellSpec<'a> {
     /// The skip counter (`Controls::skip_cell`) as read before the cell's scout: a skip pressed
     /// since then, during the scout or the drain before the cell, skips this cell.
     pub skip_seen: u64,
+    /// `--gpu-metrics` or NVML: sampled through the cell (methodology §14.3).
+    pub gpu: Option<Arc<GpuReader>>,
 }
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen } = spec;
+    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen, gpu } = spec;
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
@@ -202,6 +205,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
+    let mut sampler = gpu.map(|reader| GpuSampler::start(reader, GPU_INTERVAL));
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let wire = JsonBody::new(&body);
     let spawned = Instant::now();
@@ -219,7 +223,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         })
         .collect();
     let probe = Probe::start();
-    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter };
+    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: sampler.as_ref() };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
@@ -268,6 +272,12 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
+            if let Some(s) = sampler.take() {
+                let tokens = outcome.figures.as_ref().map_or(0, |f| f.output_tokens);
+                let (gpu, warning) = s.finish(Some(window), tokens).await;
+                outcome.gpu = gpu;
+                outcome.warnings.extend(warning);
+            }
             outcome.phases = Some(CellPhases {
                 before_s: (spawned - begun).as_secs_f64(),
                 ramp_s: (window.start - spawned).as_secs_f64(),
@@ -277,6 +287,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             outcome
         }
     };
+    if let Some(s) = sampler {
+        s.finish(None, 0).await;
+    }
     if server_lost && outcome.status == CellStatus::Error {
         outcome.reason = outcome.reason.map(|r| format!("{SERVER_LOST} ({r})"));
         outcome.server_lost = true;
@@ -364,6 +377,7 @@ struct Watcher<'a> {
     timing: CellTiming,
     live: &'a Live,
     reporter: &'a dyn Reporter,
+    gpu: Option<&'a GpuSampler>,
 }
 
 impl Watcher<'_> {
@@ -403,6 +417,9 @@ impl Watcher<'_> {
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
                     let spec = (spec_start, state.and_then(|s| s.spec));
+                    if let Some(g) = self.gpu {
+                        g.read_now().await;
+                    }
                     return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec };
                 }
                 continue;
@@ -428,6 +445,9 @@ impl Watcher<'_> {
             window = Some(w);
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
+            if let Some(g) = self.gpu {
+                g.read_now().await;
+            }
             self.reporter.step(&Step::Measuring {
                 context: self.context,
                 label: self.label.to_string(),

@@ -16,9 +16,11 @@
 
 mod burst;
 mod cell;
+mod gpu_sampler;
 mod health;
 mod journal;
 mod loopguard;
+mod nvml;
 mod progress;
 mod prompt;
 mod prompt_file;
@@ -38,7 +40,9 @@ mod window;
 
 // The library's whole surface; its modules stay private.
 pub use cell::{CellTiming, Precision};
+pub use gpu_sampler::{GPU_INTERVAL, GpuReader};
 pub use journal::{Journal, JournalError, RUN_FILE, remove_held_locks};
+pub use nvml::LocalGpus;
 pub use progress::{
     ControlHandle, Controls, IDLE_GAP, LiveSample, NoReport, Reporter, RunEvent, Step, WarmupFailure, WarmupStage,
     controls,

@@ -87,6 +87,8 @@ pub struct RunConfig {
     pub save_requests: bool,
     /// Whether the decode matrix runs, and the load phases asked for (issue 17).
     pub phases: PhaseConfig,
+    /// GPU telemetry through each decode cell: `--gpu-metrics` (DCGM) or the local NVML.
+    pub gpu: Option<Arc<crate::gpu_sampler::GpuReader>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -524,6 +526,7 @@ impl Runner<'_> {
             timing,
             usage_at_end: scouted.reports_usage,
             skip_seen,
+            gpu: self.config.gpu.clone(),
         };
         run_cell(cell_spec, self.reporter, &self.controls).await
     }

@@ -25,6 +25,8 @@ pub struct CellOutcome {
     pub phases: Option<sm_core::record::CellPhases>,
     /// Speculative decoding in the window, where the engine exports its counters.
     pub spec_decode: Option<sm_core::spec_decode::SpecDecode>,
+    /// GPU power and energy in the window, with a GPU source (methodology §14.3).
+    pub gpu: Option<sm_core::gpu_telemetry::GpuCell>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
     pub requests: Option<crate::requests::CellRequests>,
 }
@@ -40,6 +42,7 @@ impl CellOutcome {
             server_lost: false,
             phases: None,
             spec_decode: None,
+            gpu: None,
             requests: None,
         }
     }
@@ -83,6 +86,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         server_lost: false,
         phases: None,
         spec_decode: None,
+        gpu: None,
         requests: None,
     }
 }

@@ -58,6 +58,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         repeats: 1,
         save_requests: false,
         phases: Default::default(),
+        gpu: None,
     }
 }
 

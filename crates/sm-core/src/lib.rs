@@ -10,6 +10,7 @@
 //!   ([`capacity_answer`] holds the answer's types, which the record keeps).
 //! * [`precision`] — 95 % confidence intervals, significance of differences, agreement of repeats.
 //! * [`phases`] — the sections of the load phases: rates, bursts, mixed prefill, sessions.
+//! * [`gpu_telemetry`] — GPU power, energy, clocks and throttling over a cell's window.
 //! * [`roofline`], [`model_config`] — the memory-bandwidth bound on a decode cell's tok/s.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
@@ -22,6 +23,7 @@ pub mod capacity;
 pub mod capacity_answer;
 pub mod context;
 pub mod engine;
+pub mod gpu_telemetry;
 pub mod model_config;
 pub mod phases;
 pub mod plan;

@@ -348,6 +348,9 @@ pub struct DecodeCell {
     /// where the engine exports none or did not speculate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<crate::spec_decode::SpecDecode>,
+    /// GPU power, energy and throttling in the window (methodology §14.3); absent without a source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<crate::gpu_telemetry::GpuCell>,
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too

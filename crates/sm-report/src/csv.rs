@@ -17,7 +17,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
 /// field added to the record must be added here: tests/csv_columns.rs fails
 /// until it is.
-const DECODE_FIELDS: [&str; 52] = [
+const DECODE_FIELDS: [&str; 61] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -70,6 +70,15 @@ const DECODE_FIELDS: [&str; 52] = [
     "spec_decode_acceptance_rate",
     "spec_decode_drafts",
     "spec_decode_accepted",
+    "gpu_source",
+    "gpu_samples",
+    "gpu_power_w",
+    "gpu_energy_j",
+    "gpu_energy_from",
+    "gpu_joules_per_token",
+    "gpu_wh_per_million_tokens",
+    "gpu_throttle",
+    "gpu_count",
 ];
 
 /// The capacity answer (run.json's `capacity[]`) on every decode row of its context, so that a
@@ -104,7 +113,7 @@ fn capacity_cells(record: &RunRecord, ctx: u64, c: u32) -> Vec<String> {
 /// The fields only a `valid` row carries (the record's schema nulls them
 /// otherwise): a row that is not valid exports them empty, whatever the record
 /// holds, so a spreadsheet cannot sum a failed cell's partial numbers.
-const VALID_ONLY: [&str; 26] = [
+const VALID_ONLY: [&str; 30] = [
     "prompt_tok_s",
     "ttft_ms",
     "total_tok_s",
@@ -131,6 +140,10 @@ const VALID_ONLY: [&str; 26] = [
     "repeats_agree",
     "roofline_tok_s",
     "roofline_fraction",
+    "gpu_power_w",
+    "gpu_energy_j",
+    "gpu_joules_per_token",
+    "gpu_wh_per_million_tokens",
 ];
 
 /// Whether only a valid row exports `field`: the listed ones and every interval (`ci_*`), whose
@@ -227,6 +240,9 @@ fn flat(mut v: Value) -> Value {
         for (k, x) in spec {
             obj.insert(format!("spec_decode_{k}"), x);
         }
+    }
+    if let Some(Value::Object(gpu)) = obj.remove("gpu") {
+        obj.extend(crate::gpu::csv_fields(gpu));
     }
     if let Some(Value::Array(repeats)) = obj.remove("repeats") {
         obj.insert("repeats".into(), repeats.len().into());

@@ -247,6 +247,7 @@ fn matrix_cell(s: &mut String, cell: &Cell, min: f64, max: f64, ctx_label: &str,
                 tip.push_str("\nmeasured by the capacity search (--find-capacity)");
             }
             tip.extend(cell.spec_decode.as_ref().map(|l| format!("\n{l}")));
+            tip.extend(cell.gpu.as_ref().map(|l| format!("\n{l}")));
             for w in &cell.warnings {
                 tip.push_str(&format!("\n⚠ {w}"));
             }

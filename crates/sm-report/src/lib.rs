@@ -17,6 +17,7 @@ mod facts;
 pub mod format;
 mod html;
 pub use html::CSS;
+pub mod gpu;
 pub mod import;
 mod markdown;
 pub mod meta;

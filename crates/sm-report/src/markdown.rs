@@ -219,6 +219,14 @@ fn decode(s: &mut String, page: &Page, decode_cells: &[sm_core::record::DecodeCe
         }
         let _ = writeln!(s);
     }
+    let gpu = crate::gpu::markdown_lines(decode_cells);
+    if !gpu.is_empty() {
+        let _ = writeln!(s, "GPU power and energy per cell (methodology §14.3):\n");
+        for l in gpu {
+            let _ = writeln!(s, "- {}", md(&l));
+        }
+        let _ = writeln!(s);
+    }
 }
 
 fn all(s: &mut String, page: &Page) {

@@ -157,6 +157,8 @@ pub struct Cell {
     pub roofline: Option<String>,
     /// "speculative decoding: 2.6 tokens per step (acceptance 53 %)", for its hover.
     pub spec_decode: Option<String>,
+    /// "GPU: 312 W · 1.9 J/token", for its hover (methodology §14.3).
+    pub gpu: Option<String>,
 }
 
 pub struct Matrix {
@@ -448,6 +450,7 @@ fn unmeasured_cell(planned: Option<&PlannedCell>, row_label: &str, c: u32, footn
         precision: None,
         roofline: None,
         spec_decode: None,
+        gpu: None,
     }
 }
 
@@ -481,6 +484,7 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
         precision: precision::cell_precision(cell),
         roofline: None,
         spec_decode: crate::spec_decode::cell_line(cell),
+        gpu: crate::gpu::cell_line(cell),
     }
 }
 

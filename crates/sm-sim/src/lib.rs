@@ -12,6 +12,7 @@
 mod engine;
 pub mod fault;
 pub mod flavor;
+pub mod gpu;
 mod grid;
 pub mod hf_tokenizer;
 pub mod natural;

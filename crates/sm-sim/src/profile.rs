@@ -86,6 +86,8 @@ pub struct Profile {
     pub noise: Noise,
     /// Optional `[speculative]`: speculative decoding (draft tokens, acceptance probability).
     pub speculative: Option<crate::speculative::Speculative>,
+    /// Optional `[gpu]`: a simulated GPU whose power follows the running batch (`/dcgm/metrics`).
+    pub gpu: Option<crate::gpu::SimGpu>,
 }
 
 impl Profile {
@@ -178,6 +180,11 @@ impl Profile {
             ),
         };
 
+        let gpu = match t.get("gpu") {
+            None => None,
+            Some(_) => Some(crate::gpu::SimGpu::from_table(req_table(&t, "gpu")?).map_err(|e| invalid("gpu", e))?),
+        };
+
         Ok(Profile {
             name,
             model,
@@ -194,6 +201,7 @@ impl Profile {
             natural_output,
             noise,
             speculative,
+            gpu,
         })
     }
 

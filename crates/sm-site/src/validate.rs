@@ -12,6 +12,8 @@ use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 #[path = "validate_answer.rs"]
 mod answer;
 pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+#[path = "validate_gpu.rs"]
+mod gpu;
 #[path = "validate_phases.rs"]
 mod phases;
 #[path = "validate_precision.rs"]
@@ -184,6 +186,7 @@ fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     precision::cell(&at, c)?;
     roofline::cell(&at, c)?;
     spec_decode::cell(&at, c)?;
+    gpu::cell(&at, c)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {

@@ -22,6 +22,7 @@ macro_rules! eprintln {
 
 mod compare_cmd;
 mod console;
+mod gpu_args;
 mod import_cmd;
 mod limits;
 mod phase_args;

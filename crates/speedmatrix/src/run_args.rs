@@ -94,6 +94,11 @@ pub struct RunArgs {
     /// cell and $ per user-hour to the capacity answer.
     #[arg(long, value_name = "USD", value_parser = cost_per_hour)]
     pub(crate) cost_per_hour: Option<f64>,
+    /// GPU power, energy and throttling per decode cell: a DCGM exporter's URL (e.g.
+    /// http://gpu-host:9400/metrics), `nvml` for this machine's GPUs, or `off` [default: NVML when
+    /// the server runs on this machine and the driver is there].
+    #[arg(long, value_name = "URL|nvml|off", value_parser = |s: &str| s.parse::<crate::gpu_args::GpuMetrics>())]
+    pub(crate) gpu_metrics: Option<crate::gpu_args::GpuMetrics>,
     /// Adaptive windows: each cell measures until its total tok/s and TBT p50 are known within
     /// this (95 % intervals), between --min-duration and --duration, e.g. 1%.
     #[arg(long, value_name = "PCT", value_parser = precision)]

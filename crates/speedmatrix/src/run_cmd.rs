@@ -43,6 +43,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         (None, Some(dir)) => crate::settings::read_record(dir)?.settings.model_shape,
         (shape, _) => shape,
     };
+    let gpu_metrics = args.gpu_metrics.clone().unwrap_or(crate::gpu_args::GpuMetrics::Auto);
     let settings = Settings::resolve(args)?;
     // at once, before the engine starts or a request is sent: a second process must not even
     // restart the simulated engine on the old port, and a refused directory costs nothing
@@ -74,6 +75,11 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     print_warnings(&facts);
     let mut config = config(&settings, launch_command);
     config.tokenizer = tokenizer;
+    let (gpu, gpu_warning) = crate::gpu_args::reader(&gpu_metrics, &url, sim.is_some());
+    if let Some(w) = gpu_warning {
+        eprintln!("warning: {w}");
+    }
+    config.gpu = gpu;
     let journal = match locked {
         Some(journal) => journal,
         None => claim_default(Path::new("results"), &facts.model)?,
@@ -319,6 +325,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         repeats: s.repeats,
         save_requests: s.save_requests,
         phases: s.phases.clone(),
+        gpu: None,
     }
 }
 

@@ -5,6 +5,7 @@ use sm_core::spec_decode::SpecDecode;
 use std::time::Duration;
 
 use sm_core::answer;
+use sm_core::gpu_telemetry::{GpuCell, GpuFigures};
 use sm_core::plan::Cell;
 use sm_core::precision::Interval;
 use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell};
@@ -72,12 +73,36 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
         window_s: round3(p.window_s),
         after_s: round3(p.after_s),
     });
+    dc.gpu = outcome.gpu.map(rounded_gpu);
     dc.spec_decode = outcome.spec_decode.map(|s| SpecDecode {
         acceptance_length: round3(s.acceptance_length),
         acceptance_rate: (s.acceptance_rate * 1e4).round() / 1e4,
         ..s
     });
     dc
+}
+
+/// GPU figures as run.json keeps them: 3 decimals, J/token to a microjoule (it may be 0.05).
+fn rounded_gpu(g: GpuCell) -> GpuCell {
+    let micro = |v: f64| (v * 1e6).round() / 1e6;
+    GpuCell {
+        power_w: g.power_w.map(round3),
+        energy_j: g.energy_j.map(round3),
+        joules_per_token: g.joules_per_token.map(micro),
+        wh_per_million_tokens: g.wh_per_million_tokens.map(round3),
+        gpus: g
+            .gpus
+            .into_iter()
+            .map(|f| GpuFigures {
+                power_w: f.power_w.map(round3),
+                sm_clock_mhz: f.sm_clock_mhz.map(round1),
+                mem_clock_mhz: f.mem_clock_mhz.map(round1),
+                util_pct: f.util_pct.map(round1),
+                ..f
+            })
+            .collect(),
+        ..g
+    }
 }
 
 /// Intervals rounded outward to the figures' 3 decimals: rounding never narrows one.

@@ -69,6 +69,17 @@ fn full_cell() -> DecodeCell {
             drafts: 10,
             accepted: 16,
         }),
+        gpu: Some(sm_core::gpu_telemetry::GpuCell {
+            source: sm_core::gpu_telemetry::GpuSource::Dcgm,
+            samples: 31,
+            power_w: Some(1250.5),
+            energy_j: Some(37515.0),
+            energy_from: Some(sm_core::gpu_telemetry::EnergyFrom::Counter),
+            joules_per_token: Some(3.116),
+            wh_per_million_tokens: Some(865.556),
+            throttle: Some(sm_core::gpu_telemetry::Throttle::Power),
+            gpus: vec![Default::default(), Default::default()],
+        }),
     }
 }
 
@@ -149,6 +160,18 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
                     let column = format!("{key}_{phase}");
                     let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
                     assert_eq!(got, &expected(seconds), "{what}: {column}");
+                }
+                continue;
+            }
+            // the scalar figures as `gpu_<figure>`, and how many GPUs: each GPU's stay in run.json
+            "gpu" => {
+                for (figure, x) in v.as_object().unwrap() {
+                    let (column, want) = match figure.as_str() {
+                        "gpus" => ("gpu_count".to_string(), x.as_array().unwrap().len().to_string()),
+                        f => (format!("gpu_{f}"), expected(x)),
+                    };
+                    let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
+                    assert_eq!(got, &want, "{what}: {column}");
                 }
                 continue;
             }

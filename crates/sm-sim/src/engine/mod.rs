@@ -113,6 +113,8 @@ pub(crate) struct EngineStats {
     pub spec_drafts_total: u64,
     pub spec_draft_tokens_total: u64,
     pub spec_accepted_total: u64,
+    /// With a `[gpu]`: its energy counter as of the last change of the running batch.
+    pub energy: crate::gpu::Energy,
 }
 
 /// A lateness histogram (5 µs buckets up to 100 ms) filled without locks or allocation.

@@ -486,6 +486,12 @@ impl Scheduler {
             self.books.stats.gen_throughput = (self.books.stats.generation_tokens_total - n0) as f64 / (now - t0);
             self.throughput_mark = (now, self.books.stats.generation_tokens_total);
         }
+        if let Some(gpu) = &self.p.gpu {
+            // the batch that ran until now is the one published last; the counter must not run
+            // backwards on the scheduled (not wall) times some callers pass
+            let s = &mut self.books.stats;
+            s.energy = s.energy.at(gpu, s.running, self.clock.now());
+        }
         self.books.stats.running = self.running.len() as u64;
         self.books.stats.waiting = self.waiting.len() as u64;
         self.books.stats.kv_used_blocks = self.books.kv.in_use();

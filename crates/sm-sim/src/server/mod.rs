@@ -2,6 +2,7 @@
 
 mod chunks;
 mod completions;
+mod dcgm;
 mod discovery;
 mod error;
 mod metrics;
@@ -75,6 +76,10 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         Flavor::Tgi => r.route("/info", get(discovery::tgi_info)).route("/metrics", get(metrics::metrics)),
         Flavor::Generic => r,
     };
+    // a DCGM exporter is its own process beside any engine: served for every flavor
+    if state.profile.gpu.is_some() {
+        r = r.route("/dcgm/metrics", get(dcgm::dcgm));
+    }
     let r = if state.flavor == Flavor::Generic { r.fallback(bad_gateway) } else { r.fallback(not_found) };
     r.with_state(state)
 }

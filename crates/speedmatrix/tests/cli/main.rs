@@ -17,6 +17,7 @@ mod run_burst;
 mod run_cache_and_retry;
 mod run_capacity;
 mod run_faults;
+mod run_gpu_telemetry;
 mod run_interrupt;
 mod run_measure;
 mod run_mixed_prefill;
