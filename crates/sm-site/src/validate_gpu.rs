@@ -5,7 +5,7 @@
 
 use sm_core::record::{CellStatus, DecodeCell};
 
-use super::{Refusal, figure, status_name};
+use super::{Refusal, figure};
 
 /// GPUs of one server: a rack-scale system has 72; room for more, not for thousands.
 pub const MAX_GPUS: usize = 256;
@@ -23,7 +23,7 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     let Some(g) = &c.gpu else { return Ok(()) };
     let status = c.status();
     if status != CellStatus::Valid {
-        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status_name(status), field: "gpu" });
+        return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "gpu" });
     }
     let incoherent = |why: String| Err(Refusal::Incoherent { at: at.to_string(), why });
     if g.gpus.is_empty() || g.gpus.len() > MAX_GPUS {
