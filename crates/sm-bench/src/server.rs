@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use sm_client::discover::{self, Engine, SchedulerState};
 use sm_client::{Client, ClientError};
+use sm_core::server_metrics::ServerScrape;
 
 /// What the driver needs to know about the server.
 #[derive(Debug, Clone)]
@@ -52,6 +53,19 @@ async fn scrape_checked(target: &Target) -> Result<Option<SchedulerState>, Unrea
 }
 
 struct Unreachable;
+
+/// One scrape of the server's gauges and counters for the cell's series (methodology §14.1);
+/// `None` when it failed or the engine has none.
+pub async fn scrape_gauges(target: &Target) -> Option<ServerScrape> {
+    match tokio::time::timeout(SCRAPE_TIMEOUT, discover::server_scrape(&target.client, target.engine)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!("metrics scrape failed: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {

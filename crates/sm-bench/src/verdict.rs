@@ -25,6 +25,8 @@ pub struct CellOutcome {
     pub phases: Option<sm_core::record::CellPhases>,
     /// Speculative decoding in the window, where the engine exports its counters.
     pub spec_decode: Option<sm_core::spec_decode::SpecDecode>,
+    /// The server's gauges over the window (methodology §14.1), where it has `/metrics`.
+    pub server_metrics: Option<sm_core::server_metrics::ServerMetrics>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
     pub requests: Option<crate::request_log::CellRequests>,
 }
@@ -40,6 +42,7 @@ impl CellOutcome {
             server_lost: false,
             phases: None,
             spec_decode: None,
+            server_metrics: None,
             requests: None,
         }
     }
@@ -83,6 +86,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         server_lost: false,
         phases: None,
         spec_decode: None,
+        server_metrics: None,
         requests: None,
     }
 }

@@ -339,6 +339,10 @@ pub struct DecodeCell {
     /// where the engine exports none or did not speculate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_decode: Option<crate::spec_decode::SpecDecode>,
+    /// The server's gauges over the window, from its `/metrics` (methodology §14.1); absent
+    /// where it has none or `--metrics-interval off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too

@@ -37,12 +37,17 @@ pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     match st.flavor {
         Flavor::Vllm | Flavor::Generic => vllm(&mut o, &st, &s),
         Flavor::Sglang => sglang(&mut o, &st, &s),
-        Flavor::Llamacpp => llamacpp(&mut o, &s),
+        Flavor::Llamacpp => llamacpp(&mut o, &st, &s),
         Flavor::Tgi => tgi(&mut o, &s),
     }
     // unlabelled samples render as `name{}`; drop the empty braces as real exporters do
     let text = o.s.replace("{} ", " ");
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+/// The generation counter as reported: the `counter-skew` fault scales it (a whole token).
+fn skewed(st: &AppState, tokens: u64) -> f64 {
+    (tokens as f64 * st.faults.counter_scale()).round()
 }
 
 /// KV-cache usage, 0 … 1.
@@ -68,7 +73,7 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         "vllm:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
     o.metric(
         "vllm:prefix_cache_queries_total",
@@ -146,11 +151,11 @@ fn sglang(o: &mut Out, st: &AppState, s: &EngineStats) {
         "sglang:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
 }
 
-fn llamacpp(o: &mut Out, s: &EngineStats) {
+fn llamacpp(o: &mut Out, st: &AppState, s: &EngineStats) {
     let kv_perc = kv_perc(s);
     // llama.cpp's exporter writes unlabelled samples
     o.metric(
@@ -163,7 +168,7 @@ fn llamacpp(o: &mut Out, s: &EngineStats) {
         "llamacpp:tokens_predicted_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
     o.metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", s.running as f64);
     o.metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", s.waiting as f64);
