@@ -1,0 +1,126 @@
+//! The server's gauges over each cell's window (methodology §14.1) against the simulated engine: the
+//! series shows the cell's C requests running and none waiting, the server's own tok/s agrees with
+//! ours and with the trace's emissions, a KV cache too small for the cell shows preemptions, a
+//! server whose counter disagrees is warned about, and `--metrics-interval off` records nothing.
+
+use serde_json::Value;
+
+use crate::common::{QUICK, RunResult, SimSpec, metric_sums, num, run, sim, trace_lines};
+
+const C: u64 = 4;
+
+async fn run_cell(url: String, out: &std::path::Path, extra: &[&str]) -> RunResult {
+    let mut args = vec!["--url", url.leak(), "--contexts", "1k", "--concurrency", "4", "--duration", "3s"];
+    args.extend_from_slice(&["--max-tokens", "4096"]);
+    args.extend_from_slice(extra);
+    if !extra.contains(&"--metrics-interval") {
+        args.extend_from_slice(&["--metrics-interval", "250ms"]);
+    }
+    args.extend_from_slice(QUICK);
+    let r = run(out, &args).await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    r
+}
+
+/// The trace's tokens per second while all of the cell's requests were streaming: from the last of
+/// their first tokens to the first of their ends, a margin inside.
+fn trace_rate(trace: &[Value]) -> f64 {
+    let cell: Vec<&Value> = trace.iter().filter(|t| num(&t["completion_tokens"]) > 200.0).collect();
+    assert_eq!(cell.len() as u64, C, "the cell's requests: {}", cell.len());
+    let from = cell.iter().map(|t| num(&t["first_token"])).fold(0.0, f64::max) + 0.2;
+    let to = cell.iter().map(|t| num(&t["end"])).fold(f64::INFINITY, f64::min) - 0.2;
+    assert!(to - from > 2.0, "{from} … {to}");
+    let tokens: f64 = cell
+        .iter()
+        .flat_map(|t| t["emissions"].as_array().unwrap())
+        .filter(|e| (from..to).contains(&num(&e[0])))
+        .map(|e| num(&e[1]))
+        .sum();
+    tokens / (to - from)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_series_and_the_servers_tok_s_match_the_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let r = run_cell(url.clone(), &out, &[]).await;
+    let [generated] = metric_sums(&url, ["vllm:generation_tokens_total"]).await;
+    sim.handle.shutdown().await;
+    let trace = trace_lines(&dir.path().join("trace.jsonl"));
+    let emitted: f64 = trace.iter().map(|t| num(&t["completion_tokens"])).sum();
+    assert_eq!(generated, emitted, "the counter is the trace's truth");
+
+    let cell = r.cell(1024, C);
+    assert_eq!(cell["status"], "valid", "{cell}");
+    let m = &cell["server_metrics"];
+    let series = m["series"].as_array().unwrap();
+    // a scrape at the window's start, every 250 ms, and one at its end
+    assert!(series.len() >= 10 && series.len() as f64 == num(&m["scrapes"]), "{m}");
+    assert!(num(&series[0]["t_s"]) < 0.1, "{m}");
+    assert!((num(&m["span_s"]) - num(&cell["measured_s"])).abs() < 0.1, "{m}");
+    for p in series {
+        assert_eq!((num(&p["running"]), num(&p["waiting"])), (C as f64, 0.0), "steady state: {p}");
+        assert!(num(&p["kv_usage"]) > 0.0, "{p}");
+    }
+    assert_eq!((num(&m["running_mean"]), num(&m["preemptions"])), (C as f64, 0.0), "{m}");
+    // the server's rate is its counter over the span, and agrees with ours and the trace's
+    let server = num(&m["server_tok_s"]);
+    assert!((server - num(&m["generation_tokens"]) / num(&m["span_s"])).abs() < 0.5, "{m}");
+    let ours = num(&cell["total_tok_s"]);
+    let diff = num(&m["tok_s_diff_pct"]);
+    assert!((diff - 100.0 * (server - ours) / ours).abs() < 0.01, "{m}");
+    assert!(diff.abs() < 3.0, "server {server} vs ours {ours}: {diff} %");
+    let truth = trace_rate(&trace);
+    assert!((server / truth - 1.0).abs() < 0.03, "server {server} vs trace {truth}");
+    let warned = cell["warnings"].to_string().contains("the server counted");
+    assert_eq!(warned, diff.abs() > 2.0, "the warning follows the 2 % rule: {cell}");
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains(&format!("{server:.1}")), "server tok/s in the Markdown: {md}");
+    let csv = std::fs::read_to_string(out.join("measurements.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().contains("server_tok_s"), "{csv}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("server-gauges"), "the chart on demand");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_counter_that_disagrees_is_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { faults: &["counter-skew=80"], ..SimSpec::default() }).await;
+    let r = run_cell(sim.handle.url(), &dir.path().join("out"), &[]).await;
+    sim.handle.shutdown().await;
+    let cell = r.cell(1024, C);
+    assert_eq!(cell["status"], "valid", "a warning, not an error: {cell}");
+    let diff = num(&cell["server_metrics"]["tok_s_diff_pct"]);
+    assert!((-23.0..-17.0).contains(&diff), "80 % of the tokens: {diff}");
+    let warnings = cell["warnings"].to_string();
+    assert!(warnings.contains("the server counted") && warnings.contains(&format!("{diff:+.1} %")), "{warnings}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_kv_cache_shows_preemptions_and_off_records_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    // room for the cell's four 1K prompts and little more: decoding soon preempts (--kv-budget
+    // tells the planner otherwise, so that the cell runs)
+    let profile = dir.path().join("small-kv.toml");
+    let text = include_str!("../../../sm-sim/profiles/tiny.toml")
+        .replace("kv_cache_tokens = 131072", "kv_cache_tokens = 6144")
+        .replace("max_model_len = 16384", "max_model_len = 6144");
+    std::fs::write(&profile, text).unwrap();
+    let sim = sim(SimSpec { profile: profile.to_str().unwrap(), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let r = run_cell(url.clone(), &dir.path().join("small"), &["--ready-timeout", "2s", "--kv-budget", "100k"]).await;
+    let [total] = metric_sums(&url, ["vllm:num_preemptions_total"]).await;
+    let cell = r.cell(1024, C);
+    let m = &cell["server_metrics"];
+    assert!(m.is_object(), "{}", r.stdout);
+    let preempted = num(&m["preemptions"]);
+    assert!(preempted > 0.0 && preempted <= total, "window {preempted}, server's whole life {total}: {cell}");
+    assert!(num(&m["kv_usage_max"]) > 0.9, "{m}");
+
+    let off = run_cell(url, &dir.path().join("off"), &["--metrics-interval", "off"]).await;
+    sim.handle.shutdown().await;
+    assert!(off.cell(1024, C).get("server_metrics").is_none(), "{}", off.cell(1024, C));
+}
