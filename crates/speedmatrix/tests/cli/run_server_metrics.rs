@@ -3,9 +3,12 @@
 //! ours and with the trace's emissions, a KV cache too small for the cell shows preemptions, a
 //! server whose counter disagrees is warned about, and `--metrics-interval off` records nothing.
 
+use reqwest::StatusCode;
 use serde_json::Value;
+use sm_site::tokens;
 
 use crate::common::{QUICK, RunResult, SimSpec, metric_sums, num, run, sim, trace_lines};
+use crate::site_common::site::{mark, start, unique};
 
 const C: u64 = 4;
 
@@ -83,6 +86,27 @@ async fn the_series_and_the_servers_tok_s_match_the_trace() {
     assert!(csv.lines().next().unwrap().contains("server_tok_s"), "{csv}");
     let html = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(html.contains("server-gauges"), "the chart on demand");
+    site_keeps_and_checks(r.record()).await;
+}
+
+/// The results site stores the series and shows it as the report does; a series point that is
+/// not a measurement is refused with a 400 that names it, and nothing is stored.
+async fn site_keeps_and_checks(rec: &Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let site = start(&format!("sqlite://{}", dir.path().join("site.db").display())).await;
+    let token = tokens::create(&site.db, &unique("gauges")).await.unwrap();
+    let id = site.upload(&token, &mark(&rec.to_string(), &site.tag), false).await;
+    let (status, html) = site.get(&format!("/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{html}");
+    assert!(html.contains("class=\"server-gauges\"") && html.contains("<details><summary>1K × 4: server "), "{html}");
+    let before = site.snapshot().await;
+    let mut bad = rec.clone();
+    bad["decode"][0]["server_metrics"]["series"][1]["kv_usage"] = serde_json::json!(1.5);
+    let (status, answer) = site.post(&token, mark(&bad.to_string(), &site.tag).into_bytes(), false).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("server_metrics.series.kv_usage is 1.5"), "{answer}");
+    assert_eq!(site.snapshot().await, before, "nothing stored");
+    site.db.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
