@@ -20,7 +20,7 @@ use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::{CellRequests, Point, RequestLog};
 use crate::sampler::Sampler;
-use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges};
+use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
 use crate::spec_note;
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
@@ -264,7 +264,8 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
-            outcome.server_metrics = server_metrics(&gauges, timing.metrics_interval, outcome.figures.as_ref());
+            outcome.server_metrics =
+                server_metrics(&gauges, timing.metrics_interval, outcome.figures.as_ref().map(|f| f.total_tok_s));
             outcome.warnings.extend(outcome.server_metrics.as_ref().and_then(ServerMetrics::warning));
             outcome.phases = Some(CellPhases {
                 before_s: (spawned - begun).as_secs_f64(),
@@ -325,16 +326,6 @@ where
         return (f, probed);
     }
     (f, ratio)
-}
-
-/// The window's server series and summary from the sampler's scrapes (methodology §14.1).
-fn server_metrics(
-    gauges: &[(Duration, ServerScrape)],
-    interval: Option<Duration>,
-    f: Option<&Figures>,
-) -> Option<ServerMetrics> {
-    let points: Vec<(f64, ServerScrape)> = gauges.iter().map(|(t, s)| (t.as_secs_f64(), s.clone())).collect();
-    ServerMetrics::summarize(&points, interval?.as_secs_f64(), f?.total_tok_s)
 }
 
 /// How long a server that just broke a stream gets to show it is still there.
