@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::engine::EngineStats;
+use crate::engine::{EngineStats, QUEUE_BOUNDS_S};
 use crate::flavor::Flavor;
 
 struct Out {
@@ -104,6 +104,7 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         "Count of successfully processed requests.",
         &[(&stop, s.finished_stop as f64), (&length, s.finished_length as f64), (&abort, s.finished_abort as f64)],
     );
+    queue_histogram(o, s, &l);
     if p.speculative.is_some() {
         // vLLM V1's names (vllm/v1/spec_decode/metrics.py); the client adds `_total` to counters
         o.metric(
@@ -132,6 +133,22 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         p.num_gpu_blocks()
     );
     o.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", &[(&info, 1.0)]);
+}
+
+/// `vllm:request_queue_time_seconds`: cumulative buckets, sum and count, as prometheus_client
+/// writes a histogram.
+fn queue_histogram(o: &mut Out, s: &EngineStats, labels: &str) {
+    let name = "vllm:request_queue_time_seconds";
+    let _ = writeln!(o.s, "# HELP {name} Histogram of time spent in WAITING phase for request.");
+    let _ = writeln!(o.s, "# TYPE {name} histogram");
+    let mut cumulative = 0;
+    let bounds = QUEUE_BOUNDS_S.iter().map(|b| format!("{b:?}")).chain(["+Inf".to_string()]);
+    for (le, n) in bounds.zip(s.queue_time_buckets) {
+        cumulative += n;
+        let _ = writeln!(o.s, "{name}_bucket{{{labels},le=\"{le}\"}} {:?}", cumulative as f64);
+    }
+    let _ = writeln!(o.s, "{name}_sum{{{labels}}} {:?}", s.queue_time_sum_s);
+    let _ = writeln!(o.s, "{name}_count{{{labels}}} {:?}", cumulative as f64);
 }
 
 fn sglang(o: &mut Out, st: &AppState, s: &EngineStats) {

@@ -14,7 +14,9 @@ const C: u64 = 4;
 
 async fn run_cell(url: String, out: &std::path::Path, extra: &[&str]) -> RunResult {
     let mut args = vec!["--url", url.leak(), "--contexts", "1k", "--concurrency", "4", "--duration", "3s"];
-    args.extend_from_slice(&["--max-tokens", "4096"]);
+    if !extra.contains(&"--max-tokens") {
+        args.extend_from_slice(&["--max-tokens", "4096"]);
+    }
     args.extend_from_slice(extra);
     if !extra.contains(&"--metrics-interval") {
         args.extend_from_slice(&["--metrics-interval", "250ms"]);
@@ -147,4 +149,27 @@ async fn a_small_kv_cache_shows_preemptions_and_off_records_nothing() {
     let off = run_cell(url, &dir.path().join("off"), &["--metrics-interval", "off"]).await;
     sim.handle.shutdown().await;
     assert!(off.cell(1024, C).get("server_metrics").is_none(), "{}", off.cell(1024, C));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_time_comes_from_the_engines_histogram() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    // short requests: new ones are admitted, and queued, inside the window
+    let r = run_cell(url.clone(), &dir.path().join("out"), &["--max-tokens", "64"]).await;
+    let name = "vllm:request_queue_time_seconds";
+    let [count, sum] = metric_sums(&url, [&format!("{name}_count"), &format!("{name}_sum")].map(|s| s.as_str())).await;
+    sim.handle.shutdown().await;
+    // the histogram is the trace's truth: one observation per admitted request, arrival to admission
+    let trace = trace_lines(&dir.path().join("trace.jsonl"));
+    let queued: Vec<f64> = trace.iter().filter_map(|t| Some(t["admitted"].as_f64()? - num(&t["arrival"]))).collect();
+    assert_eq!(count, queued.len() as f64);
+    assert!((sum - queued.iter().sum::<f64>()).abs() < 1e-6, "{sum} vs the trace");
+    let m = &r.cell(1024, C)["server_metrics"];
+    let (p50, mean) = (num(&m["queue_time_ms_p50"]), num(&m["queue_time_ms_mean"]));
+    let longest_ms = queued.iter().fold(0.0, |a: f64, b| a.max(*b)) * 1000.0;
+    assert!((0.0..=longest_ms + 1e-6).contains(&mean), "mean {mean} ms, the trace's longest {longest_ms} ms");
+    // every queue time is under the first bound, 1 ms: the p50 is interpolated inside it
+    assert!(longest_ms > 1.0 || p50 <= 1.0, "p50 {p50} ms");
 }
