@@ -42,6 +42,8 @@ def test_a_fresh_run_validates(tmp_path):
     valid = [c for c in record["decode"] if c["status"] == "valid"]
     assert all("ci" in c and "phases" in c and "precision_met" in c for c in valid), valid
     assert any(len(c.get("repeats", [])) == 2 for c in valid), valid
+    # the sim has /metrics: every valid cell carries the server's series (methodology §14.1)
+    assert all(len(c["server_metrics"]["series"]) >= 2 for c in valid), valid
     statuses = {c["status"] for c in record["decode"]}
     assert statuses == {"valid", "over_capacity"}, statuses
     assert any(c.get("searched") for c in record["decode"]), "the search measured C=4"

@@ -9,6 +9,7 @@ use serde_json::Value;
 use sm_client::JsonBody;
 use sm_client::discover;
 use sm_core::record::{CellPhases, CellStatus, TokenSource};
+use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 use sm_core::spec_decode::SpecCounters;
 use tokio::sync::watch;
 
@@ -20,7 +21,8 @@ use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::{Point, RequestLog};
 use crate::requests::CellRequests;
-use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
+use crate::sampler::Sampler;
+use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
 use crate::spec_note;
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
@@ -39,6 +41,9 @@ pub struct CellTiming {
     pub poll: Duration,
     /// `--precision`: `duration` is then the longest window.
     pub precision: Option<Precision>,
+    /// `--metrics-interval`: how often the server's `/metrics` is sampled through the window
+    /// (methodology §14.1); `None` turns the series off.
+    pub metrics_interval: Option<Duration>,
 }
 
 /// An adaptive window (methodology §12.3): it ends once total tok/s and TBT p50 are known within
@@ -59,6 +64,7 @@ impl Default for CellTiming {
             drain_timeout: Duration::from_secs(300),
             poll: Duration::from_millis(250),
             precision: None,
+            metrics_interval: Some(Duration::from_secs(1)),
         }
     }
 }
@@ -254,7 +260,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
-        (Phase::Measured { window, samples, ready_warning, cpu_s, spec }, None) => {
+        (Phase::Measured { window, samples, ready_warning, cpu_s, spec, gauges }, None) => {
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
@@ -278,6 +284,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 outcome.gpu = gpu;
                 outcome.warnings.extend(warning);
             }
+            outcome.server_metrics =
+                server_metrics(&gauges, timing.metrics_interval, outcome.figures.as_ref().map(|f| f.total_tok_s));
+            outcome.warnings.extend(outcome.server_metrics.as_ref().and_then(ServerMetrics::warning));
             outcome.phases = Some(CellPhases {
                 before_s: (spawned - begun).as_secs_f64(),
                 ramp_s: (window.start - spawned).as_secs_f64(),
@@ -365,6 +374,8 @@ enum Phase {
         cpu_s: Option<f64>,
         /// Speculative-decoding counters at the window's start and end (methodology §14.2).
         spec: (Option<SpecCounters>, Option<SpecCounters>),
+        /// The server's `/metrics` through the window, seconds from its start (§14.1).
+        gauges: Vec<(Duration, ServerScrape)>,
     },
     Stopped(&'static str),
 }
@@ -392,6 +403,7 @@ impl Watcher<'_> {
         let mut last_reason = String::new();
         let mut cpu_start = None;
         let mut spec_start = None;
+        let mut sampler: Option<Sampler<ServerScrape>> = None;
         let mut tick = tokio::time::interval(timing.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -420,7 +432,11 @@ impl Watcher<'_> {
                     if let Some(g) = self.gpu {
                         g.read_now().await;
                     }
-                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec };
+                    let gauges = match sampler.take() {
+                        Some(s) => s.stop().await,
+                        None => Vec::new(),
+                    };
+                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec, gauges };
                 }
                 continue;
             }
@@ -448,6 +464,7 @@ impl Watcher<'_> {
             if let Some(g) = self.gpu {
                 g.read_now().await;
             }
+            sampler = self.sampler(w.start);
             self.reporter.step(&Step::Measuring {
                 context: self.context,
                 label: self.label.to_string(),
@@ -459,6 +476,16 @@ impl Watcher<'_> {
                 samples.push(RunningSample { at: now, running: s.running });
             }
         }
+    }
+
+    /// The background sampler of the server's `/metrics` through the window, where it has one.
+    fn sampler(&self, origin: Instant) -> Option<Sampler<ServerScrape>> {
+        let interval = self.timing.metrics_interval.filter(|_| self.target.metrics)?;
+        let target = self.target.clone();
+        Some(Sampler::start(origin, interval, move || {
+            let target = target.clone();
+            async move { scrape_gauges(&target).await }
+        }))
     }
 
     /// With `--precision`, past the shortest window: whether the figures so far have settled.

@@ -29,6 +29,7 @@ mod request_log;
 mod requests;
 mod resume;
 mod runner;
+pub mod sampler;
 mod scout;
 mod server;
 mod sizing;

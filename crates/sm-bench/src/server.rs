@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use sm_client::discover::{self, Engine, SchedulerState};
 use sm_client::{Client, ClientError};
+use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 
 /// What the driver needs to know about the server.
 #[derive(Debug, Clone)]
@@ -52,6 +53,30 @@ async fn scrape_checked(target: &Target) -> Result<Option<SchedulerState>, Unrea
 }
 
 struct Unreachable;
+
+/// The window's server series and summary from the sampler's scrapes and our total tok/s
+/// (methodology §14.1); `None` with the sampler off or fewer than two scrapes.
+pub(crate) fn server_metrics(
+    gauges: &[(Duration, ServerScrape)],
+    interval: Option<Duration>,
+    ours_tok_s: Option<f64>,
+) -> Option<ServerMetrics> {
+    let points: Vec<(f64, ServerScrape)> = gauges.iter().map(|(t, s)| (t.as_secs_f64(), s.clone())).collect();
+    ServerMetrics::summarize(&points, interval?.as_secs_f64(), ours_tok_s?)
+}
+
+/// One scrape of the server's gauges and counters for the cell's series (methodology §14.1);
+/// `None` when it failed or the engine has none.
+pub async fn scrape_gauges(target: &Target) -> Option<ServerScrape> {
+    match tokio::time::timeout(SCRAPE_TIMEOUT, discover::server_scrape(&target.client, target.engine)).await {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => {
+            tracing::debug!("metrics scrape failed: {e}");
+            None
+        }
+        Err(_) => None,
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum DrainError {

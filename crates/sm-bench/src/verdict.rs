@@ -27,6 +27,8 @@ pub struct CellOutcome {
     pub spec_decode: Option<sm_core::spec_decode::SpecDecode>,
     /// GPU power and energy in the window, with a GPU source (methodology §14.3).
     pub gpu: Option<sm_core::gpu_telemetry::GpuCell>,
+    /// The server's gauges over the window (methodology §14.1), where it has `/metrics`.
+    pub server_metrics: Option<sm_core::server_metrics::ServerMetrics>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
     pub requests: Option<crate::requests::CellRequests>,
 }
@@ -43,6 +45,7 @@ impl CellOutcome {
             phases: None,
             spec_decode: None,
             gpu: None,
+            server_metrics: None,
             requests: None,
         }
     }
@@ -87,6 +90,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         phases: None,
         spec_decode: None,
         gpu: None,
+        server_metrics: None,
         requests: None,
     }
 }

@@ -6,6 +6,7 @@
 //! over every discovered value.
 
 mod engines;
+mod gauges;
 pub mod host;
 mod scheduler;
 mod tokenize;
@@ -17,6 +18,7 @@ use serde_json::{Map, Value};
 use crate::http::{Client, ClientError, excerpt};
 use crate::metrics::Metrics;
 
+pub use gauges::{histogram, server_scrape, server_scrape_from};
 pub use host::{hardware, launch_command_for_port};
 pub use scheduler::{SchedulerState, abort_request, scheduler_state, scheduler_state_from, spec_counters};
 pub use tokenize::count_tokens;

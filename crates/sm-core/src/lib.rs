@@ -35,6 +35,7 @@ pub mod roofline;
 pub mod roofline_record;
 pub mod scheduler;
 pub mod secrets;
+pub mod server_metrics;
 pub mod slo;
 pub mod spec_decode;
 pub mod stats;

@@ -351,6 +351,10 @@ pub struct DecodeCell {
     /// GPU power, energy and throttling in the window (methodology §14.3); absent without a source.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gpu: Option<crate::gpu_telemetry::GpuCell>,
+    /// The server's gauges over the window, from its `/metrics` (methodology §14.1); absent
+    /// where it has none or `--metrics-interval off`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too

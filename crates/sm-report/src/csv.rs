@@ -17,7 +17,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
 /// field added to the record must be added here: tests/csv_columns.rs fails
 /// until it is.
-const DECODE_FIELDS: [&str; 61] = [
+const DECODE_FIELDS: [&str; 76] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -79,6 +79,21 @@ const DECODE_FIELDS: [&str; 61] = [
     "gpu_wh_per_million_tokens",
     "gpu_throttle",
     "gpu_count",
+    "server_metrics_interval_s",
+    "server_metrics_scrapes",
+    "server_metrics_span_s",
+    "server_metrics_running_mean",
+    "server_metrics_waiting_max",
+    "server_metrics_kv_usage_mean",
+    "server_metrics_kv_usage_max",
+    "server_metrics_preemptions",
+    "server_metrics_prefix_hit_pct",
+    "server_metrics_prompt_tokens",
+    "server_metrics_generation_tokens",
+    "server_metrics_server_tok_s",
+    "server_metrics_tok_s_diff_pct",
+    "server_metrics_queue_time_ms_p50",
+    "server_metrics_queue_time_ms_mean",
 ];
 
 /// The capacity answer (run.json's `capacity[]`) on every decode row of its context, so that a
@@ -243,6 +258,12 @@ fn flat(mut v: Value) -> Value {
     }
     if let Some(Value::Object(gpu)) = obj.remove("gpu") {
         obj.extend(crate::gpu::csv_fields(gpu));
+    }
+    // the summary as columns; the series stays in run.json (a row per measurement)
+    if let Some(Value::Object(server)) = obj.remove("server_metrics") {
+        for (k, x) in server.into_iter().filter(|(k, _)| k != "series") {
+            obj.insert(format!("server_metrics_{k}"), x);
+        }
     }
     if let Some(Value::Array(repeats)) = obj.remove("repeats") {
         obj.insert("repeats".into(), repeats.len().into());

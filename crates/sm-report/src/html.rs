@@ -42,7 +42,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
     launch(&mut s, &page);
     if matrix {
         prefill(&mut s, &page, record);
-        decode(&mut s, &page);
+        decode(&mut s, &page, &record.decode);
     }
     crate::phases::html(&mut s, record);
     if matrix {
@@ -346,7 +346,7 @@ fn matrix_key(s: &mut String, m: &Matrix) {
     }
 }
 
-fn decode(s: &mut String, page: &Page) {
+fn decode(s: &mut String, page: &Page, cells: &[sm_core::record::DecodeCell]) {
     let m = &page.matrix;
     s.push_str(
         "<h2 id=\"sustained-decode\">Sustained decode</h2>\n<p class=\"caption\">total tok/s · rows are context length, \
@@ -398,6 +398,7 @@ fn decode(s: &mut String, page: &Page) {
     ];
     s.push_str(&svg::charts_row(&charts));
     s.push_str(&slo_chart(page));
+    crate::server_metrics::html_section(s, cells);
 }
 
 /// Per-user tok/s against simultaneous requests, one line per context, with the SLO's floor.

@@ -23,6 +23,7 @@ mod markdown;
 pub mod meta;
 mod methodology;
 pub mod phases;
+pub mod server_metrics;
 pub mod spec_decode;
 pub mod svg;
 mod terminal;

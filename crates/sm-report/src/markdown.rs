@@ -227,6 +227,14 @@ fn decode(s: &mut String, page: &Page, decode_cells: &[sm_core::record::DecodeCe
         }
         let _ = writeln!(s);
     }
+    let gauges = crate::server_metrics::markdown_lines(decode_cells);
+    if !gauges.is_empty() {
+        let _ = writeln!(s, "The server's gauges per cell, from its /metrics (methodology §14.1):\n");
+        for l in gauges {
+            let _ = writeln!(s, "- {}", md(&l));
+        }
+        let _ = writeln!(s);
+    }
 }
 
 fn all(s: &mut String, page: &Page) {

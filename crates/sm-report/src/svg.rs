@@ -86,6 +86,8 @@ enum XAxis<'a> {
     Categories,
     /// The points at these x values (tokens) on a log scale, ticks at powers of two.
     Log(&'a [f64]),
+    /// The points at these x values (seconds) on a linear scale from 0, round ticks.
+    Linear(&'a [f64]),
 }
 
 /// A chart with evenly spaced x categories (concurrency levels).
@@ -107,6 +109,24 @@ pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> String {
     let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x > 0.0);
     let axis = if usable { XAxis::Log(xs) } else { XAxis::Categories };
     draw(chart, &axis, None)
+}
+
+/// A chart whose points sit at `xs` (seconds into a window) on a linear axis from 0: scrapes that
+/// came late sit where they were taken. Even spacing when an x is missing or not finite.
+pub fn line_chart_time(chart: &Chart, xs: &[f64]) -> String {
+    let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x >= 0.0);
+    let axis = if usable { XAxis::Linear(xs) } else { XAxis::Categories };
+    draw(chart, &axis, None)
+}
+
+/// Positions and ticks of a linear axis from 0 to the largest of `xs`, about five ticks.
+fn linear_positions(xs: &[f64]) -> (Vec<f64>, Vec<(f64, String)>) {
+    const MARGIN: f64 = 0.03;
+    let hi = xs.iter().copied().fold(0.0, f64::max);
+    let at = |x: f64| if hi > 0.0 { MARGIN + (1.0 - 2.0 * MARGIN) * x / hi } else { 0.5 };
+    let step = nice_step(hi.max(f64::MIN_POSITIVE));
+    let ticks = (0..=((hi / step).floor() as usize).min(20)).map(|i| i as f64 * step);
+    (xs.iter().map(|&x| at(x)).collect(), ticks.map(|t| (at(t), tick_label(t))).collect())
 }
 
 /// `(position 0…1 of each point, ticks as (position, label))` on a log axis over `xs`, with a
@@ -161,6 +181,7 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
             ((0..n).map(at).collect(), chart.x_labels.iter().enumerate().map(|(i, l)| (at(i), l.clone())).collect())
         }
         XAxis::Log(xs) => log_positions(xs),
+        XAxis::Linear(xs) => linear_positions(xs),
     };
     let x_at = |i: usize| LEFT + plot_w * positions.get(i).copied().unwrap_or(0.5);
     let y_at = |v: f64| axis_bottom - PLOT_H * (v / top_value);

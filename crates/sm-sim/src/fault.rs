@@ -26,9 +26,12 @@ pub enum Fault {
     Loop,
     /// Delay the first token by this many ms.
     SlowFirstToken(u32),
+    /// `/metrics` reports this percentage of the generation tokens made (a server whose own count
+    /// disagrees with what it streamed); a server fault, unscoped.
+    CounterSkew(u32),
 }
 
-pub const FAULT_SPECS: &str = "disconnect-after=N, status=CODE, malformed-sse, stall-after=N, no-usage, usage-at-end, multi-token=K, loop, slow-first-token=MS";
+pub const FAULT_SPECS: &str = "disconnect-after=N, status=CODE, malformed-sse, stall-after=N, no-usage, usage-at-end, multi-token=K, loop, slow-first-token=MS, counter-skew=PCT";
 
 pub const SCOPE_KEYS: &str = "prompt=TEXT, max-tokens=N, from=N, to=N";
 
@@ -71,6 +74,7 @@ impl FromStr for Fault {
             "multi-token" => Ok(Fault::MultiToken(number(1, 64)? as u32)),
             "loop" => flag(Fault::Loop),
             "slow-first-token" => Ok(Fault::SlowFirstToken(number(0, 3_600_000)? as u32)),
+            "counter-skew" => Ok(Fault::CounterSkew(number(1, 1000)? as u32)),
             _ => Err(err("unknown fault")),
         }
     }
@@ -88,6 +92,7 @@ impl fmt::Display for Fault {
             Fault::MultiToken(k) => write!(f, "multi-token={k}"),
             Fault::Loop => f.write_str("loop"),
             Fault::SlowFirstToken(ms) => write!(f, "slow-first-token={ms}"),
+            Fault::CounterSkew(pct) => write!(f, "counter-skew={pct}"),
         }
     }
 }
@@ -120,6 +125,8 @@ impl FaultSet {
                 Fault::MultiToken(k) => s.multi_token = k,
                 Fault::Loop => s.looping = true,
                 Fault::SlowFirstToken(ms) => s.slow_first_token_ms = ms,
+                // read by /metrics, not by a request
+                Fault::CounterSkew(_) => {}
             }
         }
         s
@@ -260,6 +267,18 @@ impl ServerFaults {
         ServerFaults(faults.into_iter().map(|f| (f, AtomicU64::new(0))).collect())
     }
 
+    /// `counter-skew`'s factor on the generation counter `/metrics` reports (1 without it).
+    pub(crate) fn counter_scale(&self) -> f64 {
+        self.0
+            .iter()
+            .rev()
+            .find_map(|(f, _)| match f.fault {
+                Fault::CounterSkew(pct) => Some(f64::from(pct) / 100.0),
+                _ => None,
+            })
+            .unwrap_or(1.0)
+    }
+
     /// Whether any fault looks at requests (the others hit every one).
     pub(crate) fn scoped(&self) -> bool {
         self.0.iter().any(|(f, _)| !f.scope.is_all())
@@ -292,6 +311,7 @@ mod tests {
             "multi-token=4",
             "loop",
             "slow-first-token=250",
+            "counter-skew=90",
         ] {
             let f: Fault = spec.parse().unwrap();
             assert_eq!(f.to_string(), spec);

@@ -21,6 +21,8 @@ mod precision;
 pub use precision::MAX_REPEATS;
 #[path = "validate_roofline.rs"]
 mod roofline;
+#[path = "validate_server_metrics.rs"]
+mod server_metrics;
 #[path = "validate_spec_decode.rs"]
 mod spec_decode;
 
@@ -187,6 +189,7 @@ fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     roofline::cell(&at, c)?;
     spec_decode::cell(&at, c)?;
     gpu::cell(&at, c)?;
+    server_metrics::cell(&at, c)?;
     let status = c.status();
     for (field, value, max) in decode_figures(c) {
         if status != CellStatus::Valid && value.is_some() {

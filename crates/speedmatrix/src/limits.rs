@@ -76,6 +76,14 @@ pub const WARMUP: DurationLimit = DurationLimit {
     zero: Some("0s skips the warm-up"),
     hint: "the hidden warm-up cell's window; the default is 3s",
 };
+/// `--metrics-interval`: faster than 100 ms would load the server's exporter more than it tells.
+pub const METRICS_INTERVAL: DurationLimit = DurationLimit {
+    flag: "--metrics-interval",
+    min: Duration::from_millis(100),
+    max: HOUR,
+    zero: Some("0s or off turns the server's series off"),
+    hint: "how often the server's /metrics is sampled through each cell; the default is 1s",
+};
 
 pub const MIN_DURATION: DurationLimit = DurationLimit {
     flag: "--min-duration",
@@ -145,6 +153,14 @@ impl DurationLimit {
     pub fn check_flag(&self, value: Duration) -> Result<(), String> {
         self.check(value).map(drop).map_err(|e| format!("{}: {e}", self.flag))
     }
+}
+
+/// `--metrics-interval`'s value parser: a duration, or `off` for none.
+pub fn parse_metrics_interval(text: &str) -> Result<Duration, String> {
+    if text.trim().eq_ignore_ascii_case("off") {
+        return Ok(Duration::ZERO);
+    }
+    METRICS_INTERVAL.parse(text)
 }
 
 impl CountLimit {
@@ -249,6 +265,12 @@ mod tests {
         assert!(e.contains("give 0s, or 1s to 1h (0s skips the warm-up)"), "{e}");
         assert_eq!(READY_STABLE.parse("0s"), Ok(Duration::ZERO));
         assert!(READY_STABLE.parse("2h").is_err());
+        assert_eq!(parse_metrics_interval("off"), Ok(Duration::ZERO));
+        assert_eq!(parse_metrics_interval("0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_metrics_interval("250ms"), Ok(Duration::from_millis(250)));
+        let e = parse_metrics_interval("10ms").unwrap_err();
+        assert!(e.contains("give 0s, or 100ms to 1h (0s or off turns the server's series off)"), "{e}");
+        assert!(parse_metrics_interval("2h").unwrap_err().contains("too long"));
     }
 
     #[test]

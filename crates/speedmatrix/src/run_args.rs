@@ -136,6 +136,10 @@ pub struct RunArgs {
     /// How long to wait for a server that stopped responding before the run stops as failed [default: 5m].
     #[arg(long, value_parser = |s: &str| limits::SERVER_WAIT.parse(s))]
     pub(crate) server_wait: Option<Duration>,
+    /// How often the server's /metrics is sampled through each cell's window, for the server's
+    /// gauges and its own tok/s per cell (0s or off: not sampled).
+    #[arg(long, default_value = "1s", value_parser = limits::parse_metrics_interval)]
+    pub(crate) metrics_interval: Duration,
     /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it) [default: 3s].
     #[arg(long, value_parser = |s: &str| limits::WARMUP.parse(s))]
     pub(crate) warmup: Option<Duration>,

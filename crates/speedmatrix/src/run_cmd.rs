@@ -302,6 +302,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
             ready_timeout: s.ready_timeout,
             idle_timeout: s.stall_timeout,
             precision: s.precision.map(|(pct, min_duration)| Precision { pct, min_duration }),
+            metrics_interval: Some(s.metrics_interval).filter(|i| !i.is_zero()),
             ..CellTiming::default()
         },
         warmup: s.warmup,

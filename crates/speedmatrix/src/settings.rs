@@ -271,6 +271,8 @@ pub(crate) struct Settings {
     pub precision: Option<(f64, Duration)>,
     pub repeats: u32,
     pub save_requests: bool,
+    /// `--metrics-interval`; zero turns the server's series off.
+    pub metrics_interval: Duration,
     pub kv_budget: Option<Tokens>,
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
@@ -358,6 +360,7 @@ impl Settings {
             repeats: layer.repeats.unwrap_or(1),
             save_requests: layer.save_requests.unwrap_or(false),
             phases,
+            metrics_interval: args.metrics_interval,
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,

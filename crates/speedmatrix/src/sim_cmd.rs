@@ -31,7 +31,8 @@ pub struct SimArgs {
     #[arg(long, default_value = "vllm")]
     flavor: String,
     /// Inject a fault into every request (repeatable): disconnect-after=N, status=CODE, malformed-sse,
-    /// stall-after=N, no-usage, multi-token=K, loop, slow-first-token=MS. `SPEC@KEY=VALUE[,…]` limits
+    /// stall-after=N, no-usage, multi-token=K, loop, slow-first-token=MS, counter-skew=PCT (the
+    /// /metrics generation counter reads PCT % of the truth). `SPEC@KEY=VALUE[,…]` limits
     /// it to some requests: prompt=TEXT (the prompt contains TEXT), max-tokens=N, from=N, to=N (the
     /// N-th matching request on, or up to).
     #[arg(long, value_name = "SPEC[@SCOPE]")]

@@ -79,6 +79,7 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
         acceptance_rate: (s.acceptance_rate * 1e4).round() / 1e4,
         ..s
     });
+    dc.server_metrics = outcome.server_metrics;
     dc
 }
 

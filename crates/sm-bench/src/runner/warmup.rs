@@ -48,6 +48,7 @@ impl Runner<'_> {
             duration: self.config.warmup,
             ready_stable: Duration::ZERO,
             precision: None,
+            metrics_interval: None,
             ..self.config.timing
         };
         let outcome = self.decode_cell(cell, &prompt, timing).await;

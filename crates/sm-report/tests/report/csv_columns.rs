@@ -80,6 +80,30 @@ fn full_cell() -> DecodeCell {
             throttle: Some(sm_core::gpu_telemetry::Throttle::Power),
             gpus: vec![Default::default(), Default::default()],
         }),
+        server_metrics: Some(server_metrics()),
+    }
+}
+
+/// The server's gauges with every field set (methodology §14.1).
+fn server_metrics() -> sm_core::server_metrics::ServerMetrics {
+    let point = |t_s| sm_core::server_metrics::ServerPoint { t_s, running: 4.0, waiting: 1.0, kv_usage: Some(0.5) };
+    sm_core::server_metrics::ServerMetrics {
+        interval_s: 1.0,
+        scrapes: 31,
+        span_s: 30.25,
+        series: vec![point(0.0), point(30.25)],
+        running_mean: 3.75,
+        waiting_max: 1.0,
+        kv_usage_mean: Some(0.5),
+        kv_usage_max: Some(0.625),
+        preemptions: Some(3),
+        prefix_hit_pct: Some(87.5),
+        prompt_tokens: Some(4096),
+        generation_tokens: Some(12_100),
+        server_tok_s: Some(400.0),
+        tok_s_diff_pct: Some(-0.32),
+        queue_time_ms_p50: Some(2.5),
+        queue_time_ms_mean: Some(3.25),
     }
 }
 
@@ -155,8 +179,9 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
                 }
                 continue;
             }
-            "phases" | "spec_decode" => {
-                for (phase, seconds) in v.as_object().unwrap() {
+            "phases" | "spec_decode" | "server_metrics" => {
+                // the server's series stays in run.json
+                for (phase, seconds) in v.as_object().unwrap().iter().filter(|(k, _)| *k != "series") {
                     let column = format!("{key}_{phase}");
                     let got = row.get(&column).unwrap_or_else(|| panic!("{what}: no column {column}"));
                     assert_eq!(got, &expected(seconds), "{what}: {column}");

@@ -15,4 +15,5 @@ mod page_notes;
 mod page_style;
 mod precision_page;
 mod reference_page;
+mod server_gauges_page;
 mod sessions_page;

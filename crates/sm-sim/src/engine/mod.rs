@@ -115,6 +115,22 @@ pub(crate) struct EngineStats {
     pub spec_accepted_total: u64,
     /// With a `[gpu]`: its energy counter as of the last change of the running batch.
     pub energy: crate::gpu::Energy,
+    /// Queue time (arrival to first admission) of admitted requests, as vLLM's
+    /// `vllm:request_queue_time_seconds` histogram: counts per bound of [`QUEUE_BOUNDS_S`] (not
+    /// cumulative; the last is past every bound), their sum in seconds.
+    pub queue_time_buckets: [u64; QUEUE_BOUNDS_S.len() + 1],
+    pub queue_time_sum_s: f64,
+}
+
+/// Upper bounds of the queue-time histogram's buckets, seconds.
+pub(crate) const QUEUE_BOUNDS_S: [f64; 6] = [0.001, 0.005, 0.01, 0.1, 1.0, 10.0];
+
+impl EngineStats {
+    pub(crate) fn observe_queue_time(&mut self, seconds: f64) {
+        let i = QUEUE_BOUNDS_S.iter().position(|b| seconds <= *b).unwrap_or(QUEUE_BOUNDS_S.len());
+        self.queue_time_buckets[i] += 1;
+        self.queue_time_sum_s += seconds;
+    }
 }
 
 /// A lateness histogram (5 µs buckets up to 100 ms) filled without locks or allocation.

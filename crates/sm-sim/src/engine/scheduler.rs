@@ -233,6 +233,7 @@ impl Scheduler {
             let first_admission = s.admitted.is_none();
             if first_admission {
                 s.admitted = Some(t.max(s.req.arrival));
+                self.books.stats.observe_queue_time(t.max(s.req.arrival) - s.req.arrival);
                 s.cached_tokens = hit_tokens as u32;
                 self.books.stats.prompt_tokens_total += prompt;
                 self.books.stats.prefix_queries_total += prompt;

@@ -8,7 +8,7 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 
 use super::AppState;
-use crate::engine::EngineStats;
+use crate::engine::{EngineStats, QUEUE_BOUNDS_S};
 use crate::flavor::Flavor;
 
 struct Out {
@@ -37,12 +37,17 @@ pub(crate) async fn metrics(State(st): State<Arc<AppState>>) -> Response {
     match st.flavor {
         Flavor::Vllm | Flavor::Generic => vllm(&mut o, &st, &s),
         Flavor::Sglang => sglang(&mut o, &st, &s),
-        Flavor::Llamacpp => llamacpp(&mut o, &s),
+        Flavor::Llamacpp => llamacpp(&mut o, &st, &s),
         Flavor::Tgi => tgi(&mut o, &s),
     }
     // unlabelled samples render as `name{}`; drop the empty braces as real exporters do
     let text = o.s.replace("{} ", " ");
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text).into_response()
+}
+
+/// The generation counter as reported: the `counter-skew` fault scales it (a whole token).
+fn skewed(st: &AppState, tokens: u64) -> f64 {
+    (tokens as f64 * st.faults.counter_scale()).round()
 }
 
 /// KV-cache usage, 0 … 1.
@@ -68,7 +73,7 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         "vllm:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
     o.metric(
         "vllm:prefix_cache_queries_total",
@@ -99,6 +104,7 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
         "Count of successfully processed requests.",
         &[(&stop, s.finished_stop as f64), (&length, s.finished_length as f64), (&abort, s.finished_abort as f64)],
     );
+    queue_histogram(o, s, &l);
     if p.speculative.is_some() {
         // vLLM V1's names (vllm/v1/spec_decode/metrics.py); the client adds `_total` to counters
         o.metric(
@@ -129,6 +135,22 @@ fn vllm(o: &mut Out, st: &AppState, s: &EngineStats) {
     o.family("vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig", &[(&info, 1.0)]);
 }
 
+/// `vllm:request_queue_time_seconds`: cumulative buckets, sum and count, as prometheus_client
+/// writes a histogram.
+fn queue_histogram(o: &mut Out, s: &EngineStats, labels: &str) {
+    let name = "vllm:request_queue_time_seconds";
+    let _ = writeln!(o.s, "# HELP {name} Histogram of time spent in WAITING phase for request.");
+    let _ = writeln!(o.s, "# TYPE {name} histogram");
+    let mut cumulative = 0;
+    let bounds = QUEUE_BOUNDS_S.iter().map(|b| format!("{b:?}")).chain(["+Inf".to_string()]);
+    for (le, n) in bounds.zip(s.queue_time_buckets) {
+        cumulative += n;
+        let _ = writeln!(o.s, "{name}_bucket{{{labels},le=\"{le}\"}} {:?}", cumulative as f64);
+    }
+    let _ = writeln!(o.s, "{name}_sum{{{labels}}} {:?}", s.queue_time_sum_s);
+    let _ = writeln!(o.s, "{name}_count{{{labels}}} {:?}", cumulative as f64);
+}
+
 fn sglang(o: &mut Out, st: &AppState, s: &EngineStats) {
     let kv_perc = kv_perc(s);
     o.labels = format!(r#"model_name="{}""#, st.model);
@@ -146,11 +168,11 @@ fn sglang(o: &mut Out, st: &AppState, s: &EngineStats) {
         "sglang:generation_tokens_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
 }
 
-fn llamacpp(o: &mut Out, s: &EngineStats) {
+fn llamacpp(o: &mut Out, st: &AppState, s: &EngineStats) {
     let kv_perc = kv_perc(s);
     // llama.cpp's exporter writes unlabelled samples
     o.metric(
@@ -163,7 +185,7 @@ fn llamacpp(o: &mut Out, s: &EngineStats) {
         "llamacpp:tokens_predicted_total",
         "counter",
         "Number of generation tokens processed.",
-        s.generation_tokens_total as f64,
+        skewed(st, s.generation_tokens_total),
     );
     o.metric("llamacpp:requests_processing", "gauge", "Number of requests processing.", s.running as f64);
     o.metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.", s.waiting as f64);

@@ -31,6 +31,7 @@ mod run_resume;
 mod run_roofline;
 mod run_secrets;
 mod run_server_down;
+mod run_server_metrics;
 mod run_sessions;
 mod run_spec_decode;
 mod run_token_counts;

@@ -18,6 +18,7 @@ mod llamacpp;
 mod support;
 mod vllm;
 mod vllm_burst;
+mod vllm_gauges;
 mod vllm_mixed;
 mod vllm_rate;
 mod vllm_sessions;
