@@ -13,7 +13,7 @@ use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 use sm_core::spec_decode::SpecCounters;
 use tokio::sync::watch;
 
-use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, GpuSampler};
+use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
@@ -211,7 +211,6 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
-    let mut sampler = gpu.map(|reader| GpuSampler::start(reader, GPU_INTERVAL));
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let wire = JsonBody::new(&body);
     let spawned = Instant::now();
@@ -229,7 +228,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
         })
         .collect();
     let probe = Probe::start();
-    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: sampler.as_ref() };
+    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: gpu.as_ref() };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
     // asked at once: a server that restarts quickly must still be reported as having gone away
@@ -260,7 +259,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
-        (Phase::Measured { window, samples, ready_warning, cpu_s, spec, gauges }, None) => {
+        (Phase::Measured { window, samples, ready_warning, cpu_s, spec, gauges, gpu_reads }, None) => {
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
@@ -278,9 +277,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
-            if let Some(s) = sampler.take() {
+            if let Some(reader) = &gpu {
                 let tokens = outcome.figures.as_ref().map_or(0, |f| f.output_tokens);
-                let (gpu, warning) = s.finish(Some(window), tokens).await;
+                let (gpu, warning) = gpu_figures(reader.source(), &gpu_reads, window.len(), tokens);
                 outcome.gpu = gpu;
                 outcome.warnings.extend(warning);
             }
@@ -296,9 +295,6 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             outcome
         }
     };
-    if let Some(s) = sampler {
-        s.finish(None, 0).await;
-    }
     if server_lost && outcome.status == CellStatus::Error {
         outcome.reason = outcome.reason.map(|r| format!("{SERVER_LOST} ({r})"));
         outcome.server_lost = true;
@@ -376,6 +372,8 @@ enum Phase {
         spec: (Option<SpecCounters>, Option<SpecCounters>),
         /// The server's `/metrics` through the window, seconds from its start (§14.1).
         gauges: Vec<(Duration, ServerScrape)>,
+        /// The GPU source's reads through the window, seconds from its start (§14.3).
+        gpu_reads: Vec<(Duration, Reading)>,
     },
     Stopped(&'static str),
 }
@@ -388,7 +386,7 @@ struct Watcher<'a> {
     timing: CellTiming,
     live: &'a Live,
     reporter: &'a dyn Reporter,
-    gpu: Option<&'a GpuSampler>,
+    gpu: Option<&'a Arc<GpuReader>>,
 }
 
 impl Watcher<'_> {
@@ -404,6 +402,7 @@ impl Watcher<'_> {
         let mut cpu_start = None;
         let mut spec_start = None;
         let mut sampler: Option<Sampler<ServerScrape>> = None;
+        let mut gpu_sampler: Option<Sampler<Reading>> = None;
         let mut tick = tokio::time::interval(timing.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -429,14 +428,15 @@ impl Watcher<'_> {
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
                     let spec = (spec_start, state.and_then(|s| s.spec));
-                    if let Some(g) = self.gpu {
-                        g.read_now().await;
-                    }
+                    let gpu_reads = match gpu_sampler.take() {
+                        Some(s) => s.stop().await,
+                        None => Vec::new(),
+                    };
                     let gauges = match sampler.take() {
                         Some(s) => s.stop().await,
                         None => Vec::new(),
                     };
-                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec, gauges };
+                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec, gauges, gpu_reads };
                 }
                 continue;
             }
@@ -461,10 +461,9 @@ impl Watcher<'_> {
             window = Some(w);
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
-            if let Some(g) = self.gpu {
-                g.read_now().await;
-            }
             sampler = self.sampler(w.start);
+            let gpu_interval = timing.metrics_interval.unwrap_or(GPU_INTERVAL);
+            gpu_sampler = self.gpu.map(|g| g.sample(w.start, gpu_interval));
             self.reporter.step(&Step::Measuring {
                 context: self.context,
                 label: self.label.to_string(),
