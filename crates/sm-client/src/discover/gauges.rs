@@ -1,16 +1,12 @@
 //! The server's gauges and counters for the per-cell series (methodology §14.1), under each
 //! engine's own metric names.
 
-use std::time::Duration;
-
 use sm_core::server_metrics::{Histogram, ServerScrape};
 
 use super::Engine;
-use super::scheduler::scheduler_state_from;
+use super::scheduler::{fetch_metrics, scheduler_state_from};
 use crate::http::{Client, ClientError};
 use crate::metrics::Metrics;
-
-const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The counter and histogram names of one engine, beyond the scheduler gauges.
 struct Names {
@@ -106,15 +102,7 @@ pub async fn server_scrape(client: &Client, engine: Engine) -> Result<Option<Ser
     if names(engine).is_none() {
         return Ok(None);
     }
-    let resp = client.get("/metrics", SCRAPE_TIMEOUT).await?;
-    if !resp.is_success() {
-        return Err(ClientError::Status {
-            path: "/metrics".into(),
-            status: resp.status,
-            body: crate::http::excerpt(&resp.body),
-        });
-    }
-    Ok(server_scrape_from(&Metrics::parse(&resp.body), engine))
+    Ok(server_scrape_from(&fetch_metrics(client).await?, engine))
 }
 
 #[cfg(test)]

@@ -62,6 +62,11 @@ pub async fn scheduler_state(client: &Client, engine: Engine) -> Result<Option<S
     if gauges(engine).is_none() {
         return Ok(None);
     }
+    Ok(scheduler_state_from(&fetch_metrics(client).await?, engine))
+}
+
+/// `GET /metrics`, parsed; a status other than 2xx is an error with the body's excerpt.
+pub(super) async fn fetch_metrics(client: &Client) -> Result<Metrics, ClientError> {
     let resp = client.get("/metrics", SCRAPE_TIMEOUT).await?;
     if !resp.is_success() {
         return Err(ClientError::Status {
@@ -70,7 +75,7 @@ pub async fn scheduler_state(client: &Client, engine: Engine) -> Result<Option<S
             body: crate::http::excerpt(&resp.body),
         });
     }
-    Ok(scheduler_state_from(&Metrics::parse(&resp.body), engine))
+    Ok(Metrics::parse(&resp.body))
 }
 
 /// SGLang targeted abort, while the stream is still open: a closed stream alone
