@@ -108,7 +108,8 @@ impl Signals {
         let mut hup = signal(SignalKind::hangup())?;
         let task = tokio::spawn(async move {
             loop {
-                // biased: two different signals sent back to back are taken in the order sent
+                // biased: a fixed order when several are pending; signals sent back to back may still be
+                // seen in either order, since each can land on a different thread
                 let got = tokio::select! {
                     biased;
                     Some(()) = int.recv() => Signal::Int,
