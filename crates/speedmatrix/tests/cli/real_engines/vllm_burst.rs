@@ -1,10 +1,7 @@
 //! The burst phase (`--burst`, methodology §13.2) against vLLM serving the tiny model: a short
 //! variant, two contexts × two concurrencies with short answers that may end on their own.
 
-use super::support::{Metrics, key, run, server};
-
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+use super::support::{Metrics, Vllm};
 
 /// Every planned burst is sent with exactly C requests, all complete, and the figures are coherent:
 /// TTFT before the end, p50 ≤ p90 ≤ max = the time to the last completion, tok/s = tokens ÷ that
@@ -12,15 +9,10 @@ const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_burst_phase() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
-    let dir = tempfile::tempdir().unwrap();
+    let Some(vllm) = Vllm::from_env() else { return };
     let mut args = vec!["--contexts", "256,1k", "--concurrency", "1,4", "--max-tokens", "32"];
     args.extend(["--burst", "--no-ignore-eos", "--save-requests"]);
-    if let Some(k) = &key {
-        args.extend(["--api-key", k.as_str()]);
-    }
-    let r = run(&url, dir.path(), &args, None);
+    let (r, dir) = vllm.run(&args);
     assert_eq!(r.code, 0, "{}", r.context());
     let record = r.record();
     assert_eq!(record["status"], "complete", "{}", r.context());
@@ -53,6 +45,6 @@ fn vllm_burst_phase() {
     let burst_lines = lines.lines().filter(|l| l.contains("\"phase\":\"burst\"")).count();
     assert_eq!(burst_lines, 1 + 4 + 1 + 4, "one line per request sent");
     assert!(dir.path().join("burst.csv").exists());
-    let m = Metrics::scrape(&url);
+    let m = Metrics::scrape(&vllm.url);
     assert_eq!(m.sum("vllm:num_requests_running"), 0.0, "the server is idle after the phase");
 }

@@ -3,18 +3,13 @@
 //! the window agrees with the tokens the streams received, within a loose bound (a CPU server
 //! on a shared machine; the 2 % warning is the sim's test).
 
-use super::support::{key, run, server};
-
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+use super::support::Vllm;
 
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_server_gauges() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
+    let Some(vllm) = Vllm::from_env() else { return };
+    let args = vec![
         "--contexts",
         "512",
         "--concurrency",
@@ -31,10 +26,7 @@ fn vllm_server_gauges() {
         "0s",
         "--no-prefill-at-max",
     ];
-    if let Some(k) = &key {
-        args.extend(["--api-key", k.as_str()]);
-    }
-    let r = run(&url, dir.path(), &args, None);
+    let (r, _dir) = vllm.run(&args);
     assert_eq!(r.code, 0, "{}", r.context());
     let cell = r.decode().into_iter().find(|c| c["concurrency"] == 2).expect("the cell");
     assert_eq!(cell["status"], "valid", "{cell}");

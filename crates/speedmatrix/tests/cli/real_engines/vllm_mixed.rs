@@ -2,24 +2,16 @@
 //! cannot blur: the planned probes were sent, each fresh prompt was cold and of its planned length,
 //! and the figures are present and coherent; never how much the prefill slowed the background.
 
-use super::support::{key, run, server};
-
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+use super::support::Vllm;
 
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_mixed_prefill_phase() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
-    let dir = tempfile::tempdir().unwrap();
+    let Some(vllm) = Vllm::from_env() else { return };
     let mut args = vec!["--contexts", "256", "--concurrency", "1", "--mixed-prefill", "1k@2"];
     args.extend(["--mixed-prefill-probes", "2", "--mixed-prefill-window", "1s", "--max-tokens", "32"]);
     args.extend(["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max", "--save-requests"]);
-    if let Some(k) = &key {
-        args.extend(["--api-key", k.as_str()]);
-    }
-    let r = run(&url, dir.path(), &args, None);
+    let (r, dir) = vllm.run(&args);
     assert_eq!(r.code, 0, "{}", r.context());
     let record = r.record();
     assert_eq!(record["status"], "complete", "{}", r.context());

@@ -1,18 +1,13 @@
 //! The rate phase (`--request-rate`, methodology §13.1) against vLLM serving the tiny model: a
 //! short sweep whose counts are as planned and whose figures are present and coherent.
 
-use super::support::{key, run, server};
-
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+use super::support::Vllm;
 
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_rate_phase() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
-    let dir = tempfile::tempdir().unwrap();
-    let mut args = vec![
+    let Some(vllm) = Vllm::from_env() else { return };
+    let args = vec![
         "--contexts",
         "512",
         "--request-rate",
@@ -30,10 +25,7 @@ fn vllm_rate_phase() {
         "--no-prefill-at-max",
         "--save-requests",
     ];
-    if let Some(k) = &key {
-        args.extend(["--api-key", k.as_str()]);
-    }
-    let r = run(&url, dir.path(), &args, None);
+    let (r, dir) = vllm.run(&args);
     assert_eq!(r.code, 0, "{}", r.context());
     let record = r.record();
     assert_eq!(record["status"], "complete", "{}", r.context());

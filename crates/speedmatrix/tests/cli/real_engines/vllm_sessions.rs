@@ -1,10 +1,7 @@
 //! The sessions phase (methodology §13.4) against vLLM serving the tiny model: short
 //! conversations whose every turn resends the history, answered and counted.
 
-use super::support::{key, run, server};
-
-const URL: &str = "SPEEDMATRIX_VLLM_URL";
-const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
+use super::support::Vllm;
 
 /// Two users × three turns: every turn answered, each turn's prompt holds the previous one and
 /// its answer, the server's cached counts are reported and coherent, and its prefix cache
@@ -12,17 +9,12 @@ const KEY: &str = "SPEEDMATRIX_VLLM_KEY";
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
 fn vllm_sessions_phase() {
-    let Some(url) = server(URL) else { return };
-    let key = key(KEY);
-    let dir = tempfile::tempdir().unwrap();
+    let Some(vllm) = Vllm::from_env() else { return };
     let mut args = vec!["--contexts", "256", "--concurrency", "1", "--max-tokens", "16"];
     args.extend(["--ready-stable", "1s", "--warmup", "0s", "--no-prefill-at-max"]);
     args.extend(["--sessions", "2", "--turns", "3", "--think-time", "0s", "--turn-tokens", "64"]);
     args.extend(["--shared-prefix", "256"]);
-    if let Some(k) = &key {
-        args.extend(["--api-key", k.as_str()]);
-    }
-    let r = run(&url, dir.path(), &args, None);
+    let (r, dir) = vllm.run(&args);
     assert_eq!(r.code, 0, "{}", r.context());
     let rec = r.record();
     assert_eq!(rec["status"], "complete");
