@@ -264,7 +264,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
             let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
-                probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token)
+                probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token, concurrency)
             })
             .await;
             counted.window = Some(window);

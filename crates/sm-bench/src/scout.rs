@@ -110,13 +110,28 @@ pub async fn scout(client: &Client, path: &str, body: &Value, timeout: Duration)
 /// (methodology §7.3): enough chunks that a short last chunk moves the ratio by little.
 pub const PROBE_TOKENS: u64 = 512;
 
-/// Tokens per chunk of one request with the cell's body, at most [`PROBE_TOKENS`] long, sent on
-/// its own. `None` when it ended without a usage total or without chunks.
-pub async fn probe_chunk_ratio(client: &Client, path: &str, body: &Value, timeout: Duration) -> Option<ChunkRatio> {
+/// Tokens per chunk of `batch` requests with the cell's body, each at most [`PROBE_TOKENS`] long,
+/// sent together so that the server decodes them as one batch of the cell's size (what a chunk
+/// carries can change with the batch: speculative acceptance, output batching). `None` when none
+/// ended with a usage total and chunks; `Probe { batch }` counts those that did.
+pub async fn probe_chunk_ratio(
+    client: &Client,
+    path: &str,
+    body: &Value,
+    timeout: Duration,
+    batch: u32,
+) -> Option<ChunkRatio> {
     let mut body = body.clone();
     let asked = body.get("max_tokens").and_then(Value::as_u64).unwrap_or(PROBE_TOKENS);
     body["max_tokens"] = PROBE_TOKENS.min(asked).into();
-    let s =
-        scout(client, path, &body, timeout).await.map_err(|e| tracing::warn!("the chunk probe failed: {e}")).ok()?;
-    ChunkRatio::measure(s.completion_tokens.map(|t| (t, s.chunks)), RatioSource::Probe)
+    let probes = (0..batch.max(1)).map(|_| scout(client, path, &body, timeout));
+    let samples: Vec<(u64, u64)> = futures_util::future::join_all(probes)
+        .await
+        .into_iter()
+        .filter_map(|r| r.map_err(|e| tracing::warn!("a chunk probe failed: {e}")).ok())
+        .filter_map(|s| s.completion_tokens.map(|t| (t, s.chunks)))
+        .filter(|&(_, chunks)| chunks > 0)
+        .collect();
+    let answered = samples.len() as u32;
+    ChunkRatio::measure(samples, RatioSource::Probe { batch: answered })
 }

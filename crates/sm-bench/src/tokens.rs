@@ -17,7 +17,9 @@ pub struct ChunkRatio {
     pub tokens_per_chunk: f64,
     /// How far the ratio may be from the true one, relative: the last chunk of a finished request
     /// can carry fewer tokens than the others (`max_tokens` is rarely a multiple of the tokens per
-    /// chunk), so each finished request may pull the ratio down by up to one chunk's worth.
+    /// chunk), but never fewer than one. So each finished request may pull the ratio down by up to
+    /// K − 1 tokens where every chunk carries K (none at K = 1), and by ρ − 1 on average where the
+    /// counts vary: (requests / Σ m) × (K − 1)/K, or × (ρ − 1)/ρ.
     pub uncertainty: f64,
     /// Requests in the sample.
     pub requests: u64,
@@ -31,8 +33,9 @@ pub struct ChunkRatio {
 pub enum RatioSource {
     /// Requests of the cell that ended with a usage total.
     EndedRequests,
-    /// A probe request sent after the cell, on the idle server.
-    Probe,
+    /// Probe requests sent together after the cell, on the otherwise idle server; `batch` of
+    /// them ended with a usage total.
+    Probe { batch: u32 },
 }
 
 /// Whether every chunk carries the same number of tokens.
@@ -60,14 +63,16 @@ impl ChunkRatio {
         let requests = samples.len() as u64;
         (chunks > 0 && tokens > 0).then(|| {
             let tokens_per_chunk = tokens as f64 / chunks as f64;
-            let spread = if constant_count(&samples) {
-                ChunkSpread::Constant
-            } else {
-                ChunkSpread::Variable { sd: chunk_sd(&samples, tokens_per_chunk) }
+            let (spread, short_share) = match constant_count(&samples) {
+                Some(k) => (ChunkSpread::Constant, (k - 1) as f64 / k as f64),
+                None => (
+                    ChunkSpread::Variable { sd: chunk_sd(&samples, tokens_per_chunk) },
+                    (tokens_per_chunk - 1.0).max(0.0) / tokens_per_chunk,
+                ),
             };
             ChunkRatio {
                 tokens_per_chunk,
-                uncertainty: requests as f64 / chunks as f64,
+                uncertainty: requests as f64 / chunks as f64 * short_share,
                 requests,
                 chunks,
                 spread,
@@ -97,10 +102,10 @@ impl ChunkRatio {
     }
 }
 
-/// Whether one K explains every request: K·m − T between 0 and K − 1 (one short chunk).
-fn constant_count(samples: &[(u64, u64)]) -> bool {
+/// The K that explains every request, if one does: K·m − T between 0 and K − 1 (one short chunk).
+fn constant_count(samples: &[(u64, u64)]) -> Option<u64> {
     let k = samples.iter().map(|&(t, m)| t.div_ceil(m)).max().unwrap_or(1);
-    samples.iter().all(|&(t, m)| (k * m).checked_sub(t).is_some_and(|short| short < k))
+    samples.iter().all(|&(t, m)| (k * m).checked_sub(t).is_some_and(|short| short < k)).then_some(k)
 }
 
 /// The standard deviation of one chunk's tokens, from the requests' ratios: a request of m chunks
@@ -208,7 +213,20 @@ mod tests {
         assert!((r.tokens_per_chunk - 512.0 / 171.0).abs() < 1e-12);
         assert!((3.0 / r.tokens_per_chunk - 1.0) <= r.uncertainty, "the true ratio lies within the bound");
         assert_eq!(r.requests, 2);
-        assert_eq!(ChunkRatio::measure([(5, 0)], RatioSource::Probe), None, "no chunks, no ratio");
+        assert_eq!(ChunkRatio::measure([(5, 0)], RatioSource::Probe { batch: 1 }), None, "no chunks, no ratio");
+    }
+
+    #[test]
+    fn a_last_chunk_can_be_short_only_by_what_a_chunk_carries_beyond_one_token() {
+        // one token per chunk: no chunk can be short, the ratio is exact
+        let one = ChunkRatio::measure([(64, 64), (64, 64)], RatioSource::EndedRequests).unwrap();
+        assert_eq!((one.spread, one.uncertainty), (ChunkSpread::Constant, 0.0));
+        // two tokens now and then (llama.cpp holding back half a character): ρ − 1 of a chunk each
+        let rare = ChunkRatio::measure([(64, 63), (64, 64), (64, 63)], RatioSource::EndedRequests).unwrap();
+        assert!(matches!(rare.spread, ChunkSpread::Variable { .. }), "{rare:?}");
+        let expected = 3.0 / 190.0 * (rare.tokens_per_chunk - 1.0) / rare.tokens_per_chunk;
+        assert!((rare.uncertainty - expected).abs() < 1e-12, "{rare:?}");
+        assert!(rare.uncertainty < 0.0002, "a hundredth of the one-chunk bound: {rare:?}");
     }
     #[test]
     fn a_constant_count_is_told_from_a_varying_one() {
@@ -225,7 +243,7 @@ mod tests {
         let want = 0.5 * (400.0 + 400.0 * 400.0 / 400.0 + 30.0f64).sqrt();
         assert!((r.count_sd(400.0, 30.0).unwrap() - want).abs() < 1e-9);
         // one request cannot tell how much chunks vary
-        let r = ChunkRatio::measure([(460, 200)], RatioSource::Probe).unwrap();
+        let r = ChunkRatio::measure([(460, 200)], RatioSource::Probe { batch: 1 }).unwrap();
         assert_eq!(r.spread, ChunkSpread::Variable { sd: None });
         assert_eq!(r.count_sd(10.0, 0.0), None);
     }

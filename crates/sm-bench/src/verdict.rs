@@ -123,7 +123,12 @@ fn token_count_note(f: &Figures, concurrency: u32) -> Result<Option<String>, Str
     };
     let from = match r.source {
         RatioSource::EndedRequests => format!("measured over {} request(s) of the cell that ended", r.requests),
-        RatioSource::Probe => "measured by a probe request after the cell, as none of its requests ended".into(),
+        RatioSource::Probe { batch: 1 } => {
+            "measured by a probe request after the cell, as none of its requests ended".into()
+        }
+        RatioSource::Probe { batch } => {
+            format!("measured by {batch} probe requests sent together after the cell, as none of its requests ended")
+        }
     };
     let what = format!(
         "{} of the window's {} tokens came in requests cut off before their usage total and were counted at {:.3} tokens per chunk ({from})",
@@ -161,9 +166,11 @@ fn count_error_bound(f: &Figures, r: &ChunkRatio, concurrency: u32) -> Result<f6
     if matches!(r.spread, ChunkSpread::Constant) {
         return Ok(remainder);
     }
-    if r.source == RatioSource::Probe && concurrency > 1 {
+    if let RatioSource::Probe { batch } = r.source
+        && batch < concurrency
+    {
         return Err(format!(
-            "chunks carried a varying number of tokens ({:.3} on average in the probe), and the probe ran alone on an idle server: what its chunks carried says nothing of what chunks carried at {concurrency} streams",
+            "chunks carried a varying number of tokens ({:.3} on average in the probe), and only {batch} of the probe's {concurrency} requests answered together: what chunks carried in a smaller batch says nothing of what they carried at {concurrency} streams",
             r.tokens_per_chunk
         ));
     }
@@ -248,7 +255,7 @@ mod tests {
         assert_eq!(o.status, CellStatus::Error);
         assert!(o.reason.unwrap().contains("token count is unknown"));
         // estimated at a ratio good to 0.5 %: valid, and said
-        let o = verdict(usage_at_end(1000, ratio(0.005, RatioSource::Probe)));
+        let o = verdict(usage_at_end(1000, ratio(0.005, RatioSource::Probe { batch: 1 })));
         assert_eq!(o.status, CellStatus::Valid);
         assert!(o.warnings.iter().any(|w| w.contains("4.000 tokens per chunk") && w.contains("probe")), "{o:?}");
         // a 4 % bound on all tokens is not; on a fifth of them it is 0.8 %
@@ -262,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn varying_tokens_per_chunk_widen_the_bound_and_an_idle_probe_does_not_speak_for_c_streams() {
+    fn varying_tokens_per_chunk_widen_the_bound_and_only_a_probe_batch_of_c_speaks_for_c_streams() {
         let stall = Duration::from_secs(15);
         // 1,000 tokens at 4 per chunk, σ 0.5 a chunk: 1.96 × 0.5 × √(250 + 125) = 19 tokens, 1.9 %
         let o = judge(usage_at_end(1000, variable(Some(0.5), RatioSource::EndedRequests)), 2, true, stall);
@@ -272,12 +279,16 @@ mod tests {
         let o = judge(usage_at_end(100, variable(Some(0.5), RatioSource::EndedRequests)), 2, true, stall);
         assert_eq!(o.status, CellStatus::Valid, "{o:?}");
         assert!(o.warnings.iter().any(|w| w.contains("good to ±0.51 %")), "{o:?}");
-        // an idle batch-1 probe with varying counts cannot count a C > 1 cell, however few tokens
-        let o = judge(usage_at_end(10, variable(Some(0.5), RatioSource::Probe)), 4, true, stall);
+        // a probe batch smaller than the cell, with varying counts, cannot count it, however few tokens
+        let o = judge(usage_at_end(10, variable(Some(0.5), RatioSource::Probe { batch: 3 })), 4, true, stall);
         assert_eq!(o.status, CellStatus::Error);
-        assert!(o.reason.unwrap().contains("the probe ran alone on an idle server"));
+        assert!(o.reason.unwrap().contains("only 3 of the probe's 4 requests answered together"));
+        // a probe batch of the cell's size does, with its bound: the same 0.5 % as above
+        let o = judge(usage_at_end(100, variable(Some(0.5), RatioSource::Probe { batch: 4 })), 4, true, stall);
+        assert_eq!(o.status, CellStatus::Valid, "{o:?}");
+        assert!(o.warnings.iter().any(|w| w.contains("4 probe requests sent together")), "{o:?}");
         // one request cannot tell how much chunks vary
-        let o = judge(usage_at_end(100, variable(None, RatioSource::Probe)), 1, true, stall);
+        let o = judge(usage_at_end(100, variable(None, RatioSource::Probe { batch: 1 })), 1, true, stall);
         assert_eq!(o.status, CellStatus::Error);
         assert!(o.reason.unwrap().contains("a single request cannot tell"));
     }
