@@ -25,6 +25,11 @@ OUT_TOKENS = 100
 CONTEXT = 1024
 TARGETS = {"ttft_p50_ms": 2.0, "tbt_pct": 1.0, "tok_s_pct": 0.5, "cpu_us_per_token": 1.0, "rss_mib_10k": 1024}
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# The cores (taskset lists) of the client and the sim; CLIENT_THREADS is speedmatrix's --client-threads
+# (docs/scaling.md measures the client on 1 and 2 cores with these)
+CLIENT_CPUS = os.environ.get("CLIENT_CPUS", "0")
+SIM_CPUS = os.environ.get("SIM_CPUS", "1")
+CLIENT_THREADS = os.environ.get("CLIENT_THREADS")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -96,9 +101,9 @@ class Sampler(threading.Thread):
 
 
 def run_client(cmd, env, log, timeout):
-    """Runs cmd pinned to core 0; returns (exit code, sampler, CPU s of the whole tree, largest RSS)."""
+    """Runs cmd pinned to CLIENT_CPUS; returns (exit code, sampler, CPU s of the whole tree, largest RSS)."""
     with open(log, "w") as lf:
-        p = subprocess.Popen(["taskset", "-c", "0"] + cmd, env=env, stdout=lf, stderr=subprocess.STDOUT,
+        p = subprocess.Popen(["taskset", "-c", CLIENT_CPUS] + cmd, env=env, stdout=lf, stderr=subprocess.STDOUT,
                              start_new_session=True)
         s = Sampler(p.pid)
         s.start()
@@ -127,7 +132,7 @@ class Sim:
         self.trace = trace
         self.log = open(log, "w")
         env = dict(os.environ)
-        self.p = subprocess.Popen(["taskset", "-c", "1", binary, "sim", "--profile", str(profile), "--port", "0",
+        self.p = subprocess.Popen(["taskset", "-c", SIM_CPUS, binary, "sim", "--profile", str(profile), "--port", "0",
                                    "--trace", str(trace)], stdout=subprocess.PIPE, stderr=self.log, text=True,
                                   env=env)
         line = self.p.stdout.readline()
@@ -232,6 +237,8 @@ def speedmatrix(ctx, c, out):
            # at every restart wave and readiness rarely holds for 1 s: the window then opens at 10 s
            "--ready-timeout", "10s", "--warmup", "0s", "--no-prefill-at-max", "--max-num-seqs", "16384",
            "--progress", "plain", "--out", str(out / "speedmatrix")]
+    if CLIENT_THREADS:
+        cmd += ["--client-threads", CLIENT_THREADS]
     return cmd, {}
 
 
@@ -241,7 +248,8 @@ def parse_speedmatrix(out, c):
     return {"status": cell["status"], "ttft_p50": cell["ttft_ms_p50"], "ttft_p99": cell["ttft_ms_p99"],
             "tbt_p50": cell["tbt_ms_p50"], "tbt_p99": cell["tbt_ms_p99"], "tok_s": cell["total_tok_s"],
             "client_lag_ms_p99": cell.get("client_lag_ms_p99"), "client_cpu_pct": cell.get("client_cpu_pct"),
-            "warnings": cell.get("warnings"), "version": rec["tool"]["version"]}
+            "warnings": cell.get("warnings"), "version": rec["tool"]["version"],
+            "client_threads": rec["tool"].get("client_threads")}
 
 
 def n_requests(c):
@@ -349,7 +357,8 @@ def measure(ctx, tool, c):
     trace = sim.stop()
     row = {"tool": tool, "streams": c, "exit": code, "wall_s": round(wall, 1), "load1": round(load0, 2),
            "cpu_s_total": round(cpu_total, 2), "peak_rss_mib": round(sampler.peak_tree_rss / 2**20, 1),
-           "largest_proc_rss_mib": round(max_rss / 2**20, 1), "sim_requests": len(trace)}
+           "largest_proc_rss_mib": round(max_rss / 2**20, 1), "sim_requests": len(trace),
+           "client_cpus": CLIENT_CPUS, "sim_cpus": SIM_CPUS}
     try:
         got = parse(out, c)
     except Exception as e:  # a failed tool is a row that says so, not a crashed table

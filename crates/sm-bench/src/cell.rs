@@ -1,8 +1,8 @@
 //! The sustained-decode cell driver (methodology §1.6): C saturated streams,
 //! readiness, a fixed window (or one that ends at `--precision`, §12.3), cancel, drain barrier.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -15,11 +15,12 @@ use tokio::sync::watch;
 
 use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
 use crate::health::{Probe, process_cpu_seconds};
+use crate::live::{Cancel, Live};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
-use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
+use crate::request::{Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{Point, RequestLog};
+use crate::request_log::RequestLog;
 use crate::requests::CellRequests;
 use crate::sampler::Sampler;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
@@ -82,98 +83,6 @@ impl CellTiming {
     }
 }
 
-/// Live state shared with the workers and whoever shows progress.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// Workers that have received at least one token.
-    pub streams_with_token: AtomicUsize,
-    pub tokens: AtomicU64,
-    stats: Mutex<LiveStats>,
-    /// A stream failed at the connection level: the server may be gone.
-    connection_lost: AtomicBool,
-    failure: Mutex<Option<(CellStatus, String)>>,
-    failed: AtomicBool,
-    /// With `--precision`: each stream's requests as they arrive, one lock per stream (never
-    /// contended but by the watcher's snapshot), so the window can end when the figures settle.
-    mirrors: Vec<Mutex<Vec<RequestLog>>>,
-}
-
-/// Recent timings for the live view only; the cell's figures come from the logs.
-#[derive(Debug, Default)]
-struct LiveStats {
-    ttft_ms: Vec<f64>,
-    tbt_ms: std::collections::VecDeque<f64>,
-}
-
-const LIVE_TBT_KEEP: usize = 2048;
-
-impl Live {
-    fn new(streams: u32, mirrored: bool) -> Live {
-        let n = if mirrored { streams as usize } else { 0 };
-        Live { mirrors: (0..n).map(|_| Mutex::default()).collect(), ..Live::default() }
-    }
-
-    /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
-    /// spread back: the precision check needs the figures' noise, not their exact level).
-    fn snapshot(&self) -> Vec<RequestLog> {
-        self.mirrors.iter().flat_map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
-    }
-
-    fn medians(&self) -> (Option<f64>, Option<f64>) {
-        let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        let tbt: Vec<f64> = s.tbt_ms.iter().copied().collect();
-        (sm_core::stats::median(&s.ttft_ms), sm_core::stats::median(&tbt))
-    }
-
-    fn fail(&self, status: CellStatus, reason: String) {
-        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some((status, reason));
-        }
-        self.failed.store(true, Ordering::Release);
-    }
-    fn failure(&self) -> Option<(CellStatus, String)> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-struct WorkerObserver {
-    live: Arc<Live>,
-    has_token: AtomicBool,
-    /// This stream's index into `live.mirrors`.
-    stream: usize,
-}
-
-impl Observer for WorkerObserver {
-    fn first_token(&self, ttft: Duration) {
-        if !self.has_token.swap(true, Ordering::AcqRel) {
-            self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
-        }
-        let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-        s.ttft_ms.push(ttft.as_secs_f64() * 1000.0);
-    }
-    fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
-        self.live.tokens.fetch_add(tokens, Ordering::Relaxed);
-        if let Some(gap) = since_last {
-            let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-            if s.tbt_ms.len() == LIVE_TBT_KEEP {
-                s.tbt_ms.pop_front();
-            }
-            s.tbt_ms.push_back(gap.as_secs_f64() * 1000.0 / tokens as f64);
-        }
-    }
-    fn point(&self, sent: Instant, point: Point) {
-        let Some(mirror) = self.live.mirrors.get(self.stream) else { return };
-        let mut logs = mirror.lock().unwrap_or_else(|p| p.into_inner());
-        if logs.last().is_none_or(|l| l.sent != sent) {
-            logs.push(RequestLog { first_token: Some(point.at), ..RequestLog::new(sent) });
-        }
-        if let Some(log) = logs.last_mut() {
-            log.points.push(point);
-        }
-    }
-}
-
 /// One decode cell to run.
 pub struct CellSpec<'a> {
     pub target: &'a Target,
@@ -211,18 +120,20 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
-    let (cancel_tx, cancel_rx) = watch::channel(false);
+    let (cancel, receivers) = Cancel::new(concurrency as usize);
     let wire = JsonBody::new(&body);
     let spawned = Instant::now();
-    let workers: Vec<_> = (0..concurrency as usize)
-        .map(|stream| {
+    let workers: Vec<_> = receivers
+        .into_iter()
+        .enumerate()
+        .map(|(stream, cancel_rx)| {
             tokio::spawn(worker(
                 stream,
                 target.clone(),
                 path,
                 wire.clone(),
                 timing.stream_timeouts(),
-                cancel_rx.clone(),
+                cancel_rx,
                 live.clone(),
             ))
         })
@@ -230,7 +141,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let probe = Probe::start();
     let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: gpu.as_ref() };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
-    let _ = cancel_tx.send(true);
+    cancel.cancel();
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost =
         live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
@@ -513,7 +424,7 @@ impl Watcher<'_> {
         let (ttft, tbt) = self.live.medians();
         self.reporter.live(&LiveSample {
             at,
-            tokens: self.live.tokens.load(Ordering::Relaxed),
+            tokens: self.live.tokens(),
             streams_with_token: self.live.streams_with_token.load(Ordering::Acquire),
             concurrency: self.concurrency,
             ttft_ms_p50: ttft,
@@ -562,7 +473,7 @@ async fn worker(
     mut cancel: watch::Receiver<bool>,
     live: Arc<Live>,
 ) -> Vec<RequestLog> {
-    let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false), stream };
+    let observer = live.observer(stream);
     let mut logs = Vec::new();
     // a request the cancel would drop before sending it is not sent (nor logged)
     while !*cancel.borrow() {

@@ -15,13 +15,16 @@ use sm_core::stats::percentile;
 const PROBE_EVERY: Duration = Duration::from_millis(10);
 /// Above this, the runtime lag may distort chunk timestamps noticeably.
 pub const LAG_WARN_MS: f64 = 5.0;
-/// Above this share of one core, the client may be the bottleneck.
+/// Above this share of the cores the client can use, the client may be the bottleneck.
 pub const CPU_WARN_PCT: f64 = 90.0;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Health {
     pub lag_ms_p99: f64,
+    /// % of one core (up to 100 × `cores`).
     pub cpu_pct: f64,
+    /// The cores the client could use at once ([`client_cores`]).
+    pub cores: usize,
 }
 
 impl Health {
@@ -33,11 +36,12 @@ impl Health {
                 self.lag_ms_p99
             ));
         }
-        if self.cpu_pct > CPU_WARN_PCT {
-            w.push(format!(
-                "the client used {:.0} % of a core during the window and may be the bottleneck",
-                self.cpu_pct
-            ));
+        // 90 % of one core is no bottleneck for a client with four: the limit is its cores'
+        let cores = self.cores.max(1);
+        if self.cpu_pct > CPU_WARN_PCT * cores as f64 {
+            let of =
+                if cores == 1 { "of a core".to_string() } else { format!("of one core, of the {cores} it can use,") };
+            w.push(format!("the client used {:.0} % {of} during the window and may be the bottleneck", self.cpu_pct));
         }
         w
     }
@@ -71,8 +75,22 @@ impl Probe {
         self.stop.store(true, Ordering::Relaxed);
         let lags = self.lags.lock().unwrap_or_else(|p| p.into_inner());
         let in_window: Vec<f64> = lags.iter().filter(|(t, _)| *t >= from && *t < to).map(|(_, l)| *l).collect();
-        Some(Health { lag_ms_p99: percentile(&in_window, 99.0)?, cpu_pct: cpu.unwrap_or(0.0) })
+        Some(Health { lag_ms_p99: percentile(&in_window, 99.0)?, cpu_pct: cpu.unwrap_or(0.0), cores: client_cores() })
     }
+}
+
+/// The measuring runtime's worker threads, for the record (`None` outside a runtime).
+pub fn client_threads() -> Option<u32> {
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    u32::try_from(handle.metrics().num_workers()).ok()
+}
+
+/// The cores the client can use at once: the async runtime's worker threads (`--client-threads`),
+/// at most the CPUs this process may run on (its affinity mask, e.g. `taskset`, and cgroup quota).
+pub fn client_cores() -> usize {
+    let workers = tokio::runtime::Handle::try_current().map_or(1, |h| h.metrics().num_workers());
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    workers.min(cpus).max(1)
 }
 
 /// CPU seconds (user + system) this process has used.
@@ -92,10 +110,29 @@ mod tests {
 
     #[test]
     fn warnings_only_past_the_thresholds() {
-        assert!(Health { lag_ms_p99: 1.0, cpu_pct: 20.0 }.warnings().is_empty());
-        let w = Health { lag_ms_p99: 12.0, cpu_pct: 95.0 }.warnings();
+        assert!(Health { lag_ms_p99: 1.0, cpu_pct: 20.0, cores: 1 }.warnings().is_empty());
+        let w = Health { lag_ms_p99: 12.0, cpu_pct: 95.0, cores: 1 }.warnings();
         assert_eq!(w.len(), 2);
         assert!(w[0].contains("12.0 ms late"));
+        assert!(w[1].contains("95 % of a core"), "{w:?}");
+    }
+
+    #[test]
+    fn the_cpu_warning_is_against_the_cores_the_client_has() {
+        assert!(
+            Health { lag_ms_p99: 1.0, cpu_pct: 95.0, cores: 2 }.warnings().is_empty(),
+            "95 % of 2 cores is not busy"
+        );
+        let w = Health { lag_ms_p99: 1.0, cpu_pct: 185.0, cores: 2 }.warnings();
+        assert_eq!(
+            w,
+            ["the client used 185 % of one core, of the 2 it can use, during the window and may be the bottleneck"]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn one_worker_thread_is_one_core() {
+        assert_eq!(client_cores(), 1);
     }
 
     #[test]

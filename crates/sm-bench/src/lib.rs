@@ -4,7 +4,8 @@
 //! * `prompt` and `sizing` — prompts of exact length.
 //! * `scout` — the prefill request (`max_tokens: 1`).
 //! * `request` — one streamed request, logged chunk by chunk into a `request_log`.
-//! * `cell` — the sustained-decode cell: workers, readiness, window, cancel, drain.
+//! * `cell` — the sustained-decode cell: workers, readiness, window, cancel, drain; `live` —
+//!   what its streams share while they run, one shard per stream (nothing per token is shared).
 //! * `window` — the window accounting: every figure of a cell, from timestamps; `tokens` —
 //!   which tokens each chunk carried; `verdict` — valid, or why not.
 //! * `loopguard` — the exact-repetition guard.
@@ -19,6 +20,7 @@ mod cell;
 mod gpu_sampler;
 mod health;
 mod journal;
+mod live;
 mod loopguard;
 mod nvml;
 mod progress;

@@ -235,6 +235,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             name: "speedmatrix".into(),
             version: config.tool_version.clone(),
             commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string),
+            client_threads: crate::health::client_threads(),
         },
         status: RunStatus::Planned,
         started: now_rfc3339(),

@@ -13,8 +13,8 @@ use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
-/// precision (intervals, adaptive windows, repeats); 1.3 the load phases.
-pub const SCHEMA: &str = "speedmatrix.run/1.3";
+/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`.
+pub const SCHEMA: &str = "speedmatrix.run/1.4";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
 pub fn schema_readable(schema: &str) -> bool {
@@ -123,6 +123,10 @@ pub struct Tool {
     pub name: String,
     pub version: String,
     pub commit: Option<String>,
+    /// The measuring runtime's worker threads (`--client-threads`); absent before schema 1.4 and
+    /// in imported records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_threads: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

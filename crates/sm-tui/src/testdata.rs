@@ -25,7 +25,7 @@ pub fn record() -> RunRecord {
     }
     RunRecord {
         schema: sm_core::record::SCHEMA.into(),
-        tool: Tool { name: "speedmatrix".into(), version: "0.1.0".into(), commit: None },
+        tool: Tool { name: "speedmatrix".into(), version: "0.1.0".into(), commit: None, client_threads: None },
         status: RunStatus::Running,
         started: "2026-01-01T00:00:00Z".into(),
         finished: None,

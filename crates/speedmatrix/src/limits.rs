@@ -123,6 +123,12 @@ pub const MAX_MODEL_LEN: CountLimit = CountLimit {
 };
 pub const MAX_NUM_SEQS: CountLimit =
     CountLimit { flag: "--max-num-seqs", min: 1, max: 1 << 16, hint: "the server's concurrent sequences, e.g. 256" };
+pub const CLIENT_THREADS: CountLimit = CountLimit {
+    flag: "--client-threads",
+    min: 1,
+    max: 1024,
+    hint: "the client's worker threads, e.g. 4; the default is one per CPU this process may use (taskset, cgroup quota)",
+};
 pub const GPU_COUNT: CountLimit = CountLimit { flag: "--gpu-count", min: 1, max: 1024, hint: "e.g. 2" };
 
 impl DurationLimit {
@@ -279,7 +285,7 @@ mod tests {
         assert!(MAX_TOKENS.parse_tokens("1").is_err(), "one token has no gap to time");
         assert_eq!(MAX_TOKENS.parse_tokens("4k"), Ok(Tokens(4096)));
         assert!(MAX_TOKENS.parse_tokens("99999999m").is_err());
-        for limit in [MAX_NUM_SEQS, GPU_COUNT] {
+        for limit in [MAX_NUM_SEQS, GPU_COUNT, CLIENT_THREADS] {
             assert!(limit.parse_u32("0").is_err(), "{}", limit.flag);
             assert!(limit.parse_u32("4294967296").is_err(), "{}", limit.flag);
             assert_eq!(limit.parse_u32("2"), Ok(2));

@@ -83,7 +83,15 @@ fn main() -> ExitCode {
         Err(e) => return usage_error(&e),
     };
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // tokio's default is also one worker per CPU the process may use; the flag makes it explicit
+    // (the record keeps the count: sm_bench::client_threads)
+    if let Command::Run(args) = &cli.command
+        && let Some(n) = args.client_threads
+    {
+        builder.worker_threads(n as usize);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

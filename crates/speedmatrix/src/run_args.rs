@@ -114,6 +114,10 @@ pub struct RunArgs {
     /// tokens, status) to requests.jsonl beside run.json; never prompt or completion text.
     #[arg(long)]
     pub(crate) save_requests: bool,
+    /// Worker threads of the measuring runtime, each able to keep one core busy reading streams
+    /// [default: one per CPU this process may use, e.g. under taskset] (docs/scaling.md).
+    #[arg(long, value_name = "N", value_parser = |s: &str| limits::CLIENT_THREADS.parse_u32(s))]
+    pub(crate) client_threads: Option<u32>,
     #[command(flatten)]
     pub(crate) phases: crate::phase_args::PhaseArgs,
     #[command(flatten)]

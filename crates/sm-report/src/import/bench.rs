@@ -183,7 +183,12 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
     let started = started.unwrap_or_else(|| UNKNOWN_TIME.into());
     Ok(RunRecord {
         schema: SCHEMA.into(),
-        tool: Tool { name: TOOL.into(), version: str_at(md, "version").unwrap_or("unknown").into(), commit: None },
+        tool: Tool {
+            name: TOOL.into(),
+            version: str_at(md, "version").unwrap_or("unknown").into(),
+            commit: None,
+            client_threads: None,
+        },
         status: RunStatus::Complete,
         finished,
         started,

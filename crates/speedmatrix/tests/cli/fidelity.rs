@@ -84,7 +84,8 @@ fn truth(trace: &[Value], window_s: f64) -> Truth {
 }
 
 /// One measurement: (TTFT p50 error ms, TBT p50 error %, tok/s error %) and a description.
-async fn measure(dir: &Path) -> ((f64, f64, f64), String) {
+/// `threads`: `--client-threads`, which the record must then keep.
+async fn measure(dir: &Path, threads: Option<u32>) -> ((f64, f64, f64), String) {
     let profile_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/fidelity/fidelity.toml");
     let mut opts = SimOptions::new(Profile::from_file(&profile_path).expect("fidelity profile"));
     let trace_path = dir.join("trace.jsonl");
@@ -93,7 +94,8 @@ async fn measure(dir: &Path) -> ((f64, f64, f64), String) {
     let url = sim.url();
     let window = format!("{WINDOW_S}s");
     let streams = STREAMS.to_string();
-    let args = [
+    let threads_arg = threads.map(|n| n.to_string());
+    let mut args = vec![
         "--url",
         &url,
         "--contexts",
@@ -112,6 +114,9 @@ async fn measure(dir: &Path) -> ((f64, f64, f64), String) {
         "--progress",
         "quiet",
     ];
+    if let Some(n) = &threads_arg {
+        args.extend(["--client-threads", n]);
+    }
     let r = run(&dir.join("out"), &args).await;
     let stats = sim.emission_stats();
     let write_lag_ms = stats.handler.quantile_ms(0.5) - stats.scheduler.quantile_ms(0.5);
@@ -119,6 +124,11 @@ async fn measure(dir: &Path) -> ((f64, f64, f64), String) {
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let cell = r.cell(1024, STREAMS);
     assert_eq!(cell["status"], "valid", "{cell}");
+    let recorded = r.record()["tool"]["client_threads"].as_u64();
+    assert!(recorded.is_some_and(|n| n >= 1), "the record keeps the client's threads: {}", r.record()["tool"]);
+    if let Some(n) = threads {
+        assert_eq!(recorded, Some(u64::from(n)), "--client-threads {n} is what ran");
+    }
     let t = truth(&trace_lines(&trace_path), WINDOW_S);
     let got = |k: &str| cell[k].as_f64().unwrap_or_else(|| panic!("{k} in {cell}"));
     let errors = (
@@ -147,12 +157,24 @@ fn within(e: (f64, f64, f64)) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn speedmatrix_agrees_with_the_trace_at_100_streams() {
+    agrees_with_the_trace(None).await;
+}
+
+/// Streams spread over two worker threads (each stream's tokens counted on whichever thread its
+/// task runs, its own shard of the live state, its own cancel: docs/scaling.md) give the same
+/// figures as the trace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_client_threads_agree_with_the_trace_at_100_streams() {
+    agrees_with_the_trace(Some(2)).await;
+}
+
+async fn agrees_with_the_trace(threads: Option<u32>) {
     // A loaded CI machine can starve the client for a moment; a second measurement separates that
     // from a real measurement error, which repeats.
     let mut seen = Vec::new();
     for attempt in 1..=2 {
         let dir = tempfile::tempdir().unwrap();
-        let (errors, text) = measure(dir.path()).await;
+        let (errors, text) = measure(dir.path(), threads).await;
         eprintln!("attempt {attempt}: {text}; errors {errors:.3?}");
         if within(errors) {
             return;

@@ -156,6 +156,8 @@ async fn nonsense_settings_are_refused_before_anything_is_sent() {
         (&["--max-model-len", "0"], "too small"),
         (&["--max-num-seqs", "0"], "too small"),
         (&["--gpu", "H200", "--gpu-count", "0"], "too small"),
+        (&["--client-threads", "0"], "give 1 to"),
+        (&["--client-threads", "99999"], "too large"),
     ];
     for (flags, expect) in cases {
         let dir = tempfile::tempdir().unwrap();

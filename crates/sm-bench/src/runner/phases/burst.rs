@@ -18,6 +18,7 @@ use super::super::prompts::Prompts;
 use super::super::{RunError, Runner, round1, round3};
 use crate::burst::{BurstRequest, figures};
 use crate::cell::SERVER_LOST;
+use crate::live::Cancel;
 use crate::progress::{RunEvent, Step};
 use crate::request::{Outcome, RequestRun, stream_request};
 use crate::request_log::RequestLog;
@@ -179,13 +180,22 @@ impl Runner<'_> {
         // every request is due now: the figures count from this instant, so the time the client
         // takes to send all C is part of each latency
         let scheduled = Instant::now();
+        // each request polls its own cancel after every chunk, not the run's stop channel, which
+        // every request would share; one task turns the stop into the cancels
+        let (cancel, receivers) = Cancel::new(bodies.len());
+        let mut stop = self.controls.stop_now.clone();
+        let forward = tokio::spawn(async move {
+            // a closed channel counts as a stop, as in the request loop
+            let _ = stop.wait_for(|v| *v).await;
+            cancel.cancel();
+        });
         let tasks: Vec<_> = bodies
             .into_iter()
-            .map(|body| {
+            .zip(receivers)
+            .map(|(body, mut cancel_rx)| {
                 let client = self.client.clone();
-                let mut stop = self.controls.stop_now.clone();
                 tokio::spawn(async move {
-                    stream_request(&client, path, &body, timeouts, &mut stop, &(), |_| async {}).await
+                    stream_request(&client, path, &body, timeouts, &mut cancel_rx, &(), |_| async {}).await
                 })
             })
             .collect();
@@ -200,6 +210,7 @@ impl Runner<'_> {
                 }),
             }
         }
+        forward.abort();
         if self.stopped() {
             return None;
         }

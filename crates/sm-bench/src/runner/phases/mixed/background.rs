@@ -12,33 +12,52 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::figures::Emission;
+use crate::live::Cancel;
 use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
 use crate::request_log::{Point, RequestLog};
 use crate::server::Target;
 
-/// Every background request's chunks so far, one list per request, shared with the workers.
+/// Every background request's chunks so far, one list per request, shared with the workers and
+/// kept per stream: a stream writes only its own lists (its own cache line, its lock contended
+/// only by a snapshot), not one list that all streams lock for every chunk (docs/scaling.md).
 #[derive(Debug, Default)]
 pub(super) struct Recorder {
-    requests: Mutex<Vec<Vec<Emission>>>,
+    streams: Vec<StreamRequests>,
     /// Streams that have had a first token.
     streaming: AtomicUsize,
     failure: Mutex<Option<String>>,
 }
 
+/// One stream's requests, each its chunks.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct StreamRequests(Mutex<Vec<Vec<Emission>>>);
+
+impl StreamRequests {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Vec<Emission>>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 impl Recorder {
-    fn open(&self) -> usize {
-        let mut r = self.requests.lock().unwrap_or_else(|p| p.into_inner());
+    fn new(streams: u32) -> Recorder {
+        Recorder { streams: (0..streams).map(|_| StreamRequests::default()).collect(), ..Recorder::default() }
+    }
+
+    /// A new request of `stream`: its index among that stream's requests.
+    fn open(&self, stream: usize) -> usize {
+        let mut r = self.streams[stream].lock();
         r.push(Vec::new());
         r.len() - 1
     }
 
-    fn push(&self, slot: usize, e: Emission) {
-        self.requests.lock().unwrap_or_else(|p| p.into_inner())[slot].push(e);
+    fn push(&self, stream: usize, slot: usize, e: Emission) {
+        self.streams[stream].lock()[slot].push(e);
     }
 
-    /// A copy of every request's chunks as of now.
+    /// A copy of every request's chunks as of now (grouped by stream; the figures need no order).
     pub(super) fn snapshot(&self) -> Vec<Vec<Emission>> {
-        self.requests.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.streams.iter().flat_map(|s| s.lock().clone()).collect()
     }
 
     pub(super) fn streaming(&self) -> usize {
@@ -58,6 +77,7 @@ impl Recorder {
 /// One request's observer: turns the request log's points into emissions.
 struct RequestObserver<'a> {
     recorder: &'a Recorder,
+    stream: usize,
     slot: usize,
     last: Mutex<Option<Point>>,
     counted: &'a AtomicBool,
@@ -75,7 +95,7 @@ impl Observer for RequestObserver<'_> {
         let tokens = chunk_tokens(*last, point);
         *last = Some(point);
         if tokens > 0 {
-            self.recorder.push(self.slot, Emission { at: point.at, tokens });
+            self.recorder.push(self.stream, self.slot, Emission { at: point.at, tokens });
         }
     }
 }
@@ -93,7 +113,7 @@ pub(super) fn chunk_tokens(last: Option<Point>, point: Point) -> u64 {
 /// The running streams: cancel them with [`Background::stop`].
 pub(super) struct Background {
     pub recorder: Arc<Recorder>,
-    cancel: watch::Sender<bool>,
+    cancel: Cancel,
     workers: Vec<JoinHandle<Vec<RequestLog>>>,
 }
 
@@ -105,17 +125,22 @@ impl Background {
         streams: u32,
         timeouts: StreamTimeouts,
     ) -> Background {
-        let recorder = Arc::new(Recorder::default());
-        let (cancel, rx) = watch::channel(false);
-        let workers = (0..streams)
-            .map(|_| tokio::spawn(worker(target.clone(), path, body.clone(), timeouts, rx.clone(), recorder.clone())))
+        let recorder = Arc::new(Recorder::new(streams));
+        // one cancel channel per stream: each polls its own after every chunk
+        let (cancel, receivers) = Cancel::new(streams as usize);
+        let workers = receivers
+            .into_iter()
+            .enumerate()
+            .map(|(stream, rx)| {
+                tokio::spawn(worker(stream, target.clone(), path, body.clone(), timeouts, rx, recorder.clone()))
+            })
             .collect();
         Background { recorder, cancel, workers }
     }
 
     /// Cancels every stream and returns every request's log.
     pub(super) async fn stop(self) -> Vec<RequestLog> {
-        let _ = self.cancel.send(true);
+        self.cancel.cancel();
         let mut logs = Vec::new();
         for w in self.workers {
             logs.extend(w.await.unwrap_or_default());
@@ -125,6 +150,7 @@ impl Background {
 }
 
 async fn worker(
+    stream: usize,
     target: Target,
     path: &'static str,
     body: JsonBody,
@@ -135,8 +161,8 @@ async fn worker(
     let counted = AtomicBool::new(false);
     let mut logs = Vec::new();
     while !*cancel.borrow() {
-        let observer =
-            RequestObserver { recorder: &recorder, slot: recorder.open(), last: Mutex::new(None), counted: &counted };
+        let slot = recorder.open(stream);
+        let observer = RequestObserver { recorder: &recorder, stream, slot, last: Mutex::new(None), counted: &counted };
         let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
             let target = &target;
             async move {

@@ -10,6 +10,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::sleep_until;
 
 use super::figures::{End, Sent};
+use crate::live::Cancel;
 use crate::request::{Outcome, StreamTimeouts, stream_request};
 
 /// What a level sends, and when.
@@ -38,7 +39,9 @@ impl LevelRun<'_> {
         let start = Instant::now();
         let last = self.due.last().copied().unwrap_or(0.0);
         let deadline = tokio::time::Instant::from_std(start + Duration::from_secs_f64(last) + self.grace);
-        let (cancel_tx, cancel_rx) = watch::channel(false);
+        // one cancel channel per request, not one for all: each polls its own after every chunk
+        let (cancel, receivers) = Cancel::new(self.due.len());
+        let mut receivers = receivers.into_iter();
         let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
         let mut tasks = Vec::with_capacity(self.due.len());
         let mut unsent = Vec::new();
@@ -47,7 +50,7 @@ impl LevelRun<'_> {
             let slot = tokio::select! {
                 biased;
                 _ = stop.wait_for(|v| *v) => {
-                    let _ = cancel_tx.send(true);
+                    cancel.cancel();
                     return Ran::Stopped;
                 }
                 _ = sleep_until(deadline) => {
@@ -58,8 +61,9 @@ impl LevelRun<'_> {
             };
             let body = self.bodies[i % self.bodies.len()].clone();
             let client = self.client.clone();
-            let (path, timeouts, cancel) = (self.path, self.timeouts, cancel_rx.clone());
-            tasks.push(tokio::spawn(one(client, path, body, due, timeouts, cancel, slot)));
+            let (path, timeouts) = (self.path, self.timeouts);
+            let Some(cancel_rx) = receivers.next() else { break };
+            tasks.push(tokio::spawn(one(client, path, body, due, timeouts, cancel_rx, slot)));
         }
         // the grace, or a stop, cancels whatever is still running
         let mut stop_copy = stop.clone();
@@ -68,7 +72,7 @@ impl LevelRun<'_> {
                 _ = sleep_until(deadline) => false,
                 _ = stop_copy.wait_for(|v| *v) => true,
             };
-            let _ = cancel_tx.send(true);
+            cancel.cancel();
             stopped
         });
         let mut requests = Vec::with_capacity(self.due.len());
