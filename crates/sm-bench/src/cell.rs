@@ -1,8 +1,8 @@
 //! The sustained-decode cell driver (methodology §1.6): C saturated streams,
 //! readiness, a fixed window (or one that ends at `--precision`, §12.3), cancel, drain barrier.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,14 +16,17 @@ use tokio::sync::watch;
 use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
-use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
+use crate::ranks::{RankGroup, RemoteCell, merge};
+use crate::request::StreamTimeouts;
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{Point, RequestLog};
+use crate::live::Live;
+use crate::request_log::RequestLog;
 use crate::requests::CellRequests;
 use crate::sampler::Sampler;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
 use crate::spec_note;
+use crate::streams;
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
 use crate::window::{Figures, RunningSample, Window, figures};
@@ -82,98 +85,6 @@ impl CellTiming {
     }
 }
 
-/// Live state shared with the workers and whoever shows progress.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// Workers that have received at least one token.
-    pub streams_with_token: AtomicUsize,
-    pub tokens: AtomicU64,
-    stats: Mutex<LiveStats>,
-    /// A stream failed at the connection level: the server may be gone.
-    connection_lost: AtomicBool,
-    failure: Mutex<Option<(CellStatus, String)>>,
-    failed: AtomicBool,
-    /// With `--precision`: each stream's requests as they arrive, one lock per stream (never
-    /// contended but by the watcher's snapshot), so the window can end when the figures settle.
-    mirrors: Vec<Mutex<Vec<RequestLog>>>,
-}
-
-/// Recent timings for the live view only; the cell's figures come from the logs.
-#[derive(Debug, Default)]
-struct LiveStats {
-    ttft_ms: Vec<f64>,
-    tbt_ms: std::collections::VecDeque<f64>,
-}
-
-const LIVE_TBT_KEEP: usize = 2048;
-
-impl Live {
-    fn new(streams: u32, mirrored: bool) -> Live {
-        let n = if mirrored { streams as usize } else { 0 };
-        Live { mirrors: (0..n).map(|_| Mutex::default()).collect(), ..Live::default() }
-    }
-
-    /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
-    /// spread back: the precision check needs the figures' noise, not their exact level).
-    fn snapshot(&self) -> Vec<RequestLog> {
-        self.mirrors.iter().flat_map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
-    }
-
-    fn medians(&self) -> (Option<f64>, Option<f64>) {
-        let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        let tbt: Vec<f64> = s.tbt_ms.iter().copied().collect();
-        (sm_core::stats::median(&s.ttft_ms), sm_core::stats::median(&tbt))
-    }
-
-    fn fail(&self, status: CellStatus, reason: String) {
-        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some((status, reason));
-        }
-        self.failed.store(true, Ordering::Release);
-    }
-    fn failure(&self) -> Option<(CellStatus, String)> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-struct WorkerObserver {
-    live: Arc<Live>,
-    has_token: AtomicBool,
-    /// This stream's index into `live.mirrors`.
-    stream: usize,
-}
-
-impl Observer for WorkerObserver {
-    fn first_token(&self, ttft: Duration) {
-        if !self.has_token.swap(true, Ordering::AcqRel) {
-            self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
-        }
-        let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-        s.ttft_ms.push(ttft.as_secs_f64() * 1000.0);
-    }
-    fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
-        self.live.tokens.fetch_add(tokens, Ordering::Relaxed);
-        if let Some(gap) = since_last {
-            let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-            if s.tbt_ms.len() == LIVE_TBT_KEEP {
-                s.tbt_ms.pop_front();
-            }
-            s.tbt_ms.push_back(gap.as_secs_f64() * 1000.0 / tokens as f64);
-        }
-    }
-    fn point(&self, sent: Instant, point: Point) {
-        let Some(mirror) = self.live.mirrors.get(self.stream) else { return };
-        let mut logs = mirror.lock().unwrap_or_else(|p| p.into_inner());
-        if logs.last().is_none_or(|l| l.sent != sent) {
-            logs.push(RequestLog { first_token: Some(point.at), ..RequestLog::new(sent) });
-        }
-        if let Some(log) = logs.last_mut() {
-            log.points.push(point);
-        }
-    }
-}
-
 /// One decode cell to run.
 pub struct CellSpec<'a> {
     pub target: &'a Target,
@@ -192,11 +103,14 @@ pub struct CellSpec<'a> {
     pub skip_seen: u64,
     /// `--gpu-metrics` or NVML: sampled through the cell (methodology §14.3).
     pub gpu: Option<Arc<GpuReader>>,
+    /// With `--ranks N`: the worker ranks that hold their share of the streams (docs/distributed.md).
+    pub ranks: Option<&'a RankGroup>,
 }
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen, gpu } = spec;
+    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen, gpu, ranks } =
+        spec;
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
@@ -211,36 +125,49 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
+    let remote = match ranks {
+        Some(group) => {
+            match RemoteCell::start(group, concurrency, target, path, &body, timing.stream_timeouts(), live.clone())
+                .await
+            {
+                Ok(r) => Some(r),
+                Err(reason) => return CellOutcome::failed(CellStatus::Error, reason),
+            }
+        }
+        None => None,
+    };
+    let own = remote.as_ref().map_or(concurrency, RemoteCell::own_streams);
     let (cancel_tx, cancel_rx) = watch::channel(false);
     let wire = JsonBody::new(&body);
     let spawned = Instant::now();
-    let workers: Vec<_> = (0..concurrency as usize)
-        .map(|stream| {
-            tokio::spawn(worker(
-                stream,
-                target.clone(),
-                path,
-                wire.clone(),
-                timing.stream_timeouts(),
-                cancel_rx.clone(),
-                live.clone(),
-            ))
-        })
-        .collect();
+    let workers = streams::spawn(own, target, path, &wire, timing.stream_timeouts(), &cancel_rx, &live);
     let probe = Probe::start();
-    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: gpu.as_ref() };
+    let watcher = Watcher {
+        target,
+        context,
+        label,
+        concurrency,
+        timing,
+        live: &live,
+        reporter,
+        gpu: gpu.as_ref(),
+        remote: remote.as_ref(),
+    };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     let _ = cancel_tx.send(true);
+    if let Some(r) = &remote {
+        r.close();
+    }
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost =
         live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
     reporter.step(&Step::Drain { context, label: label.clone(), concurrency });
-    let mut logs: Vec<RequestLog> = Vec::new();
-    for w in workers {
-        match tokio::time::timeout(Duration::from_secs(30), w).await {
-            Ok(Ok(worker_logs)) => logs.extend(worker_logs),
-            Ok(Err(e)) => live.fail(CellStatus::Error, format!("a stream worker crashed: {e}")),
-            Err(_) => live.fail(CellStatus::Error, "a stream did not stop within 30 s of the cancel".into()),
+    let mut logs = streams::collect(workers, &live).await;
+    let mut by_rank = Vec::new();
+    if let (Some(r), Some(group)) = (remote, ranks) {
+        let reports = r.finish(group, &live).await;
+        if let Phase::Measured { window, .. } = &phase {
+            (logs, by_rank) = merge(logs, own, reports, *window);
         }
     }
     let mut warnings: Vec<String> = retry_warning(&logs).into_iter().collect();
@@ -263,6 +190,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
+            if let (Some(rank0), Some(h)) = (by_rank.first_mut(), health) {
+                (rank0.client_lag_ms_p99, rank0.client_cpu_pct) = (Some(h.lag_ms_p99), Some(h.cpu_pct));
+            }
             let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
                 probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token)
             })
@@ -274,6 +204,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 outcome.warnings.extend(h.warnings());
             }
             outcome.health = health;
+            outcome.ranks = std::mem::take(&mut by_rank);
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
@@ -387,6 +318,7 @@ struct Watcher<'a> {
     live: &'a Live,
     reporter: &'a dyn Reporter,
     gpu: Option<&'a Arc<GpuReader>>,
+    remote: Option<&'a RemoteCell>,
 }
 
 impl Watcher<'_> {
@@ -459,6 +391,9 @@ impl Watcher<'_> {
             }
             let w = Window { start: now, end: now + timing.duration };
             window = Some(w);
+            if let Some(r) = self.remote {
+                r.open();
+            }
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
             sampler = self.sampler(w.start);
@@ -551,67 +486,6 @@ fn readiness(
         Some(s) if s.running < concurrency as f64 => (false, format!("running {}/{c}", s.running)),
         Some(_) => (true, String::new()),
     }
-}
-
-async fn worker(
-    stream: usize,
-    target: Target,
-    path: &'static str,
-    body: JsonBody,
-    timeouts: StreamTimeouts,
-    mut cancel: watch::Receiver<bool>,
-    live: Arc<Live>,
-) -> Vec<RequestLog> {
-    let observer = WorkerObserver { live: live.clone(), has_token: AtomicBool::new(false), stream };
-    let mut logs = Vec::new();
-    // a request the cancel would drop before sending it is not sent (nor logged)
-    while !*cancel.borrow() {
-        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
-            let target = &target;
-            async move {
-                if let (true, Some(rid)) = (target.abort_request, id) {
-                    let _ = discover::abort_request(&target.client, &rid).await;
-                }
-            }
-        })
-        .await;
-        let lost = matches!(run.outcome, Outcome::Lost(_));
-        run.log.id = run.id.take();
-        match run.outcome {
-            Outcome::Completed => {
-                logs.push(run.log);
-                continue;
-            }
-            Outcome::Cancelled => {
-                logs.push(run.log);
-                break;
-            }
-            Outcome::Failed(reason) | Outcome::Lost(reason) => {
-                // A failure after the cancel is the cancel's doing, not the server's.
-                if !*cancel.borrow() {
-                    if lost {
-                        live.connection_lost.store(true, Ordering::Release);
-                    }
-                    run.log.failure = Some(reason.clone());
-                    live.fail(CellStatus::Error, reason);
-                }
-                logs.push(run.log);
-                break;
-            }
-            Outcome::Loop(f) => {
-                let reason = format!(
-                    "a stream repeated the same {} characters {} times",
-                    f.period_chars,
-                    f.repeated_chars / f.period_chars
-                );
-                run.log.failure = Some(reason.clone());
-                logs.push(run.log);
-                live.fail(CellStatus::Loop, reason);
-                break;
-            }
-        }
-    }
-    logs
 }
 
 #[cfg(test)]
