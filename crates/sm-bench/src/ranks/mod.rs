@@ -154,4 +154,40 @@ mod tests {
         }
         assert_eq!((0..3).map(|r| share(7, 3, r)).collect::<Vec<_>>(), [3, 2, 2]);
     }
+
+    /// A worker's hello over loopback; what rank 0 answered.
+    async fn hello(port: u16, protocol: u32, rank: u32, ranks: u32) -> ToWorker {
+        let stream = loop {
+            match tokio::net::TcpStream::connect(("127.0.0.1", port)).await {
+                Ok(s) => break s,
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        };
+        let mut conn = Conn::new(stream);
+        conn.send(&ToCoordinator::Hello { protocol, rank, ranks, version: "x".into() }).await.unwrap();
+        conn.recv().await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn rank_0_refuses_another_protocol_or_ranks_and_says_who_is_missing() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let group = tokio::spawn(RankGroup::gather(addr, 3, Duration::from_secs(2)));
+        let refused = |m: ToWorker| match m {
+            ToWorker::Refused { reason } => reason,
+            other => panic!("accepted: {other:?}"),
+        };
+        let e = refused(hello(port, PROTOCOL + 1, 1, 3).await);
+        assert!(
+            e.contains(&format!("rank protocol {}", PROTOCOL + 1)) && e.contains("same version on every rank"),
+            "{e}"
+        );
+        let e = refused(hello(port, PROTOCOL, 1, 4).await);
+        assert!(e.contains("started with --ranks 4, rank 0 with --ranks 3"), "{e}");
+        assert_eq!(hello(port, PROTOCOL, 2, 3).await, ToWorker::Welcome);
+        let e = refused(hello(port, PROTOCOL, 2, 3).await);
+        assert!(e.contains("rank 2 has joined already"), "{e}");
+        let e = group.await.unwrap().unwrap_err().to_string();
+        assert!(e.contains("only 1 of the 2 worker rank(s) joined within 2 s (missing: 1)"), "{e}");
+    }
 }
