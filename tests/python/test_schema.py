@@ -22,6 +22,23 @@ def test_sample_record_validates():
     validate(json.loads((ROOT / "tests" / "data" / "run-sample.json").read_text()))
 
 
+def test_a_ranked_cell_validates():
+    # `--ranks N` (1.4): a cell lists each process's share; the Rust test runs it for real
+    record = json.loads((ROOT / "tests" / "data" / "run-sample.json").read_text())
+    cell = next(c for c in record["decode"] if c["status"] == "valid")
+    cell["ranks"] = [
+        {"rank": 0, "streams": 2, "output_tokens": 10, "requests": 2, "client_lag_ms_p99": 0.2, "client_cpu_pct": 3.0},
+        {"rank": 1, "streams": 1, "output_tokens": 5, "requests": 1, "open_rtt_ms": 0.3},
+    ]
+    validate(record)
+    cell["ranks"][1]["host"] = "b"
+    try:
+        validate(record)
+    except jsonschema.ValidationError:
+        return
+    raise AssertionError("an unknown field of a rank is refused")
+
+
 def test_a_fresh_run_validates(tmp_path):
     out = tmp_path / "run"
     # no --url: the built-in simulated engine, here with the fast "tiny" profile

@@ -11,13 +11,13 @@ use sm_client::discover;
 use sm_core::record::{CellPhases, CellStatus, TokenSource};
 use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 use sm_core::spec_decode::SpecCounters;
-use tokio::sync::watch;
 
 use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::live::{Cancel, Live};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
-use crate::request::{Outcome, StreamTimeouts, stream_request};
+use crate::ranks::{RankGroup, RemoteCell, merge};
+use crate::request::StreamTimeouts;
 use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::RequestLog;
@@ -25,6 +25,7 @@ use crate::requests::CellRequests;
 use crate::sampler::Sampler;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
 use crate::spec_note;
+use crate::streams;
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
 use crate::window::{Figures, RunningSample, Window, figures};
@@ -101,11 +102,14 @@ pub struct CellSpec<'a> {
     pub skip_seen: u64,
     /// `--gpu-metrics` or NVML: sampled through the cell (methodology §14.3).
     pub gpu: Option<Arc<GpuReader>>,
+    /// With `--ranks N`: the worker ranks that hold their share of the streams (docs/distributed.md).
+    pub ranks: Option<&'a RankGroup>,
 }
 
 /// Runs one cell. Stopping (Ctrl-C) or skipping (`s`) ends it early as `skipped`.
 pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Controls) -> CellOutcome {
-    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen, gpu } = spec;
+    let CellSpec { target, path, body, context, ref label, concurrency, timing, usage_at_end, skip_seen, gpu, ranks } =
+        spec;
     let begun = Instant::now();
     let live = Arc::new(Live::new(concurrency, timing.precision.is_some()));
     if target.metrics
@@ -120,38 +124,49 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     if *controls.skip_cell.borrow() != skip_seen {
         return CellOutcome::failed(CellStatus::Skipped, SKIPPED);
     }
-    let (cancel, receivers) = Cancel::new(concurrency as usize);
+    let remote = match ranks {
+        Some(group) => {
+            match RemoteCell::start(group, concurrency, target, path, &body, timing.stream_timeouts(), live.clone())
+                .await
+            {
+                Ok(r) => Some(r),
+                Err(reason) => return CellOutcome::failed(CellStatus::Error, reason),
+            }
+        }
+        None => None,
+    };
+    let own = remote.as_ref().map_or(concurrency, RemoteCell::own_streams);
+    let (cancel, receivers) = Cancel::new(own as usize);
     let wire = JsonBody::new(&body);
     let spawned = Instant::now();
-    let workers: Vec<_> = receivers
-        .into_iter()
-        .enumerate()
-        .map(|(stream, cancel_rx)| {
-            tokio::spawn(worker(
-                stream,
-                target.clone(),
-                path,
-                wire.clone(),
-                timing.stream_timeouts(),
-                cancel_rx,
-                live.clone(),
-            ))
-        })
-        .collect();
+    let workers = streams::spawn(target, path, &wire, timing.stream_timeouts(), receivers, &live);
     let probe = Probe::start();
-    let watcher = Watcher { target, context, label, concurrency, timing, live: &live, reporter, gpu: gpu.as_ref() };
+    let watcher = Watcher {
+        target,
+        context,
+        label,
+        concurrency,
+        timing,
+        live: &live,
+        reporter,
+        gpu: gpu.as_ref(),
+        remote: remote.as_ref(),
+    };
     let phase = watcher.watch(controls.clone(), skip_seen).await;
     cancel.cancel();
+    if let Some(r) = &remote {
+        r.close();
+    }
     // asked at once: a server that restarts quickly must still be reported as having gone away
     let mut server_lost =
         live.connection_lost.load(Ordering::Acquire) && !answers(&target.client, ANSWER_AFTER_BREAK).await;
     reporter.step(&Step::Drain { context, label: label.clone(), concurrency });
-    let mut logs: Vec<RequestLog> = Vec::new();
-    for w in workers {
-        match tokio::time::timeout(Duration::from_secs(30), w).await {
-            Ok(Ok(worker_logs)) => logs.extend(worker_logs),
-            Ok(Err(e)) => live.fail(CellStatus::Error, format!("a stream worker crashed: {e}")),
-            Err(_) => live.fail(CellStatus::Error, "a stream did not stop within 30 s of the cancel".into()),
+    let mut logs = streams::collect(workers, &live).await;
+    let mut by_rank = Vec::new();
+    if let (Some(r), Some(group)) = (remote, ranks) {
+        let reports = r.finish(group, &live).await;
+        if let Phase::Measured { window, .. } = &phase {
+            (logs, by_rank) = merge(logs, own, reports, *window);
         }
     }
     let mut warnings: Vec<String> = retry_warning(&logs).into_iter().collect();
@@ -174,6 +189,9 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
+            if let (Some(rank0), Some(h)) = (by_rank.first_mut(), health) {
+                (rank0.client_lag_ms_p99, rank0.client_cpu_pct) = (Some(h.lag_ms_p99), Some(h.cpu_pct));
+            }
             let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
                 probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token, concurrency)
             })
@@ -185,6 +203,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
                 outcome.warnings.extend(h.warnings());
             }
             outcome.health = health;
+            outcome.ranks = std::mem::take(&mut by_rank);
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
@@ -298,6 +317,7 @@ struct Watcher<'a> {
     live: &'a Live,
     reporter: &'a dyn Reporter,
     gpu: Option<&'a Arc<GpuReader>>,
+    remote: Option<&'a RemoteCell>,
 }
 
 impl Watcher<'_> {
@@ -370,6 +390,9 @@ impl Watcher<'_> {
             }
             let w = Window { start: now, end: now + timing.duration };
             window = Some(w);
+            if let Some(r) = self.remote {
+                r.open();
+            }
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
             sampler = self.sampler(w.start);
@@ -462,67 +485,6 @@ fn readiness(
         Some(s) if s.running < concurrency as f64 => (false, format!("running {}/{c}", s.running)),
         Some(_) => (true, String::new()),
     }
-}
-
-async fn worker(
-    stream: usize,
-    target: Target,
-    path: &'static str,
-    body: JsonBody,
-    timeouts: StreamTimeouts,
-    mut cancel: watch::Receiver<bool>,
-    live: Arc<Live>,
-) -> Vec<RequestLog> {
-    let observer = live.observer(stream);
-    let mut logs = Vec::new();
-    // a request the cancel would drop before sending it is not sent (nor logged)
-    while !*cancel.borrow() {
-        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
-            let target = &target;
-            async move {
-                if let (true, Some(rid)) = (target.abort_request, id) {
-                    let _ = discover::abort_request(&target.client, &rid).await;
-                }
-            }
-        })
-        .await;
-        let lost = matches!(run.outcome, Outcome::Lost(_));
-        run.log.id = run.id.take();
-        match run.outcome {
-            Outcome::Completed => {
-                logs.push(run.log);
-                continue;
-            }
-            Outcome::Cancelled => {
-                logs.push(run.log);
-                break;
-            }
-            Outcome::Failed(reason) | Outcome::Lost(reason) => {
-                // A failure after the cancel is the cancel's doing, not the server's.
-                if !*cancel.borrow() {
-                    if lost {
-                        live.connection_lost.store(true, Ordering::Release);
-                    }
-                    run.log.failure = Some(reason.clone());
-                    live.fail(CellStatus::Error, reason);
-                }
-                logs.push(run.log);
-                break;
-            }
-            Outcome::Loop(f) => {
-                let reason = format!(
-                    "a stream repeated the same {} characters {} times",
-                    f.period_chars,
-                    f.repeated_chars / f.period_chars
-                );
-                run.log.failure = Some(reason.clone());
-                logs.push(run.log);
-                live.fail(CellStatus::Loop, reason);
-                break;
-            }
-        }
-    }
-    logs
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! * `loopguard` — the exact-repetition guard.
 //! * `server` — scheduler scrapes and the drain barrier.
 //! * `health` — whether the client itself was the bottleneck.
+//! * `streams` — a cell's streams; `ranks` — a cell's streams spread over several processes.
 //! * `runner` — the run in order; `journal` — `run.json`, written atomically;
 //!   `resume` — continuing an interrupted run; `progress` — the runner's side of the run protocol
 //!   (`sm-progress`: what a run reports and how it is steered).
@@ -26,6 +27,7 @@ mod nvml;
 mod progress;
 mod prompt;
 mod prompt_file;
+mod ranks;
 mod request;
 mod request_log;
 mod requests;
@@ -36,6 +38,7 @@ mod scout;
 mod server;
 mod sizing;
 mod spec_note;
+mod streams;
 mod tokenizer;
 mod tokens;
 mod verdict;
@@ -51,6 +54,7 @@ pub use progress::{
     controls,
 };
 pub use prompt_file::{FilePrompt, PromptFile, PromptFileError};
+pub use ranks::{RankError, RankGroup, serve as serve_rank, share};
 pub use runner::{
     BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, RunConfig, RunError, SessionsConfig, run,
 };

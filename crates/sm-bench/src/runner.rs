@@ -89,6 +89,9 @@ pub struct RunConfig {
     pub phases: PhaseConfig,
     /// GPU telemetry through each decode cell: `--gpu-metrics` (DCGM) or the local NVML.
     pub gpu: Option<Arc<crate::gpu_sampler::GpuReader>>,
+    /// `--ranks N`: the worker ranks that hold their share of every decode cell's streams
+    /// (docs/distributed.md); prefill rows, scouts and the warm-up are rank 0's alone.
+    pub ranks: Option<Arc<crate::ranks::RankGroup>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -440,7 +443,7 @@ impl Runner<'_> {
         let repeat = (self.config.repeats > 1 && !searched)
             .then(|| self.record.decode_cell(cell.context.0, cell.concurrency).map_or(1, |c| repeats::measured(c) + 1));
         let mut outcome = match prompts.get(cell.context) {
-            Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing).await,
+            Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing, true).await,
             Err(e) => CellOutcome::failed(CellStatus::Error, e),
         };
         if self.stopped() {
@@ -499,7 +502,7 @@ impl Runner<'_> {
         false
     }
 
-    async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming) -> CellOutcome {
+    async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming, ranked: bool) -> CellOutcome {
         // read before the scout: an `s` pressed during the scout or the drain skips this cell
         let skip_seen = *self.controls.skip_cell.borrow();
         self.reporter.step(&Step::Scout {
@@ -528,6 +531,7 @@ impl Runner<'_> {
             usage_at_end: scouted.reports_usage,
             skip_seen,
             gpu: self.config.gpu.clone(),
+            ranks: self.config.ranks.as_deref().filter(|_| ranked),
         };
         run_cell(cell_spec, self.reporter, &self.controls).await
     }

@@ -31,6 +31,8 @@ pub struct CellOutcome {
     pub server_metrics: Option<sm_core::server_metrics::ServerMetrics>,
     /// Every request the cell sent, once its streams ran (for `--save-requests`).
     pub requests: Option<crate::requests::CellRequests>,
+    /// With `--ranks N`: each rank's share of the window (rank 0 first).
+    pub ranks: Vec<sm_core::ranks::RankCell>,
 }
 
 impl CellOutcome {
@@ -47,6 +49,7 @@ impl CellOutcome {
             gpu: None,
             server_metrics: None,
             requests: None,
+            ranks: Vec::new(),
         }
     }
 }
@@ -92,6 +95,7 @@ pub(crate) fn judge(f: Figures, concurrency: u32, metrics: bool, stall: Duration
         gpu: None,
         server_metrics: None,
         requests: None,
+        ranks: Vec::new(),
     }
 }
 

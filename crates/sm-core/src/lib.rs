@@ -16,6 +16,7 @@
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
 //! * [`redact`] — removing secrets from launch commands and text by their shape.
+//! * [`ranks`] — what each client process (rank) of a multi-machine cell drove.
 //! * [`secrets`] — the secrets this process was given, scrubbed from every output.
 
 pub mod answer;
@@ -28,6 +29,7 @@ pub mod model_config;
 pub mod phases;
 pub mod plan;
 pub mod precision;
+pub mod ranks;
 pub mod record;
 pub mod redact;
 pub mod requests;

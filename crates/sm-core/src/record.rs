@@ -13,7 +13,8 @@ use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
-/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`.
+/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`
+/// and a cell's `ranks`.
 pub const SCHEMA: &str = "speedmatrix.run/1.4";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
@@ -359,6 +360,9 @@ pub struct DecodeCell {
     /// where it has none or `--metrics-interval off`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_metrics: Option<crate::server_metrics::ServerMetrics>,
+    /// With `--ranks N` (1.4): each client process's streams, tokens and health; absent with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<crate::ranks::RankCell>,
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too

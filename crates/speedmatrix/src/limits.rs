@@ -69,6 +69,13 @@ pub const SERVER_WAIT: DurationLimit = DurationLimit {
     zero: None,
     hint: "how long to wait for a server that stopped answering; the default is 5m",
 };
+pub const RANK_WAIT: DurationLimit = DurationLimit {
+    flag: "--rank-wait",
+    min: SECOND,
+    max: DAY,
+    zero: None,
+    hint: "how long rank 0 waits for every worker rank to join; the default is 5m",
+};
 pub const WARMUP: DurationLimit = DurationLimit {
     flag: "--warmup",
     min: SECOND,

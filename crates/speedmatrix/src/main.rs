@@ -26,6 +26,8 @@ mod gpu_args;
 mod import_cmd;
 mod limits;
 mod phase_args;
+mod rank_args;
+mod rank_cmd;
 mod report_cmd;
 mod roofline_args;
 mod run_args;

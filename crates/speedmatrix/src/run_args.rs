@@ -122,6 +122,8 @@ pub struct RunArgs {
     pub(crate) phases: crate::phase_args::PhaseArgs,
     #[command(flatten)]
     pub(crate) roofline: crate::roofline_args::RooflineArgs,
+    #[command(flatten)]
+    pub(crate) ranks: crate::rank_args::RankArgs,
     /// Discover and plan only: print the plan and write run.json with status "planned".
     #[arg(long)]
     pub(crate) dry_run: bool,

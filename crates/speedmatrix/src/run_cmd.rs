@@ -45,6 +45,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     let gpu_metrics = args.gpu_metrics.clone().unwrap_or(crate::gpu_args::GpuMetrics::Auto);
     let settings = Settings::resolve(args)?;
+    if let Some(r) = settings.ranks.as_ref().filter(|r| r.rank > 0) {
+        return crate::rank_cmd::worker(&settings, r).await;
+    }
     // at once, before the engine starts or a request is sent: a second process must not even
     // restart the simulated engine on the old port, and a refused directory costs nothing
     let locked = match &settings.output {
@@ -91,7 +94,14 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let _signals =
         Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
     let dry_run = config.dry_run;
+    if let Some(r) = settings.ranks.as_ref().filter(|_| !dry_run) {
+        config.ranks = Some(crate::rank_cmd::gather(r, settings.quiet()).await?);
+    }
+    let group = config.ranks.clone();
     let mut record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
+    if let Some(g) = group {
+        g.dismiss().await;
+    }
     apply_roofline(&mut record, shape, &journal)?;
     // gives the terminal back before the summary is printed on it
     drop(reporter);
@@ -327,6 +337,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         save_requests: s.save_requests,
         phases: s.phases.clone(),
         gpu: None,
+        ranks: None,
     }
 }
 

@@ -284,6 +284,8 @@ pub(crate) struct Settings {
     pub resumed: Option<RunRecord>,
     /// Whether the decode matrix runs, and the load phases (issue 17) with their settings.
     pub phases: sm_bench::PhaseConfig,
+    /// `--rank R --ranks N` (or a launcher's variables): this process's place in a run of several.
+    pub ranks: Option<crate::rank_args::Ranks>,
 }
 
 impl Settings {
@@ -324,6 +326,12 @@ impl Settings {
             None => "a setting is out of range".to_string(),
         })?;
         let phases = args.phases.resolve(resumed.as_ref())?;
+        let ranks = crate::rank_args::resolve(&args.ranks, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+        if let Some(r) = &ranks {
+            let server = matches!(engine, Engine::Server { .. });
+            crate::rank_args::fits(r, server, !phases.kinds().is_empty(), layer.precision.is_some())
+                .map_err(anyhow::Error::msg)?;
+        }
         let output = match (args.resume, args.out) {
             (Some(dir), _) => Output::Resume { dir, retry_failed: args.retry_failed },
             (None, Some(dir)) => Output::New { dir, force: args.force },
@@ -369,6 +377,7 @@ impl Settings {
             dry_run: args.dry_run,
             progress: if args.quiet { Progress::Quiet } else { args.progress },
             resumed,
+            ranks,
         })
     }
 

@@ -31,6 +31,7 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
         status: Some(outcome.status),
         reason: outcome.reason,
         warnings: outcome.warnings,
+        ranks: outcome.ranks.into_iter().map(rounded_rank).collect(),
         ..DecodeCell::default()
     };
     let Some(f) = outcome.figures.filter(|_| outcome.status == CellStatus::Valid) else {
@@ -142,5 +143,14 @@ pub(super) fn precision_verdict(dc: &mut DecodeCell, pct: f64, longest: Duration
             format!("the longest window ({} s) ended first", longest.as_secs_f64())
         };
         dc.warnings.push(format!("not within ±{pct} %: {when}: total tok/s {}, TBT p50 {}", show(total), show(tbt)));
+    }
+}
+
+fn rounded_rank(r: sm_core::ranks::RankCell) -> sm_core::ranks::RankCell {
+    sm_core::ranks::RankCell {
+        client_lag_ms_p99: r.client_lag_ms_p99.map(round3),
+        client_cpu_pct: r.client_cpu_pct.map(round1),
+        open_rtt_ms: r.open_rtt_ms.map(round3),
+        ..r
     }
 }

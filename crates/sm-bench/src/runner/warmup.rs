@@ -51,7 +51,8 @@ impl Runner<'_> {
             metrics_interval: None,
             ..self.config.timing
         };
-        let outcome = self.decode_cell(cell, &prompt, timing).await;
+        // rank 0 alone: the hidden warm-up is not measured
+        let outcome = self.decode_cell(cell, &prompt, timing, false).await;
         if let Some(r) = &outcome.requests {
             let at = LineCell {
                 phase: RequestPhase::Warmup,

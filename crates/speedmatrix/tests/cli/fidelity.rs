@@ -44,17 +44,18 @@ fn pct(mut v: Vec<f64>, p: f64) -> f64 {
     v[lo] + (v[hi] - v[lo]) * (k - lo as f64)
 }
 
-struct Truth {
-    ttft_p50: f64,
-    tbt_p50: f64,
-    tok_s: f64,
+pub(crate) struct Truth {
+    pub(crate) ttft_p50: f64,
+    pub(crate) tbt_p50: f64,
+    pub(crate) tok_s: f64,
 }
 
 fn emissions(r: &Value) -> Vec<(f64, f64)> {
     r["emissions"].as_array().unwrap().iter().map(|e| (e[0].as_f64().unwrap(), e[1].as_f64().unwrap())).collect()
 }
 
-fn truth(trace: &[Value], window_s: f64) -> Truth {
+/// The window's figures from the sim's trace (also the truth of the multi-rank test, `run_ranks`).
+pub(crate) fn truth(trace: &[Value], window_s: f64) -> Truth {
     // speedmatrix's one-token requests (prefill row, scout) are not part of the cell
     let cell: Vec<&Value> =
         trace.iter().filter(|r| !(r["finish"] == "length" && r["completion_tokens"].as_u64() <= Some(1))).collect();

@@ -25,6 +25,7 @@ mod run_phase_faults;
 pub mod run_phases;
 mod run_plan;
 mod run_precision;
+mod run_ranks;
 mod run_rate;
 mod run_requests;
 mod run_resume;

@@ -1,0 +1,193 @@
+//! The rank protocol's messages, one JSON object per line over TCP (docs/distributed.md), and
+//! requests carried between clocks: a worker sends its requests timed from its own window's
+//! open, and rank 0 places them on its clock from its own window's open.
+
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sm_core::record::CellStatus;
+
+use crate::request_log::{Point, RequestLog};
+
+/// Bumped on any change of the messages: ranks of two versions refuse each other.
+pub const PROTOCOL: u32 = 1;
+
+/// Rank 0 to a worker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// The worker's hello is accepted.
+    Welcome,
+    /// The worker's hello is refused, and why.
+    Refused { reason: String },
+    /// A cell: hold `streams` streams of this request until `Close`.
+    Cell(CellOrder),
+    /// Open the window now (on the worker's clock).
+    Open,
+    /// Close the window now, cancel the streams and report.
+    Close,
+    /// The run is over.
+    Bye,
+}
+
+/// What a worker needs to drive its share of a cell; the API key never travels: every rank is
+/// given its own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CellOrder {
+    pub path: String,
+    pub body: Value,
+    pub streams: u32,
+    pub first_token_timeout_ms: u64,
+    pub stall_timeout_ms: u64,
+    pub abort_request: bool,
+}
+
+/// A worker to rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToCoordinator {
+    Hello {
+        protocol: u32,
+        rank: u32,
+        ranks: u32,
+        version: String,
+    },
+    /// How many of the worker's streams have received a token (sent when it changes).
+    Streams {
+        with_token: u32,
+    },
+    /// A stream of the worker failed: the cell fails.
+    Failed {
+        status: CellStatus,
+        reason: String,
+    },
+    /// The answer to `Open`, at once: its round trip bounds how late the worker's window opened.
+    Opened,
+    Report(RankReport),
+}
+
+/// A worker's requests and health for one cell, sent after `Close`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RankReport {
+    /// Whether the window opened on the worker (a cell that failed earlier has no window).
+    pub opened: bool,
+    pub window_s: f64,
+    pub logs: Vec<WireLog>,
+    pub lag_ms_p99: Option<f64>,
+    pub cpu_pct: Option<f64>,
+}
+
+/// A [`RequestLog`] with every instant as signed nanoseconds from an origin (the window's open).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WireLog {
+    pub sent: i64,
+    pub first_token: Option<i64>,
+    /// (at, chunks, usage) of each token-bearing chunk.
+    pub points: Vec<(i64, u64, Option<u64>)>,
+    pub ended: Option<i64>,
+    pub usage: bool,
+    pub usage_at_end: bool,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    pub retried: bool,
+    pub failure: Option<String>,
+    pub id: Option<String>,
+}
+
+fn offset(t: Instant, origin: Instant) -> i64 {
+    match t.checked_duration_since(origin) {
+        Some(d) => d.as_nanos() as i64,
+        None => -((origin - t).as_nanos() as i64),
+    }
+}
+
+fn at(ns: i64, origin: Instant) -> Instant {
+    let d = Duration::from_nanos(ns.unsigned_abs());
+    // a worker's request sent long before its window may precede this process's clock origin:
+    // it then stays at the earliest instant we can name, outside any window either way
+    if ns >= 0 { origin + d } else { origin.checked_sub(d).unwrap_or(origin) }
+}
+
+impl WireLog {
+    pub fn from_log(log: &RequestLog, origin: Instant) -> WireLog {
+        let o = |t: Instant| offset(t, origin);
+        WireLog {
+            sent: o(log.sent),
+            first_token: log.first_token.map(o),
+            points: log.points.iter().map(|p| (o(p.at), p.chunks, p.usage)).collect(),
+            ended: log.ended.map(o),
+            usage: log.usage,
+            usage_at_end: log.usage_at_end,
+            prompt_tokens: log.prompt_tokens,
+            cached_tokens: log.cached_tokens,
+            retried: log.retried,
+            failure: log.failure.clone(),
+            id: log.id.clone(),
+        }
+    }
+
+    /// The request on this process's clock, `origin` standing for the sender's origin.
+    pub fn to_log(&self, origin: Instant) -> RequestLog {
+        let t = |ns: i64| at(ns, origin);
+        RequestLog {
+            sent: t(self.sent),
+            first_token: self.first_token.map(t),
+            points: self.points.iter().map(|&(ns, chunks, usage)| Point { at: t(ns), chunks, usage }).collect(),
+            ended: self.ended.map(t),
+            usage: self.usage,
+            usage_at_end: self.usage_at_end,
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            retried: self.retried,
+            failure: self.failure.clone(),
+            id: self.id.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_keeps_its_times_relative_to_the_origin() {
+        let origin = Instant::now() + Duration::from_secs(5);
+        let mut log = RequestLog::new(origin - Duration::from_millis(1500));
+        log.first_token = Some(origin - Duration::from_millis(20));
+        log.points = vec![
+            Point { at: origin - Duration::from_millis(20), chunks: 1, usage: Some(1) },
+            Point { at: origin + Duration::from_millis(7), chunks: 2, usage: Some(3) },
+        ];
+        log.ended = Some(origin + Duration::from_millis(7));
+        log.id = Some("r1".into());
+        let wire = WireLog::from_log(&log, origin);
+        assert_eq!(wire.sent, -1_500_000_000);
+        assert_eq!(wire.points[1].0, 7_000_000);
+        let json = serde_json::to_string(&wire).unwrap();
+        let back: WireLog = serde_json::from_str(&json).unwrap();
+        // another clock: every instant keeps its distance from the origin, nothing else changes
+        let there = origin + Duration::from_secs(100);
+        let moved = back.to_log(there);
+        let shift = Duration::from_secs(100);
+        let expected = RequestLog {
+            sent: log.sent + shift,
+            first_token: log.first_token.map(|t| t + shift),
+            points: log.points.iter().map(|p| Point { at: p.at + shift, ..*p }).collect(),
+            ended: log.ended.map(|t| t + shift),
+            ..log.clone()
+        };
+        assert_eq!(moved, expected);
+        assert_eq!(back.to_log(origin), log);
+    }
+
+    #[test]
+    fn messages_are_tagged_lines() {
+        let m = ToCoordinator::Hello { protocol: PROTOCOL, rank: 2, ranks: 3, version: "0.1".into() };
+        let line = serde_json::to_string(&m).unwrap();
+        assert!(line.starts_with(r#"{"type":"hello""#), "{line}");
+        assert_eq!(serde_json::from_str::<ToCoordinator>(&line).unwrap(), m);
+        let open = serde_json::to_string(&ToWorker::Open).unwrap();
+        assert_eq!(open, r#"{"type":"open"}"#);
+    }
+}

@@ -1,0 +1,166 @@
+//! A worker rank (1..N−1): joins rank 0, then holds its share of every cell's streams, opening
+//! and closing its window when rank 0 says, and sends its requests back timed from its open.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use sm_client::{Client, JsonBody};
+use sm_core::engine::Engine;
+use tokio::net::TcpStream;
+
+use super::wire::{CellOrder, PROTOCOL, RankReport, ToCoordinator, ToWorker, WireLog};
+use super::{Conn, RankError};
+use crate::health::{Probe, process_cpu_seconds};
+use crate::live::{Cancel, Live};
+use crate::request::StreamTimeouts;
+use crate::server::Target;
+use crate::streams;
+
+/// How often a worker tells rank 0 how many of its streams have a token, and checks for a failure.
+const TELL_EVERY: Duration = Duration::from_millis(20);
+
+/// Serves rank 0 at `coordinator` until it ends the run; returns the cells driven.
+pub async fn serve(client: Client, rank: u32, ranks: u32, coordinator: &str, wait: Duration) -> Result<u32, RankError> {
+    let mut conn = connect(rank, coordinator, wait).await?;
+    let hello = ToCoordinator::Hello { protocol: PROTOCOL, rank, ranks, version: env!("CARGO_PKG_VERSION").into() };
+    conn.send(&hello).await.map_err(broken)?;
+    match conn.recv::<ToWorker>().await {
+        Ok(Some(ToWorker::Welcome)) => {}
+        Ok(Some(ToWorker::Refused { reason })) => return Err(RankError::Refused { rank, reason }),
+        Ok(_) => return Err(RankError::Broken("rank 0 did not answer the hello".into())),
+        // a rank 0 of another protocol version may not even speak our messages
+        Err(e) => {
+            return Err(RankError::Refused { rank, reason: format!("its answer is not one this version reads ({e})") });
+        }
+    }
+    tracing::info!("rank {rank} of {ranks} joined rank 0 at {coordinator}");
+    let mut cells = 0;
+    loop {
+        match conn.recv::<ToWorker>().await.map_err(broken)? {
+            Some(ToWorker::Cell(order)) => {
+                drive_cell(&mut conn, &client, order).await?;
+                cells += 1;
+            }
+            Some(ToWorker::Bye) => return Ok(cells),
+            // a close for a cell this rank already reported on
+            Some(_) => {}
+            None => return Err(RankError::Broken("rank 0 closed the connection before the run ended".into())),
+        }
+    }
+}
+
+fn broken(e: std::io::Error) -> RankError {
+    RankError::Broken(e.to_string())
+}
+
+/// Connects to rank 0, retrying until `wait` has passed: the ranks of a job start in any order.
+async fn connect(rank: u32, addr: &str, wait: Duration) -> Result<Conn, RankError> {
+    let deadline = Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline.into(), TcpStream::connect(addr)).await {
+            Ok(Ok(stream)) => return Ok(Conn::new(stream)),
+            Ok(Err(e)) if Instant::now() + Duration::from_millis(500) < deadline => {
+                tracing::debug!("rank 0 at {addr} not reachable yet: {e}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            last => {
+                let last = match last {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "connect timed out".into(),
+                };
+                return Err(RankError::Unreachable { rank, addr: addr.into(), waited: wait, last });
+            }
+        }
+    }
+}
+
+/// The request paths a cell may use: the streams need them for the whole process.
+fn known_path(path: &str) -> Option<&'static str> {
+    ["/v1/chat/completions", "/v1/completions"].into_iter().find(|p| *p == path)
+}
+
+/// One cell: the streams from the order until rank 0's close, the window between its open and
+/// close, and the report.
+async fn drive_cell(conn: &mut Conn, client: &Client, order: CellOrder) -> Result<(), RankError> {
+    let live = Arc::new(Live::new(order.streams, false));
+    let Some(path) = known_path(&order.path) else {
+        let reason = format!("this rank cannot send requests to {}: run the same version on every rank", order.path);
+        live.fail(sm_core::record::CellStatus::Error, reason);
+        return answer(conn, &live, None).await;
+    };
+    // the scheduler's gauges are rank 0's to read; this rank only streams
+    let target =
+        Target { client: client.clone(), engine: Engine::Generic, metrics: false, abort_request: order.abort_request };
+    let timeouts = StreamTimeouts {
+        first_token: Duration::from_millis(order.first_token_timeout_ms),
+        stall: Duration::from_millis(order.stall_timeout_ms),
+    };
+    let (cancel, receivers) = Cancel::new(order.streams as usize);
+    let body = JsonBody::new(&order.body);
+    let workers = streams::spawn(&target, path, &body, timeouts, receivers, &live);
+    let probe = Probe::start();
+    let (window, result) = follow(conn, &live).await;
+    let closed = Instant::now();
+    let cpu_end = process_cpu_seconds();
+    cancel.cancel();
+    let logs = streams::collect(workers, &live).await;
+    result?;
+    let report = window.map(|(opened, cpu_start)| {
+        let len = (closed - opened).as_secs_f64();
+        let cpu_pct = cpu_start.zip(cpu_end).map(|(a, b)| (b - a) / len * 100.0);
+        let health = probe.finish(opened, closed, cpu_pct);
+        RankReport {
+            opened: true,
+            window_s: len,
+            logs: logs.iter().map(|l| WireLog::from_log(l, opened)).collect(),
+            lag_ms_p99: health.map(|h| h.lag_ms_p99),
+            cpu_pct,
+        }
+    });
+    answer(conn, &live, report).await
+}
+
+/// Until rank 0's close: tells it the streams with a token and a failure, and notes the window's
+/// open (with the CPU time then). The error is a broken connection to rank 0.
+async fn follow(conn: &mut Conn, live: &Live) -> (Option<(Instant, Option<f64>)>, Result<(), RankError>) {
+    let (mut told, mut failure_told, mut window) = (None, false, None);
+    let mut tick = tokio::time::interval(TELL_EVERY);
+    loop {
+        let sent = tokio::select! {
+            _ = tick.tick() => {
+                let n = live.streams_with_token.load(Ordering::Acquire) as u32;
+                if told != Some(n) {
+                    told = Some(n);
+                    conn.send(&ToCoordinator::Streams { with_token: n }).await
+                } else if let Some((status, reason)) = live.failure().filter(|_| !failure_told) {
+                    failure_told = true;
+                    conn.send(&ToCoordinator::Failed { status, reason }).await
+                } else {
+                    Ok(())
+                }
+            }
+            message = conn.recv::<ToWorker>() => match message {
+                Ok(Some(ToWorker::Open)) => {
+                    window = Some((Instant::now(), process_cpu_seconds()));
+                    conn.send(&ToCoordinator::Opened).await
+                }
+                Ok(Some(ToWorker::Close)) => return (window, Ok(())),
+                Ok(Some(other)) => return (window, Err(RankError::Broken(format!("rank 0 sent {other:?} inside a cell")))),
+                Ok(None) => return (window, Err(RankError::Broken("rank 0 closed the connection mid-cell".into()))),
+                Err(e) => return (window, Err(broken(e))),
+            }
+        };
+        if let Err(e) = sent {
+            return (window, Err(broken(e)));
+        }
+    }
+}
+
+/// The cell's end on this rank: a failure rank 0 has not heard of yet, then the report.
+async fn answer(conn: &mut Conn, live: &Live, report: Option<RankReport>) -> Result<(), RankError> {
+    if let Some((status, reason)) = live.failure() {
+        conn.send(&ToCoordinator::Failed { status, reason }).await.map_err(broken)?;
+    }
+    conn.send(&ToCoordinator::Report(report.unwrap_or_default())).await.map_err(broken)
+}
