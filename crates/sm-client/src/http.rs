@@ -256,7 +256,7 @@ impl EventStream {
             match piece {
                 Ok(Some(bytes)) => {
                     self.at = now;
-                    self.parser.push(&bytes, &mut self.scratch);
+                    self.parser.push_bytes(&bytes, &mut self.scratch);
                     self.ready.extend(self.scratch.drain(..));
                 }
                 Ok(None) => {
