@@ -6,4 +6,4 @@
 mod discover_sim;
 mod fast_path;
 mod parsers_prop;
-
+mod stream_sim;
