@@ -2,7 +2,7 @@
 # Fuzzes speedmatrix's parsers with cargo-fuzz (libFuzzer + AddressSanitizer).
 #
 #   scripts/fuzz.sh all 60        every target for 60 s each
-#   scripts/fuzz.sh sse 600       one target: sse | openai_chunk | metrics | import
+#   scripts/fuzz.sh sse 600       one target: sse | openai_chunk | chunk_fast | metrics | import
 #   scripts/fuzz.sh list          the targets
 #
 # cargo-fuzz wants a nightly compiler; on a stable one RUSTC_BOOTSTRAP=1 unlocks the
@@ -17,7 +17,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=lib.sh
 source scripts/lib.sh
 ROOT=$PWD
-TARGETS=(sse openai_chunk metrics import)
+TARGETS=(sse openai_chunk chunk_fast metrics import)
 what=${1:-all}
 seconds=${2:-60}
 if [ "$what" = list ]; then
@@ -42,6 +42,8 @@ export RUSTC_BOOTSTRAP=1
 # upload); the import target gets room for those, the others for a long stream
 # or scrape. Memory is capped so a blow-up fails the run instead of the machine.
 max_len() { case $1 in import) echo 262144 ;; *) echo 16384 ;; esac; }
+# chunk_fast reads the same payloads as openai_chunk: it shares that target's seeds.
+seeds() { case $1 in chunk_fast) echo corpus/openai_chunk ;; *) echo "corpus/$1" ;; esac; }
 
 cd fuzz
 cargo fuzz build -a
@@ -50,7 +52,7 @@ for t in "${run[@]}"; do
   step "fuzz $t for ${seconds}s"
   mkdir -p "work/$t"
   log=work/$t.log
-  if ! cargo fuzz run -a "$t" "work/$t" "corpus/$t" -- \
+  if ! cargo fuzz run -a "$t" "work/$t" "$(seeds "$t")" -- \
     -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -max_len="$(max_len "$t")" \
     -timeout=10 -print_final_stats=1 >"$log" 2>&1; then
     tail -n 60 "$log"

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use sm_client::http::{Client, ClientError, EventStream, JsonBody};
-use sm_client::openai::parse_chunk;
+use sm_client::scan::read_chunk;
 use sm_client::sse::SseEvent;
 use tokio::sync::watch;
 
@@ -86,10 +86,14 @@ where
     };
     run.log.sent = stream.sent_at;
     let mut state = ReadState::default();
+    // One cancel future for the whole stream: made anew per event, it would take the channel's
+    // lock and register (then drop) a waiter for every token.
+    let cancelled = wait_true(cancel);
+    tokio::pin!(cancelled);
     loop {
         let next = tokio::select! {
             biased;
-            _ = wait_true(cancel) => {
+            _ = &mut cancelled => {
                 on_cancel(run.id.clone()).await;
                 run.outcome = Outcome::Cancelled;
                 return run;
@@ -183,7 +187,8 @@ impl ReadState {
             }
             SseEvent::Data(d) => d,
         };
-        let chunk = match parse_chunk(&data) {
+        // the fast path; it falls back to the full parser for anything it is unsure of
+        let chunk = match read_chunk(&data) {
             Ok(c) => c,
             Err(e) => return Some(Outcome::Failed(e.to_string())),
         };
@@ -194,7 +199,7 @@ impl ReadState {
             && let Some(id) = &chunk.id
         {
             observer.request_id(id);
-            run.id = Some(id.clone());
+            run.id = Some(id.to_string());
         }
         let log = &mut run.log;
         if chunk.prompt_tokens.is_some() {
@@ -347,7 +352,7 @@ mod tests {
         let mut end = None;
         for (i, e) in events.iter().enumerate() {
             let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
-            let ev = if *e == "[DONE]" { SseEvent::Done } else { SseEvent::Data(e.as_bytes().to_vec()) };
+            let ev = if *e == "[DONE]" { SseEvent::Done } else { SseEvent::Data(e.as_bytes().to_vec().into()) };
             if let Some(o) = state.handle(at, ev, &mut run, &()) {
                 end = Some(o);
                 break;

@@ -207,6 +207,8 @@ impl Client {
             scratch: Vec::new(),
             at: sent_at,
             idle_timeout,
+            stall: Box::pin(tokio::time::sleep(idle_timeout)),
+            last_read: Instant::now(),
             ended: false,
         })
     }
@@ -228,6 +230,12 @@ pub struct EventStream {
     scratch: Vec<SseEvent>,
     at: Instant,
     idle_timeout: Duration,
+    /// Fires when the stream may have been silent for `idle_timeout`. Moved only when it fires
+    /// (or the timeout changes), not at every read: a timer per read costs the timer wheel's
+    /// insert and removal for every token.
+    stall: std::pin::Pin<Box<tokio::time::Sleep>>,
+    /// When the last read completed (or the headers arrived).
+    last_read: Instant,
     ended: bool,
 }
 
@@ -236,6 +244,30 @@ impl EventStream {
     /// token, through prefill and queueing, than between tokens).
     pub fn set_idle_timeout(&mut self, idle_timeout: Duration) {
         self.idle_timeout = idle_timeout;
+        let deadline = self.deadline();
+        self.stall.as_mut().reset(deadline.into());
+    }
+
+    fn deadline(&self) -> Instant {
+        // a timeout too long to add is no timeout: about 34 years
+        self.last_read.checked_add(self.idle_timeout).unwrap_or_else(|| self.last_read + Duration::from_secs(1 << 30))
+    }
+
+    /// The next read, or `Stalled` once no byte came for `idle_timeout` since the last one.
+    async fn read(&mut self) -> Result<Result<Option<bytes::Bytes>, reqwest::Error>, ClientError> {
+        loop {
+            tokio::select! {
+                biased;
+                piece = self.resp.chunk() => return Ok(piece),
+                () = self.stall.as_mut() => {
+                    let deadline = self.deadline();
+                    if Instant::now() >= deadline {
+                        return Err(ClientError::Stalled { secs: self.idle_timeout.as_secs_f64() });
+                    }
+                    self.stall.as_mut().reset(deadline.into());
+                }
+            }
+        }
     }
 
     /// The next event, `Ok(None)` at a clean end of the body. A body that ends in
@@ -248,15 +280,14 @@ impl EventStream {
             if self.ended {
                 return Ok(None);
             }
-            let piece = tokio::time::timeout(self.idle_timeout, self.resp.chunk())
-                .await
-                .map_err(|_| ClientError::Stalled { secs: self.idle_timeout.as_secs_f64() })?;
+            let piece = self.read().await?;
             // The arrival instant: taken before any parsing.
             let now = Instant::now();
+            self.last_read = now;
             match piece {
                 Ok(Some(bytes)) => {
                     self.at = now;
-                    self.parser.push(&bytes, &mut self.scratch);
+                    self.parser.push_bytes(&bytes, &mut self.scratch);
                     self.ready.extend(self.scratch.drain(..));
                 }
                 Ok(None) => {

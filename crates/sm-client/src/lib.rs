@@ -12,6 +12,7 @@ pub mod discover;
 pub mod http;
 pub mod metrics;
 pub mod openai;
+pub mod scan;
 pub mod sse;
 
 pub use http::{Client, ClientError, JsonBody};

@@ -4,4 +4,6 @@
 //! dependencies are linked once, not once per test file.
 
 mod discover_sim;
+mod fast_path;
 mod parsers_prop;
+mod stream_sim;

@@ -139,7 +139,7 @@ fn expected(events: &[GenEvent]) -> Vec<SseEvent> {
             let lines: Vec<&str> =
                 e.data.iter().map(|d| if e.no_space { d.strip_prefix(' ').unwrap_or(d) } else { d }).collect();
             let data = lines.join("\n");
-            if data == "[DONE]" { SseEvent::Done } else { SseEvent::Data(data.into_bytes()) }
+            if data == "[DONE]" { SseEvent::Done } else { SseEvent::Data(data.into_bytes().into()) }
         })
         .collect()
 }
