@@ -112,10 +112,12 @@ pub const MAX_TOKENS: CountLimit = CountLimit {
 pub const CONTEXT: CountLimit =
     CountLimit { flag: "--contexts", min: 128, max: 16 << 20, hint: "prompt tokens, e.g. 8k,16k,32k" };
 pub const PREFILL_CONTEXT: CountLimit = CountLimit { flag: "--prefill-contexts", ..CONTEXT };
+/// Over all ranks: a fleet behind one gateway holds 100k connections (issue 19). One process is
+/// bounded lower by its open files and ephemeral ports (docs/scaling.md), not by this range.
 pub const CONCURRENCY: CountLimit = CountLimit {
     flag: "--concurrency",
     min: 1,
-    max: 4096,
+    max: 1 << 17,
     hint: "simultaneous requests, e.g. 1,2,4,8 (one connection each)",
 };
 /// Values in one list flag: the matrix is contexts × concurrency levels.
@@ -307,7 +309,7 @@ mod tests {
         assert!(CONCURRENCY.check_list([]).unwrap_err().contains("empty"));
         assert!(CONCURRENCY.check_list([1, 0]).unwrap_err().contains("too small"));
         assert!(CONCURRENCY.check_list([4, 4]).unwrap_err().contains("appears twice"));
-        assert!(CONCURRENCY.check_list([1, 100_000]).unwrap_err().contains("too large"));
+        assert!(CONCURRENCY.check_list([1, 200_000]).unwrap_err().contains("too large"));
         assert!(CONTEXT.check_list([8192, 16]).unwrap_err().contains("too small"));
         assert!(CONTEXT.check_list(1..=40).is_err());
         let many = (1..=33).map(|i| i * 1024);

@@ -140,7 +140,7 @@ async fn nonsense_settings_are_refused_before_anything_is_sent() {
         (&["--warmup", "10ms"], "0s skips the warm-up"),
         (&["--concurrency", "0"], "too small"),
         (&["--concurrency", ""], "empty"),
-        (&["--concurrency", "1,100000"], "give 1 to 4,096"),
+        (&["--concurrency", "1,200000"], "give 1 to 131,072"),
         (&["--contexts", "0"], "too small"),
         (&["--contexts", "16"], "give 128 to"),
         (&["--contexts", ","], "empty"),
