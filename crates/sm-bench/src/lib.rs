@@ -34,6 +34,7 @@ mod scout;
 mod server;
 mod sizing;
 mod spec_note;
+mod telemetry;
 mod tokenizer;
 mod tokens;
 mod verdict;

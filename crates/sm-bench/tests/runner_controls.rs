@@ -59,6 +59,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         save_requests: false,
         phases: Default::default(),
         gpu: None,
+        gpu_metrics: None,
     }
 }
 

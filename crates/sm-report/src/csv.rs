@@ -96,6 +96,13 @@ const DECODE_FIELDS: [&str; 76] = [
     "server_metrics_queue_time_ms_mean",
 ];
 
+/// A prefill row's exported columns: its own, and the telemetry columns it shares with the decode
+/// cells (methodology §14), from its `gpu` and `server_metrics` flattened by [`flat`].
+static PREFILL_ROW_FIELDS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let telemetry = DECODE_FIELDS.iter().filter(|f| f.starts_with("gpu_") || f.starts_with("server_metrics_"));
+    PREFILL_FIELDS.iter().chain(telemetry).copied().collect()
+});
+
 /// The capacity answer (run.json's `capacity[]`) on every decode row of its context, so that a
 /// spreadsheet filtered to one context still has it: `capacity` is `true` on the cell that proves
 /// the answer, the others are the context's entry (`max_users`, `bounded_by`, …) repeated.
@@ -303,8 +310,8 @@ pub fn csv(record: &RunRecord) -> String {
         .map(|p| {
             let keys =
                 [p.context.to_string(), "1".into(), p.status.name().to_string(), p.reason.clone().unwrap_or_default()];
-            let mut row =
-                raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS));
+            let value = flat(serde_json::to_value(p).unwrap_or_default());
+            let mut row = raw_row(keys, &value, &exported(p.status, PREFILL_ROW_FIELDS.as_slice()));
             row.extend(no_answer());
             row
         })

@@ -136,6 +136,7 @@ fn full_prefill() -> PrefillRow {
         cached_tokens: Some(0),
         status: CellStatus::Valid,
         reason: Some("cold".into()),
+        telemetry: Default::default(),
     }
 }
 
