@@ -96,7 +96,9 @@ impl Runner<'_> {
         row.label = self.prefill_label(ctx);
         // no J/token: the row's energy is a prefill's, not an answer's (methodology §14.3)
         if row.status == CellStatus::Valid {
-            let (telemetry, warnings) = reads.figures(span, None, 0);
+            let (mut telemetry, warnings) = reads.figures(span, None, 0);
+            // to the decimals a decode cell's are kept to
+            telemetry.gpu = telemetry.gpu.map(super::cell_record::rounded_gpu);
             row.telemetry = telemetry;
             for warning in warnings {
                 tracing::warn!("prefill row {}: {warning}", shown(&row.label, row.context));

@@ -225,7 +225,9 @@ impl Runner<'_> {
         let mut measured = figures::level(key, start, &requests, &self.config.slo);
         if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {
             let tokens = measured.output_tok_s.map_or(0, |r| (r * span).round() as u64);
-            let (telemetry, warnings) = reads.figures(Duration::from_secs_f64(span), measured.output_tok_s, tokens);
+            let (mut telemetry, warnings) = reads.figures(Duration::from_secs_f64(span), measured.output_tok_s, tokens);
+            // to the decimals a decode cell's are kept to
+            telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
             measured.telemetry = telemetry;
             for warning in warnings {
                 tracing::warn!("{} req/s at {}: {warning}", rate, row.label);
