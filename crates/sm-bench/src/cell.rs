@@ -9,10 +9,9 @@ use serde_json::Value;
 use sm_client::JsonBody;
 use sm_client::discover;
 use sm_core::record::{CellPhases, CellStatus, TokenSource};
-use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 use sm_core::spec_decode::SpecCounters;
 
-use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
+use crate::gpu_sampler::GpuReader;
 use crate::health::{Probe, process_cpu_seconds};
 use crate::live::{Cancel, Live};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
@@ -22,10 +21,10 @@ use crate::scout::probe_chunk_ratio;
 
 use crate::request_log::RequestLog;
 use crate::requests::CellRequests;
-use crate::sampler::Sampler;
-use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
+use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape};
 use crate::spec_note;
 use crate::streams;
+use crate::telemetry::{Reads, Sampling, Sources};
 use crate::tokens::ChunkRatio;
 use crate::verdict::{CellOutcome, judge};
 use crate::window::{Figures, RunningSample, Window, figures};
@@ -185,7 +184,7 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
     let mut outcome = match (phase, live.failure()) {
         (_, Some((status, reason))) => CellOutcome::failed(status, reason),
         (Phase::Stopped(reason), None) => CellOutcome::failed(CellStatus::Skipped, reason),
-        (Phase::Measured { window, samples, ready_warning, cpu_s, spec, gauges, gpu_reads }, None) => {
+        (Phase::Measured { window, samples, ready_warning, cpu_s, spec, reads }, None) => {
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
@@ -207,15 +206,12 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             let (spec_decode, note) = spec_note::spec_decode(spec.0, spec.1, spec_note::tokens_per_chunk(&logs));
             outcome.spec_decode = spec_decode;
             outcome.warnings.extend(note);
-            if let Some(reader) = &gpu {
-                let tokens = outcome.figures.as_ref().map_or(0, |f| f.output_tokens);
-                let (gpu, warning) = gpu_figures(reader.source(), &gpu_reads, window.len(), tokens);
-                outcome.gpu = gpu;
-                outcome.warnings.extend(warning);
-            }
-            outcome.server_metrics =
-                server_metrics(&gauges, timing.metrics_interval, outcome.figures.as_ref().map(|f| f.total_tok_s));
-            outcome.warnings.extend(outcome.server_metrics.as_ref().and_then(ServerMetrics::warning));
+            let tokens = outcome.figures.as_ref().map_or(0, |f| f.output_tokens);
+            let tok_s = outcome.figures.as_ref().map(|f| f.total_tok_s);
+            let (telemetry, telemetry_warnings) = reads.figures(window.len(), tok_s, tokens);
+            outcome.gpu = telemetry.gpu;
+            outcome.server_metrics = telemetry.server_metrics;
+            outcome.warnings.extend(telemetry_warnings);
             outcome.phases = Some(CellPhases {
                 before_s: (spawned - begun).as_secs_f64(),
                 ramp_s: (window.start - spawned).as_secs_f64(),
@@ -300,10 +296,8 @@ enum Phase {
         cpu_s: Option<f64>,
         /// Speculative-decoding counters at the window's start and end (methodology §14.2).
         spec: (Option<SpecCounters>, Option<SpecCounters>),
-        /// The server's `/metrics` through the window, seconds from its start (§14.1).
-        gauges: Vec<(Duration, ServerScrape)>,
-        /// The GPU source's reads through the window, seconds from its start (§14.3).
-        gpu_reads: Vec<(Duration, Reading)>,
+        /// The server's `/metrics` and the GPU source through the window (§14.1, §14.3).
+        reads: Box<Reads>,
     },
     Stopped(&'static str),
 }
@@ -332,8 +326,7 @@ impl Watcher<'_> {
         let mut last_reason = String::new();
         let mut cpu_start = None;
         let mut spec_start = None;
-        let mut sampler: Option<Sampler<ServerScrape>> = None;
-        let mut gpu_sampler: Option<Sampler<Reading>> = None;
+        let mut sampling: Option<Sampling> = None;
         let mut tick = tokio::time::interval(timing.poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -359,15 +352,11 @@ impl Watcher<'_> {
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
                     let spec = (spec_start, state.and_then(|s| s.spec));
-                    let gpu_reads = match gpu_sampler.take() {
+                    let reads = match sampling.take() {
                         Some(s) => s.stop().await,
-                        None => Vec::new(),
+                        None => Reads::default(),
                     };
-                    let gauges = match sampler.take() {
-                        Some(s) => s.stop().await,
-                        None => Vec::new(),
-                    };
-                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec, gauges, gpu_reads };
+                    return Phase::Measured { window: w, samples, ready_warning, cpu_s, spec, reads: Box::new(reads) };
                 }
                 continue;
             }
@@ -395,9 +384,8 @@ impl Watcher<'_> {
             }
             cpu_start = process_cpu_seconds();
             spec_start = state.and_then(|s| s.spec);
-            sampler = self.sampler(w.start);
-            let gpu_interval = timing.metrics_interval.unwrap_or(GPU_INTERVAL);
-            gpu_sampler = self.gpu.map(|g| g.sample(w.start, gpu_interval));
+            let sources = Sources { target: self.target, interval: timing.metrics_interval, gpu: self.gpu };
+            sampling = Some(sources.start(w.start));
             self.reporter.step(&Step::Measuring {
                 context: self.context,
                 label: self.label.to_string(),
@@ -409,16 +397,6 @@ impl Watcher<'_> {
                 samples.push(RunningSample { at: now, running: s.running });
             }
         }
-    }
-
-    /// The background sampler of the server's `/metrics` through the window, where it has one.
-    fn sampler(&self, origin: Instant) -> Option<Sampler<ServerScrape>> {
-        let interval = self.timing.metrics_interval.filter(|_| self.target.metrics)?;
-        let target = self.target.clone();
-        Some(Sampler::start(origin, interval, move || {
-            let target = target.clone();
-            async move { scrape_gauges(&target).await }
-        }))
     }
 
     /// With `--precision`, past the shortest window: whether the figures so far have settled.

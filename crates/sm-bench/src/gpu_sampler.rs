@@ -28,7 +28,8 @@ pub enum GpuReader {
 impl GpuReader {
     pub fn source(&self) -> GpuSource {
         match self {
-            GpuReader::Dcgm(_) => GpuSource::Dcgm,
+            // DCGM or AMD: the exporter's answers said which
+            GpuReader::Dcgm(c) => c.source(),
             GpuReader::Nvml(_) => GpuSource::Nvml,
         }
     }

@@ -39,6 +39,7 @@ mod server;
 mod sizing;
 mod spec_note;
 mod streams;
+mod telemetry;
 mod tokenizer;
 mod tokens;
 mod verdict;

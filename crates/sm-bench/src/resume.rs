@@ -42,10 +42,15 @@ pub fn differences(old: &RunRecord, new: &RunRecord) -> Vec<String> {
         ("ready-stable", o.ready_stable_s, n.ready_stable_s),
         ("ready-timeout", o.ready_timeout_s, n.ready_timeout_s),
         ("stall-timeout", o.stall_timeout_s, n.stall_timeout_s),
+        // what the server's gauges and the GPUs were sampled at (§14): a record before 1.4 has none
+        ("metrics-interval", o.metrics_interval_s, n.metrics_interval_s),
     ] {
         if let (Some(a), Some(b)) = (a, b) {
             cmp(what, format!("{a} s"), format!("{b} s"));
         }
+    }
+    if let (Some(a), Some(b)) = (&old.settings.gpu_metrics, &new.settings.gpu_metrics) {
+        cmp("GPU metrics (--gpu-metrics)", a.clone(), b.clone());
     }
     if old.status == RunStatus::Planned {
         diffs.push("the run in this directory is a dry run: nothing was measured to resume".into());
@@ -70,6 +75,7 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     old.hardware = new.hardware;
     // equal where they count (see `differences`); a record without them gets them now
     old.settings.timing = new.settings.timing;
+    old.settings.gpu_metrics = new.settings.gpu_metrics;
     // a price is not a measurement: the new one (or none) prices every cell; a search may be
     // added to a finished matrix
     old.settings.cost_per_hour_usd = new.settings.cost_per_hour_usd;
@@ -201,6 +207,7 @@ mod tests {
             cached_tokens: None,
             status,
             reason: None,
+            telemetry: Default::default(),
         };
         r.prefill = vec![row(Valid, 1024), row(Error, 2048)];
         assert_eq!(forget_failed(&mut r), (3, 1));

@@ -92,6 +92,8 @@ pub struct RunConfig {
     /// `--ranks N`: the worker ranks that hold their share of every decode cell's streams
     /// (docs/distributed.md); prefill rows, scouts and the warm-up are rank 0's alone.
     pub ranks: Option<Arc<crate::ranks::RankGroup>>,
+    /// `--gpu-metrics` as run.json records it, for a resume to read the same source.
+    pub gpu_metrics: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -269,6 +271,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
                 ready_timeout_s: Some(config.timing.ready_timeout.as_secs_f64()),
                 stall_timeout_s: Some(config.timing.idle_timeout.as_secs_f64()),
                 server_wait_s: Some(config.server_wait.as_secs_f64()),
+                metrics_interval_s: Some(config.timing.metrics_interval.map_or(0.0, |i| i.as_secs_f64())),
             },
             slo: Some(config.slo.clone()),
             cost_per_hour_usd: config.cost_per_hour,
@@ -280,6 +283,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             prompts_file: config.phases.prompts_file.as_ref().map(|f| f.info.clone()),
             matrix: config.phases.matrix,
             model_shape: None,
+            gpu_metrics: config.gpu_metrics.clone(),
         },
         hardware: config.hardware.clone(),
         launch_command: config.launch_command.clone(),
@@ -354,6 +358,15 @@ impl Runner<'_> {
             engine: self.facts.engine,
             metrics: self.facts.metrics_available,
             abort_request: self.facts.abort_request,
+        }
+    }
+
+    /// What a prefill row or a load phase samples through its span (methodology §14).
+    fn sources<'t>(&'t self, target: &'t Target) -> crate::telemetry::Sources<'t> {
+        crate::telemetry::Sources {
+            target,
+            interval: self.config.timing.metrics_interval,
+            gpu: self.config.gpu.as_ref(),
         }
     }
 

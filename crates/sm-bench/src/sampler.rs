@@ -6,7 +6,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// Samples kept at most; past it the sampler stops fetching (an interval of 100 ms over a day's
@@ -18,6 +18,8 @@ pub struct Sampler<T> {
     stop: watch::Sender<bool>,
     /// Taken by [`Sampler::stop`]; still here on drop, when it is aborted.
     task: Option<JoinHandle<Vec<(Duration, T)>>>,
+    /// Fires once the first fetch has answered (or failed).
+    first: Option<oneshot::Receiver<()>>,
 }
 
 impl<T: Send + 'static> Sampler<T> {
@@ -31,11 +33,16 @@ impl<T: Send + 'static> Sampler<T> {
         Fut: Future<Output = Option<T>> + Send,
     {
         let (stop, mut stopped) = watch::channel(false);
+        let (first_tx, first) = oneshot::channel();
         let task = tokio::spawn(async move {
             let mut out = Vec::new();
             let mut next = tokio::time::Instant::now();
+            let mut first_tx = Some(first_tx);
             loop {
                 sample(origin, &mut fetch, &mut out).await;
+                if let Some(tx) = first_tx.take() {
+                    let _ = tx.send(());
+                }
                 next += interval;
                 tokio::select! {
                     _ = stopped.wait_for(|s| *s) => break,
@@ -50,7 +57,15 @@ impl<T: Send + 'static> Sampler<T> {
             sample(origin, &mut fetch, &mut out).await;
             out
         });
-        Sampler { stop, task: Some(task) }
+        Sampler { stop, task: Some(task), first: Some(first) }
+    }
+
+    /// Waits until the first fetch has answered: a span whose requests must all come after the
+    /// first read (so the counters' difference holds every one of them) starts after this.
+    pub async fn first_taken(&mut self) {
+        if let Some(first) = self.first.take() {
+            let _ = first.await;
+        }
     }
 
     /// Takes one last sample now and returns every sample, in order.
@@ -97,11 +112,13 @@ mod tests {
         let calls = Arc::new(AtomicU32::new(0));
         let c = calls.clone();
         let origin = Instant::now();
-        let sampler = Sampler::start(origin, Duration::from_millis(20), move || {
+        let mut sampler = Sampler::start(origin, Duration::from_millis(20), move || {
             let n = c.fetch_add(1, Ordering::Relaxed);
             // every third fetch fails and leaves no sample
             async move { (n % 3 != 2).then_some(n) }
         });
+        sampler.first_taken().await;
+        assert!(calls.load(Ordering::Relaxed) >= 1, "the first fetch is done");
         tokio::time::sleep(Duration::from_millis(90)).await;
         let before_stop = calls.load(Ordering::Relaxed);
         let samples = sampler.stop().await;

@@ -55,14 +55,15 @@ async fn scrape_checked(target: &Target) -> Result<Option<SchedulerState>, Unrea
 struct Unreachable;
 
 /// The window's server series and summary from the sampler's scrapes and our total tok/s
-/// (methodology §14.1); `None` with the sampler off or fewer than two scrapes.
+/// (methodology §14.1; without ours, no comparison); `None` with the sampler off or fewer than
+/// two scrapes.
 pub(crate) fn server_metrics(
     gauges: &[(Duration, ServerScrape)],
     interval: Option<Duration>,
     ours_tok_s: Option<f64>,
 ) -> Option<ServerMetrics> {
     let points: Vec<(f64, ServerScrape)> = gauges.iter().map(|(t, s)| (t.as_secs_f64(), s.clone())).collect();
-    ServerMetrics::summarize(&points, interval?.as_secs_f64(), ours_tok_s?)
+    ServerMetrics::summarize(&points, interval?.as_secs_f64(), ours_tok_s.unwrap_or(0.0))
 }
 
 /// One scrape of the server's gauges and counters for the cell's series (methodology §14.1);

@@ -60,6 +60,7 @@ fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig 
         phases: Default::default(),
         gpu: None,
         ranks: None,
+        gpu_metrics: None,
     }
 }
 

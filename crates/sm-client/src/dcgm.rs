@@ -1,9 +1,12 @@
 //! GPU telemetry from a DCGM exporter (`--gpu-metrics URL`): its Prometheus text, one series per
 //! GPU by the `gpu` label (else `UUID`), names as in NVIDIA's dcgm-exporter `default-counters.csv`.
+//! The same URL may be AMD's Device Metrics Exporter ([`crate::amd_gpu`]): the text says which.
 
 use std::time::Duration;
 
-use sm_core::gpu_telemetry::GpuSample;
+use std::sync::OnceLock;
+
+use sm_core::gpu_telemetry::{GpuSample, GpuSource};
 
 use crate::metrics::{Labels, Metrics};
 
@@ -50,6 +53,15 @@ pub fn samples(m: &Metrics) -> Vec<GpuSample> {
     gpus
 }
 
+/// The GPUs of a DCGM exporter's text, else of an AMD exporter's, and which it was.
+pub fn any_samples(m: &Metrics) -> (GpuSource, Vec<GpuSample>) {
+    let dcgm = samples(m);
+    if !dcgm.is_empty() {
+        return (GpuSource::Dcgm, dcgm);
+    }
+    (GpuSource::Amd, crate::amd_gpu::samples(m))
+}
+
 fn gpu_id(labels: &Labels) -> Option<&str> {
     labels.get("gpu").or_else(|| labels.get("UUID")).filter(|s| !s.is_empty())
 }
@@ -78,7 +90,9 @@ pub enum DcgmError {
     Read(String),
     #[error("GPU metrics: HTTP {0}")]
     Status(u16),
-    #[error("GPU metrics: the answer has no DCGM_FI_DEV_* series of any GPU (is this a DCGM exporter's /metrics?)")]
+    #[error(
+        "GPU metrics: the answer has no DCGM_FI_DEV_* or AMD gpu_* series of any GPU (is this a DCGM or AMD Device Metrics exporter's /metrics?)"
+    )]
     NoGpu,
 }
 
@@ -87,6 +101,8 @@ pub enum DcgmError {
 pub struct DcgmClient {
     http: reqwest::Client,
     url: reqwest::Url,
+    /// The exporter's kind, as its first answer with GPUs showed.
+    format: OnceLock<GpuSource>,
 }
 
 impl DcgmClient {
@@ -108,7 +124,12 @@ impl DcgmClient {
             .timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| DcgmError::Read(e.to_string()))?;
-        Ok(DcgmClient { http, url: parsed })
+        Ok(DcgmClient { http, url: parsed, format: OnceLock::new() })
+    }
+
+    /// Which exporter answered: DCGM until an answer said otherwise.
+    pub fn source(&self) -> GpuSource {
+        self.format.get().copied().unwrap_or(GpuSource::Dcgm)
     }
 
     /// One scrape, every GPU in it.
@@ -120,8 +141,12 @@ impl DcgmClient {
             return Err(DcgmError::Status(status));
         }
         let text = resp.text().await.map_err(|e| DcgmError::Read(e.without_url().to_string()))?;
-        let gpus = samples(&Metrics::parse(&text));
-        if gpus.is_empty() { Err(DcgmError::NoGpu) } else { Ok(gpus) }
+        let (source, gpus) = any_samples(&Metrics::parse(&text));
+        if gpus.is_empty() {
+            return Err(DcgmError::NoGpu);
+        }
+        let _ = self.format.set(source);
+        Ok(gpus)
     }
 }
 

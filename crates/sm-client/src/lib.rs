@@ -7,6 +7,7 @@
 //! * [`metrics`] — the Prometheus text format.
 //! * [`discover`] — engine adapters that turn a server into [`discover::ServerFacts`].
 
+pub mod amd_gpu;
 pub mod dcgm;
 pub mod discover;
 pub mod http;

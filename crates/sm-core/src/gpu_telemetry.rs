@@ -13,6 +13,8 @@ pub enum GpuSource {
     Nvml,
     /// A DCGM exporter's Prometheus text (`--gpu-metrics URL`).
     Dcgm,
+    /// AMD's Device Metrics Exporter's Prometheus text (`--gpu-metrics URL`).
+    Amd,
 }
 
 impl GpuSource {
@@ -20,6 +22,7 @@ impl GpuSource {
         match self {
             GpuSource::Nvml => "nvml",
             GpuSource::Dcgm => "dcgm",
+            GpuSource::Amd => "amd",
         }
     }
 }

@@ -41,6 +41,7 @@ pub mod server_metrics;
 pub mod slo;
 pub mod spec_decode;
 pub mod stats;
+pub mod telemetry;
 pub mod units;
 
 pub use units::{Ms, Tokens};

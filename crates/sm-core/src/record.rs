@@ -13,8 +13,8 @@ use crate::precision::Interval;
 use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
-/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`
-/// and a cell's `ranks`.
+/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`,
+/// a cell's `ranks`, telemetry on prefill rows and rate levels, and the telemetry settings.
 pub const SCHEMA: &str = "speedmatrix.run/1.4";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
@@ -198,6 +198,10 @@ pub struct Settings {
     /// `--model-config` or `--active-params …`: the model shape the roofline used (§14.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_shape: Option<crate::roofline::RecordedShape>,
+    /// `--gpu-metrics` as asked (`auto`, `off`, `nvml` or the exporter's URL without its
+    /// credentials), so that a resume reads the same source (methodology §14.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics: Option<String>,
 }
 
 fn yes() -> bool {
@@ -231,6 +235,9 @@ pub struct TimingSettings {
     /// `--server-wait`: how long to wait for a server that stopped responding.
     #[serde(default)]
     pub server_wait_s: Option<f64>,
+    /// `--metrics-interval` (0: off): how often the server's /metrics and the GPUs were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_interval_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -261,6 +268,9 @@ pub struct PrefillRow {
     pub cached_tokens: Option<u64>,
     pub status: CellStatus,
     pub reason: Option<String>,
+    /// The server's gauges and the GPUs through the row's request (methodology §14).
+    #[serde(flatten)]
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 /// One cell of the sustained-decode matrix. Only `valid` cells carry numbers.

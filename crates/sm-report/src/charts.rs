@@ -98,6 +98,7 @@ mod tests {
             cached_tokens: Some(0),
             status,
             reason: None,
+            telemetry: Default::default(),
         }
     }
 

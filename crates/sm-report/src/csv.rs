@@ -17,7 +17,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
 /// field added to the record must be added here: tests/csv_columns.rs fails
 /// until it is.
-const DECODE_FIELDS: [&str; 76] = [
+const DECODE_FIELDS: [&str; 77] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -94,7 +94,15 @@ const DECODE_FIELDS: [&str; 76] = [
     "server_metrics_tok_s_diff_pct",
     "server_metrics_queue_time_ms_p50",
     "server_metrics_queue_time_ms_mean",
+    "rank_count",
 ];
+
+/// A prefill row's exported columns: its own, and the telemetry columns it shares with the decode
+/// cells (methodology §14), from its `gpu` and `server_metrics` flattened by [`flat`].
+static PREFILL_ROW_FIELDS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    let telemetry = DECODE_FIELDS.iter().filter(|f| f.starts_with("gpu_") || f.starts_with("server_metrics_"));
+    PREFILL_FIELDS.iter().chain(telemetry).copied().collect()
+});
 
 /// The capacity answer (run.json's `capacity[]`) on every decode row of its context, so that a
 /// spreadsheet filtered to one context still has it: `capacity` is `true` on the cell that proves
@@ -268,6 +276,10 @@ fn flat(mut v: Value) -> Value {
     if let Some(Value::Array(repeats)) = obj.remove("repeats") {
         obj.insert("repeats".into(), repeats.len().into());
     }
+    // how many client processes measured the cell (`--ranks`); each one's figures stay in run.json
+    if let Some(Value::Array(ranks)) = obj.remove("ranks") {
+        obj.insert("rank_count".into(), ranks.len().into());
+    }
     v
 }
 
@@ -303,8 +315,8 @@ pub fn csv(record: &RunRecord) -> String {
         .map(|p| {
             let keys =
                 [p.context.to_string(), "1".into(), p.status.name().to_string(), p.reason.clone().unwrap_or_default()];
-            let mut row =
-                raw_row(keys, &serde_json::to_value(p).unwrap_or_default(), &exported(p.status, &PREFILL_FIELDS));
+            let value = flat(serde_json::to_value(p).unwrap_or_default());
+            let mut row = raw_row(keys, &value, &exported(p.status, PREFILL_ROW_FIELDS.as_slice()));
             row.extend(no_answer());
             row
         })

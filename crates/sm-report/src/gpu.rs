@@ -17,21 +17,22 @@ pub fn cell_line(cell: &DecodeCell) -> Option<String> {
 
 /// Markdown: one line per valid cell with figures, and where they came from.
 pub fn markdown_lines(decode: &[DecodeCell]) -> Vec<String> {
-    valid(decode)
-        .map(|(c, g)| {
-            let mut line = format!("{} × {}: {g}", c.label, c.concurrency);
-            if let Some(wh) = g.wh_per_million_tokens {
-                line.push_str(&format!(" · {wh:.0} Wh per million tokens"));
-            }
-            let from = match g.energy_from {
-                Some(EnergyFrom::Counter) => ", energy from the energy counter",
-                Some(EnergyFrom::PowerIntegral) => ", energy from power samples",
-                None => "",
-            };
-            line.push_str(&format!(" ({}{from}, {} reads)", g.source.name(), g.samples));
-            line
-        })
-        .collect()
+    valid(decode).map(|(c, g)| format!("{} × {}: {g}{}", c.label, c.concurrency, details(g))).collect()
+}
+
+/// What follows a [`GpuCell`]'s own line: Wh per million tokens, then where the figures came from.
+pub fn details(g: &GpuCell) -> String {
+    let mut line = String::new();
+    if let Some(wh) = g.wh_per_million_tokens {
+        line.push_str(&format!(" · {wh:.0} Wh per million tokens"));
+    }
+    let from = match g.energy_from {
+        Some(EnergyFrom::Counter) => ", energy from the energy counter",
+        Some(EnergyFrom::PowerIntegral) => ", energy from power samples",
+        None => "",
+    };
+    line.push_str(&format!(" ({}{from}, {} reads)", g.source.name(), g.samples));
+    line
 }
 
 /// The CSV's flat columns of a cell's `gpu` object: its scalar figures and the number of GPUs.

@@ -45,6 +45,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
         decode(&mut s, &page, &record.decode);
     }
     crate::phases::html(&mut s, record);
+    crate::telemetry::html_section(&mut s, record);
     if matrix {
         all_measurements(&mut s, &page);
     }

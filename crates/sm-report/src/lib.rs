@@ -26,6 +26,7 @@ pub mod phases;
 pub mod server_metrics;
 pub mod spec_decode;
 pub mod svg;
+mod telemetry;
 mod terminal;
 pub mod view;
 

@@ -34,6 +34,7 @@ pub fn markdown(record: &RunRecord) -> String {
         roofline(&mut s, record);
     }
     crate::phases::markdown(&mut s, record);
+    crate::telemetry::markdown(&mut s, record);
     if matrix {
         all(&mut s, &page);
     }

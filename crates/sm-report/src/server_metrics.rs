@@ -46,20 +46,21 @@ pub fn markdown_lines(decode: &[DecodeCell]) -> Vec<String> {
 /// HTML: per valid cell, a `<details>` with its summary and the window's series as two charts
 /// (requests running and waiting; KV-cache usage where exported). Nothing without series.
 pub fn html_section(s: &mut String, decode: &[DecodeCell]) {
-    let cells: Vec<_> = valid(decode).filter(|(_, m)| !m.series.is_empty()).collect();
-    if cells.is_empty() {
+    let cells: Vec<_> = valid(decode).map(|(c, m)| (format!("{} × {}", c.label, c.concurrency), m)).collect();
+    html_details(s, "The server's gauges per cell", &cells);
+}
+
+/// HTML: a titled block with a `<details>` per labelled span that has a series (nothing when
+/// none has): its summary, and its charts on demand.
+pub fn html_details(s: &mut String, title: &str, spans: &[(String, &ServerMetrics)]) {
+    let spans: Vec<_> = spans.iter().filter(|(_, m)| !m.series.is_empty()).collect();
+    if spans.is_empty() {
         return;
     }
-    s.push_str("<div class=\"server-gauges\">\n<h3>The server's gauges per cell</h3>\n");
-    for (c, m) in cells {
-        let _ = write!(
-            s,
-            "<details><summary>{} × {}: {}</summary>\n{}</details>\n",
-            html(&c.label),
-            c.concurrency,
-            html(&summary(m)),
-            charts(m)
-        );
+    let _ = writeln!(s, "<div class=\"server-gauges\">\n<h3>{}</h3>", html(title));
+    for (label, m) in spans {
+        let _ =
+            write!(s, "<details><summary>{}: {}</summary>\n{}</details>\n", html(label), html(&summary(m)), charts(m));
     }
     s.push_str("</div>\n");
 }
@@ -70,7 +71,7 @@ fn charts(m: &ServerMetrics) -> String {
     let line = |name: &str, values: Vec<Option<f64>>, color| Series { name: name.into(), values, color: Some(color) };
     let requests = Chart {
         title: "Requests at the server",
-        x_title: "seconds into the window",
+        x_title: "seconds into the span",
         y_title: "requests",
         x_labels: labels.clone(),
         series: vec![
@@ -83,7 +84,7 @@ fn charts(m: &ServerMetrics) -> String {
     if m.series.iter().any(|p| p.kv_usage.is_some()) {
         let kv = Chart {
             title: "KV-cache usage",
-            x_title: "seconds into the window",
+            x_title: "seconds into the span",
             y_title: "% of the KV cache",
             x_labels: labels,
             series: vec![line("KV usage", m.series.iter().map(|p| p.kv_usage.map(|v| v * 100.0)).collect(), 2)],

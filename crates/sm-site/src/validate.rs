@@ -214,7 +214,9 @@ fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
         }
         figure(&at, field, value, max)?;
     }
-    Ok(())
+    // no J/token to check: a prefill row's energy is not divided by output tokens
+    gpu::check(&at, p.status, p.telemetry.gpu.as_ref(), None)?;
+    server_metrics::check(&at, p.status, p.telemetry.server_metrics.as_ref())
 }
 
 /// The figures as the schema defines them.

@@ -3,6 +3,7 @@
 //! with energy ÷ the cell's output tokens, and Wh per million tokens with J/token, as the
 //! record's rounding allows.
 
+use sm_core::gpu_telemetry::GpuCell;
 use sm_core::record::{CellStatus, DecodeCell};
 
 use super::{Refusal, figure};
@@ -20,8 +21,13 @@ const MAX_MIB: f64 = 1e9;
 const MAX_NAME: usize = 200;
 
 pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
-    let Some(g) = &c.gpu else { return Ok(()) };
-    let status = c.status();
+    check(at, c.status(), c.gpu.as_ref(), c.output_tokens)
+}
+
+/// The figures of any measured span — a decode cell, a prefill row, a load phase's level — of
+/// `status`, whose J/token divides by `output_tokens` where it has them.
+pub fn check(at: &str, status: CellStatus, g: Option<&GpuCell>, output_tokens: Option<u64>) -> Result<(), Refusal> {
+    let Some(g) = g else { return Ok(()) };
     if status != CellStatus::Valid {
         return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "gpu" });
     }
@@ -36,7 +42,7 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     if g.energy_j.is_some() != g.energy_from.is_some() {
         return incoherent("gpu.energy_j and gpu.energy_from go together".into());
     }
-    if let (Some(e), Some(j), Some(tokens)) = (g.energy_j, g.joules_per_token, c.output_tokens) {
+    if let (Some(e), Some(j), Some(tokens)) = (g.energy_j, g.joules_per_token, output_tokens) {
         let want = e / tokens.max(1) as f64;
         if (j - want).abs() > 0.01 * want + 1e-6 {
             return incoherent(format!("gpu.joules_per_token is {j} but energy ÷ output tokens is {want:.6}"));

@@ -2,7 +2,8 @@
 //! size (so its page section costs little) and its figures are measurements (finite, in range).
 //! Each phase checks its own section in its function below.
 
-use sm_core::record::RunRecord;
+use sm_core::phases::rate::LevelStatus;
+use sm_core::record::{CellStatus, RunRecord};
 
 use super::{Refusal, at_most, figure};
 
@@ -71,6 +72,11 @@ fn rate_figures(record: &RunRecord) -> Result<(), Refusal> {
         for v in l.send_lag_ms.map(|g| [g.p50, g.p99, g.max]).unwrap_or_default() {
             figure(&at, "send_lag_ms", Some(v), MAX_MS)?;
         }
+        // telemetry as a decode cell's (methodology §14): only a measured level carries it
+        let status = if l.status == LevelStatus::Measured { CellStatus::Valid } else { CellStatus::Error };
+        let tokens = l.output_tok_s.zip(l.span_s).map(|(r, s)| (r * s).round() as u64);
+        super::gpu::check(&at, status, l.telemetry.gpu.as_ref(), tokens)?;
+        super::server_metrics::check(&at, status, l.telemetry.server_metrics.as_ref())?;
         let c = &l.counts;
         if c.completed + c.failed + c.cancelled + c.unsent != c.scheduled || c.sent > c.scheduled {
             let why = "its request counts do not add up (completed + failed + cancelled + unsent = scheduled)".into();

@@ -10,10 +10,16 @@ use super::{MAX_S, Refusal, figure};
 
 /// Requests at once, tokens per second and counters: far past any server, short of overflow.
 const MAX_COUNT: f64 = 1e12;
+/// Half the millisecond span_s is rounded to.
+const SPAN_ROUNDING: f64 = 0.0005;
 
 pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
-    let Some(m) = &c.server_metrics else { return Ok(()) };
-    let status = c.status();
+    check(at, c.status(), c.server_metrics.as_ref())
+}
+
+/// The gauges of any measured span of `status`: a decode cell, a prefill row, a load phase's level.
+pub fn check(at: &str, status: CellStatus, m: Option<&ServerMetrics>) -> Result<(), Refusal> {
+    let Some(m) = m else { return Ok(()) };
     if status != CellStatus::Valid {
         return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "server_metrics" });
     }
@@ -67,9 +73,12 @@ fn summary(at: &str, m: &ServerMetrics) -> Result<(), Refusal> {
     if let Some(d) = m.tok_s_diff_pct {
         figure(at, "server_metrics.tok_s_diff_pct", Some(d + 100.0), MAX_COUNT)?;
     }
+    // span_s is rounded to the millisecond: over a prefill row's few milliseconds that rounding,
+    // not the 1 % allowed, decides how far tokens ÷ span_s may be from the unrounded rate
+    let (lo, hi) = (m.span_s + SPAN_ROUNDING, (m.span_s - SPAN_ROUNDING).max(f64::MIN_POSITIVE));
     if let (Some(tok_s), Some(tokens)) = (m.server_tok_s, m.generation_tokens)
         && m.span_s > 0.0
-        && (tok_s - tokens as f64 / m.span_s).abs() > 0.01 * tok_s.max(1.0)
+        && (tok_s < tokens as f64 / lo - 0.01 * tok_s.max(1.0) || tok_s > tokens as f64 / hi + 0.01 * tok_s.max(1.0))
     {
         return Err(Refusal::Incoherent {
             at: at.to_string(),
@@ -114,6 +123,11 @@ mod tests {
         };
         assert!(cell("x", &c(ok(), CellStatus::Valid)).is_ok());
         assert!(cell("x", &DecodeCell::default()).is_ok());
+        // a prefill row's 3.3 ms span, recorded as 0.003 s: 1 token is 300.5 tok/s, not 333.3
+        let short = ServerMetrics { span_s: 0.003, generation_tokens: Some(1), server_tok_s: Some(300.49), ..ok() };
+        assert!(check("x", CellStatus::Valid, Some(&short)).is_ok());
+        let off = ServerMetrics { server_tok_s: Some(250.0), ..short };
+        assert!(matches!(check("x", CellStatus::Valid, Some(&off)), Err(Refusal::Incoherent { .. })));
         assert!(matches!(cell("x", &c(ok(), CellStatus::Error)), Err(Refusal::FigureOfInvalid { .. })));
         let long = ServerMetrics { series: vec![ok().series[0]; MAX_POINTS + 1], ..ok() };
         assert!(matches!(cell("x", &c(long, CellStatus::Valid)), Err(Refusal::TooMany { .. })));

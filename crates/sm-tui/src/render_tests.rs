@@ -219,6 +219,7 @@ fn prefill_shows_elapsed_and_an_eta_from_the_rate_so_far() {
             cached_tokens: Some(0),
             status: CellStatus::Valid,
             reason: None,
+            telemetry: Default::default(),
         },
         t0 + Duration::from_secs(1),
     );

@@ -473,6 +473,7 @@ mod tests {
             cached_tokens: Some(0),
             status: CellStatus::Valid,
             reason: None,
+            telemetry: Default::default(),
         }
     }
 }

@@ -65,6 +65,7 @@ pub fn record() -> RunRecord {
             prompts_file: None,
             matrix: true,
             model_shape: None,
+            gpu_metrics: None,
         },
         hardware: Hardware::default(),
         launch_command: None,

@@ -22,6 +22,7 @@ impl std::str::FromStr for GpuMetrics {
 
     fn from_str(s: &str) -> Result<GpuMetrics, String> {
         match s.trim() {
+            "auto" => Ok(GpuMetrics::Auto),
             "off" => Ok(GpuMetrics::Off),
             "nvml" => Ok(GpuMetrics::Nvml),
             url => {
@@ -30,6 +31,42 @@ impl std::str::FromStr for GpuMetrics {
                 Ok(GpuMetrics::Dcgm(url.to_string()))
             }
         }
+    }
+}
+
+/// What stands in run.json for a URL's credentials, which are never written.
+const HIDDEN: &str = "?…";
+
+impl GpuMetrics {
+    /// What run.json records (`settings.gpu_metrics`), so that `--resume` reads the same source:
+    /// `auto`, `off`, `nvml` or the URL — without its user info or query string, which may hold a
+    /// token, marked [`HIDDEN`] where one was dropped.
+    pub fn recorded(&self) -> String {
+        match self {
+            GpuMetrics::Auto => "auto".into(),
+            GpuMetrics::Off => "off".into(),
+            GpuMetrics::Nvml => "nvml".into(),
+            GpuMetrics::Dcgm(url) => {
+                let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+                let (path, query) = rest.split_once('?').map_or((rest, false), |(p, _)| (p, true));
+                let (host, tail) = path.split_once('/').map_or((path, ""), |(h, t)| (h, t));
+                let (host, user) = host.rsplit_once('@').map_or((host, false), |(_, h)| (h, true));
+                let slash = if path.contains('/') { "/" } else { "" };
+                let hidden = if query || user { HIDDEN } else { "" };
+                format!("{scheme}://{host}{slash}{tail}{hidden}")
+            }
+        }
+    }
+
+    /// The source a resumed run recorded; an error says to pass the flag where its URL's
+    /// credentials were not recorded.
+    pub fn from_recorded(text: &str) -> Result<GpuMetrics, String> {
+        if let Some(url) = text.strip_suffix(HIDDEN) {
+            return Err(format!(
+                "cannot resume: the run read its GPU metrics from {url} with credentials that run.json does not keep; pass --gpu-metrics URL again (or --gpu-metrics off)"
+            ));
+        }
+        text.parse()
     }
 }
 
@@ -94,5 +131,21 @@ mod tests {
         );
         assert!(!is_loopback("http://10.0.0.2:8000") && !is_loopback("https://api.example.com"));
         assert_eq!(query_values("http://h/m?token=abcdefgh12&x=1"), ["abcdefgh12"]);
+    }
+
+    #[test]
+    fn the_recorded_source_keeps_no_credentials_and_reads_back() {
+        for text in ["auto", "off", "nvml", "http://h:9400/metrics"] {
+            let g: GpuMetrics = text.parse().unwrap();
+            assert_eq!(g.recorded(), text);
+            assert_eq!(GpuMetrics::from_recorded(&g.recorded()), Ok(g));
+        }
+        for url in ["http://h:9400/metrics?token=abcdefgh12", "https://user:pw@h/metrics"] {
+            let recorded = GpuMetrics::Dcgm(url.into()).recorded();
+            assert!(!recorded.contains("abcdefgh12") && !recorded.contains("pw"), "{recorded}");
+            assert!(recorded.ends_with("/metrics?…"), "{recorded}");
+            let e = GpuMetrics::from_recorded(&recorded).unwrap_err();
+            assert!(e.contains("pass --gpu-metrics URL again"), "{e}");
+        }
     }
 }

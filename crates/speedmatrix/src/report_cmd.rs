@@ -31,6 +31,18 @@ pub struct ReportArgs {
     /// level instead of the default, from its cells' summary figures, e.g. 'tok_s>=30,ttft_p99<=1s'.
     #[arg(long, value_name = "EXPR", value_parser = parse_slo)]
     pub slo: Option<Slo>,
+    /// For a run recorded without a model description: `--model-config` (or `--active-params` …)
+    /// gives its valid cells their memory-bandwidth roofline in the reports written now
+    /// (run.json is not changed).
+    #[command(flatten)]
+    pub roofline: crate::roofline_args::RooflineArgs,
+}
+
+/// The roofline of the model the flags describe (methodology §14.4), replacing any recorded one;
+/// nothing without the flags.
+fn roofline(record: &mut RunRecord, flags: &crate::roofline_args::RooflineArgs) -> anyhow::Result<()> {
+    let Some(shape) = flags.shape()? else { return Ok(()) };
+    sm_core::roofline_record::apply(record, shape).map_err(|e| anyhow::anyhow!("no roofline: {e}"))
 }
 
 pub(crate) fn parse_slo(s: &str) -> Result<Slo, String> {
@@ -47,13 +59,17 @@ pub(crate) fn load(path: &Path, slo: Option<&Slo>) -> Result<RunRecord, sm_repor
 }
 
 pub fn main(args: ReportArgs) -> ExitCode {
-    let record = match load(&args.run, args.slo.as_ref()) {
+    let mut record = match load(&args.run, args.slo.as_ref()) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = roofline(&mut record, &args.roofline) {
+        eprintln!("error: {e:#}");
+        return ExitCode::from(2);
+    }
     let written = if args.html.is_none() && args.md.is_none() && args.csv.is_none() {
         let dir = default_dir(&args.run);
         sm_report::write_all(&record, &dir)

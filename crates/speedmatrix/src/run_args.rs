@@ -142,10 +142,11 @@ pub struct RunArgs {
     /// How long to wait for a server that stopped responding before the run stops as failed [default: 5m].
     #[arg(long, value_parser = |s: &str| limits::SERVER_WAIT.parse(s))]
     pub(crate) server_wait: Option<Duration>,
-    /// How often the server's /metrics is sampled through each cell's window, for the server's
-    /// gauges and its own tok/s per cell (0s or off: not sampled).
-    #[arg(long, default_value = "1s", value_parser = limits::parse_metrics_interval)]
-    pub(crate) metrics_interval: Duration,
+    /// How often the server's /metrics (and the GPU source) is sampled through each cell, prefill
+    /// row and load-phase level, for the server's gauges and its own tok/s (0s or off: not sampled)
+    /// [default: 1s].
+    #[arg(long, value_parser = limits::parse_metrics_interval)]
+    pub(crate) metrics_interval: Option<Duration>,
     /// Window of the hidden C=1 warm-up cell before the matrix (0 skips it) [default: 3s].
     #[arg(long, value_parser = |s: &str| limits::WARMUP.parse(s))]
     pub(crate) warmup: Option<Duration>,
@@ -233,6 +234,8 @@ pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = CellTiming::DEFAULT_STALL_TIM
 pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
 pub(crate) const DEFAULT_MIN_DURATION: Duration = Duration::from_secs(5);
 pub(crate) const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
+/// `--metrics-interval` when neither the flag nor a resumed run sets it.
+pub(crate) const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
 pub(crate) fn default_contexts() -> Vec<Tokens> {

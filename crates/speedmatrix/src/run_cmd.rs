@@ -43,7 +43,6 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         (None, Some(dir)) => crate::settings::read_record(dir)?.settings.model_shape,
         (shape, _) => shape,
     };
-    let gpu_metrics = args.gpu_metrics.clone().unwrap_or(crate::gpu_args::GpuMetrics::Auto);
     let settings = Settings::resolve(args)?;
     if let Some(r) = settings.ranks.as_ref().filter(|r| r.rank > 0) {
         return crate::rank_cmd::worker(&settings, r).await;
@@ -78,7 +77,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     print_warnings(&facts);
     let mut config = config(&settings, launch_command);
     config.tokenizer = tokenizer;
-    let (gpu, gpu_warning) = crate::gpu_args::reader(&gpu_metrics, &url, sim.is_some());
+    let (gpu, gpu_warning) = crate::gpu_args::reader(&settings.gpu_metrics, &url, sim.is_some());
     if let Some(w) = gpu_warning {
         eprintln!("warning: {w}");
     }
@@ -338,6 +337,7 @@ fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
         phases: s.phases.clone(),
         gpu: None,
         ranks: None,
+        gpu_metrics: Some(s.gpu_metrics.recorded()),
     }
 }
 

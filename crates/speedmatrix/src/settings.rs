@@ -48,6 +48,8 @@ pub(crate) struct Layer {
     pub min_duration: Option<Duration>,
     pub repeats: Option<u32>,
     pub save_requests: Option<bool>,
+    /// `--metrics-interval`; zero is off.
+    pub metrics_interval: Option<Duration>,
 }
 
 impl Layer {
@@ -76,6 +78,7 @@ impl Layer {
             min_duration: self.min_duration.or(lower.min_duration),
             repeats: self.repeats.or(lower.repeats),
             save_requests: self.save_requests.or(lower.save_requests),
+            metrics_interval: self.metrics_interval.or(lower.metrics_interval),
         }
     }
 
@@ -109,6 +112,7 @@ impl Layer {
             min_duration: args.min_duration,
             repeats: args.repeats,
             save_requests: args.save_requests.then_some(true),
+            metrics_interval: args.metrics_interval,
         }
     }
 
@@ -150,6 +154,7 @@ impl Layer {
             min_duration: secs(s.min_duration_s),
             repeats: s.repeats,
             save_requests: s.save_requests.then_some(true),
+            metrics_interval: secs(t.metrics_interval_s),
         })
     }
 
@@ -273,6 +278,8 @@ pub(crate) struct Settings {
     pub save_requests: bool,
     /// `--metrics-interval`; zero turns the server's series off.
     pub metrics_interval: Duration,
+    /// `--gpu-metrics`, or the source a resumed run recorded.
+    pub gpu_metrics: crate::gpu_args::GpuMetrics,
     pub kv_budget: Option<Tokens>,
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
@@ -332,6 +339,7 @@ impl Settings {
             crate::rank_args::fits(r, server, !phases.kinds().is_empty(), layer.precision.is_some())
                 .map_err(anyhow::Error::msg)?;
         }
+        let gpu_metrics = gpu_metrics(&args, resumed.as_ref())?;
         let output = match (args.resume, args.out) {
             (Some(dir), _) => Output::Resume { dir, retry_failed: args.retry_failed },
             (None, Some(dir)) => Output::New { dir, force: args.force },
@@ -368,7 +376,8 @@ impl Settings {
             repeats: layer.repeats.unwrap_or(1),
             save_requests: layer.save_requests.unwrap_or(false),
             phases,
-            metrics_interval: args.metrics_interval,
+            metrics_interval: layer.metrics_interval.unwrap_or(flags::DEFAULT_METRICS_INTERVAL),
+            gpu_metrics,
             kv_budget: args.kv_budget,
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,
@@ -383,6 +392,17 @@ impl Settings {
 
     pub(crate) fn quiet(&self) -> bool {
         self.progress == Progress::Quiet
+    }
+}
+
+/// `--gpu-metrics`; else the source the resumed run recorded (a record before 1.4 has none: the
+/// default); else the default, NVML where it fits.
+fn gpu_metrics(args: &RunArgs, resumed: Option<&RunRecord>) -> Result<crate::gpu_args::GpuMetrics> {
+    use crate::gpu_args::GpuMetrics;
+    match (&args.gpu_metrics, resumed.and_then(|r| r.settings.gpu_metrics.as_deref())) {
+        (Some(g), _) => Ok(g.clone()),
+        (None, Some(text)) => GpuMetrics::from_recorded(text).map_err(anyhow::Error::msg),
+        (None, None) => Ok(GpuMetrics::Auto),
     }
 }
 

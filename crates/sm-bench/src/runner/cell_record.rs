@@ -85,7 +85,7 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
 }
 
 /// GPU figures as run.json keeps them: 3 decimals, J/token to a microjoule (it may be 0.05).
-fn rounded_gpu(g: GpuCell) -> GpuCell {
+pub(crate) fn rounded_gpu(g: GpuCell) -> GpuCell {
     let micro = |v: f64| (v * 1e6).round() / 1e6;
     GpuCell {
         power_w: g.power_w.map(round3),

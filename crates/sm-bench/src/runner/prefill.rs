@@ -71,8 +71,13 @@ impl Runner<'_> {
         let body = spec.body(prompt);
         self.event(RunEvent::PrefillStarted { row: shown(&self.prefill_label(ctx), ctx.0) });
         let limit = cold_limit(self.facts.block_size);
+        let target = self.target();
+        let mut sampling = self.sources(&target).start(Instant::now());
+        sampling.first_taken().await;
         let asked = Instant::now();
         let scouted = scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await;
+        let span = asked.elapsed();
+        let reads = sampling.stop().await;
         let request = match &scouted {
             Ok(s) => PrefillRequest::Answered {
                 times: s.times,
@@ -89,6 +94,16 @@ impl Runner<'_> {
             Err(e) => (error_row(ctx, e), None),
         };
         row.label = self.prefill_label(ctx);
+        // no J/token: the row's energy is a prefill's, not an answer's (methodology §14.3)
+        if row.status == CellStatus::Valid {
+            let (mut telemetry, warnings) = reads.figures(span, None, 0);
+            // to the decimals a decode cell's are kept to
+            telemetry.gpu = telemetry.gpu.map(super::cell_record::rounded_gpu);
+            row.telemetry = telemetry;
+            for warning in warnings {
+                tracing::warn!("prefill row {}: {warning}", shown(&row.label, row.context));
+            }
+        }
         self.reporter.prefill_done(&row);
         let named = shown(&row.label, row.context);
         self.event(match (&row.status, row.prompt_tok_s) {
@@ -151,6 +166,7 @@ fn scouted_row(ctx: Tokens, s: &ScoutResult, counted: Option<u64>, cold_limit: u
         cached_tokens: s.cached_tokens,
         status: CellStatus::Valid,
         reason: None,
+        telemetry: Default::default(),
     };
     (row, note.map(str::to_string))
 }
@@ -176,6 +192,7 @@ pub(super) fn error_row(ctx: Tokens, reason: String) -> PrefillRow {
         cached_tokens: None,
         status: CellStatus::Error,
         reason: Some(reason),
+        telemetry: Default::default(),
     }
 }
 

@@ -263,6 +263,9 @@ pub struct RateLevel {
     pub saturated: bool,
     /// Of the scheduled requests, the share (%) not ended by the saturation deadline.
     pub backlog_pct: Option<f64>,
+    /// The server's gauges and the GPUs through the level (methodology §14).
+    #[serde(flatten)]
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl RateLevel {
@@ -289,6 +292,7 @@ impl RateLevel {
             goodput_rps: None,
             saturated: false,
             backlog_pct: None,
+            telemetry: Default::default(),
         }
     }
 }

@@ -85,6 +85,7 @@ fn prefill_rows(bench: &Value) -> Vec<PrefillRow> {
                 cached_tokens: None,
                 status: if valid { CellStatus::Valid } else { CellStatus::Error },
                 reason: (!valid).then_some(reason),
+                telemetry: Default::default(),
             })
         })
         .collect();
@@ -233,6 +234,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             prompts_file: None,
             matrix: true,
             model_shape: None,
+            gpu_metrics: None,
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,

@@ -81,6 +81,10 @@ fn full_cell() -> DecodeCell {
             gpus: vec![Default::default(), Default::default()],
         }),
         server_metrics: Some(server_metrics()),
+        ranks: vec![
+            sm_core::ranks::RankCell { rank: 0, streams: 2, ..Default::default() },
+            sm_core::ranks::RankCell { rank: 1, streams: 2, open_rtt_ms: Some(0.4), ..Default::default() },
+        ],
     }
 }
 
@@ -136,6 +140,7 @@ fn full_prefill() -> PrefillRow {
         cached_tokens: Some(0),
         status: CellStatus::Valid,
         reason: Some("cold".into()),
+        telemetry: Default::default(),
     }
 }
 
@@ -177,6 +182,10 @@ fn assert_all_fields(item: &Value, row: &BTreeMap<String, String>, what: &str) {
                         assert_eq!(got, &expected(&interval[end]), "{what}: {column}");
                     }
                 }
+                continue;
+            }
+            "ranks" => {
+                assert_eq!(row["rank_count"], v.as_array().unwrap().len().to_string(), "{what}: rank_count");
                 continue;
             }
             "phases" | "spec_decode" | "server_metrics" => {

@@ -3,7 +3,7 @@
 //! is the measured tok/s over it, and a model described far larger than the served one flags
 //! every cell.
 
-use crate::common::{QUICK, SimSpec, run, sim};
+use crate::common::{QUICK, SimSpec, bin, run, sim};
 
 const LLAMA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/config-llama-3.1-8b.json");
 
@@ -112,4 +112,53 @@ async fn a_wrong_model_description_is_refused_before_anything_is_sent() {
         assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "{flags:?} wrote a file");
     }
     sim.handle.shutdown().await;
+}
+
+/// A run recorded without a model description gets its roofline in the reports `report
+/// --model-config` writes: each valid cell's bound and fraction as the formula gives them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn report_adds_the_roofline_to_a_run_recorded_without_a_model() {
+    let sim = sim(SimSpec::default()).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = vec!["--url", url.as_str(), "--gpu", "NVIDIA H200", "--gpu-count", "2"];
+    args.extend_from_slice(&["--contexts", "4k", "--concurrency", "4", "--duration", "1s"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("run");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stderr:\n{}", r.stderr);
+    assert!(r.cell(4096, 4).get("roofline_tok_s").is_none(), "no model, no roofline");
+
+    let md = dir.path().join("report.md");
+    let report = bin().arg("report").arg(&out).arg("--model-config").arg(LLAMA).arg("--md").arg(&md).output().unwrap();
+    assert!(report.status.success(), "{}", String::from_utf8_lossy(&report.stderr));
+    let active = 32.0 * (4096.0 * 128.0 * 80.0 + 3.0 * 4096.0 * 14336.0) + 128256.0 * 4096.0;
+    let kv = 2.0 * 32.0 * 8.0 * 128.0 * 2.0;
+    let bound = 4.0 * 2.0 * 4800e9 / (active * 2.0 + 4.0 * 4096.0 * kv);
+    let pct = (r.cell(4096, 4)["total_tok_s"].as_f64().unwrap() / bound * 100.0).round();
+    let md = std::fs::read_to_string(&md).unwrap();
+    let said = format!("4K × 4: {pct:.0} % of the 2 × H200's memory-bandwidth roofline");
+    assert!(md.contains("## Memory-bandwidth roofline") && md.contains(&said), "{said} missing:\n{md}");
+    let unchanged: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
+    assert!(unchanged["settings"].get("model_shape").is_none(), "run.json is not changed");
+
+    // a run that names no GPU: refused, saying what is missing
+    let mut plain = r.record().clone();
+    plain["hardware"]["gpus"] = serde_json::json!([]);
+    plain["hardware"]["gpu_count"] = 0.into();
+    let bare = dir.path().join("bare.json");
+    std::fs::write(&bare, plain.to_string()).unwrap();
+    let refused = bin()
+        .arg("report")
+        .arg(&bare)
+        .arg("--model-config")
+        .arg(LLAMA)
+        .arg("--md")
+        .arg(dir.path().join("x.md"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("no roofline: the record names no GPU"));
 }

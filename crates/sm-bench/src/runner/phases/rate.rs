@@ -212,12 +212,27 @@ impl Runner<'_> {
             grace,
             timeouts: self.config.timing.stream_timeouts(),
         };
-        let (start, requests) = match run.run(self.controls.stop_now.clone()).await {
+        let target = self.target();
+        let mut sampling = self.sources(&target).start(Instant::now());
+        sampling.first_taken().await;
+        let ran = run.run(self.controls.stop_now.clone()).await;
+        let reads = sampling.stop().await;
+        let (start, requests) = match ran {
             level::Ran::Done { start, requests } => (start, requests),
             level::Ran::Stopped => return None,
         };
         let key = figures::LevelKey { context: row.context, label: row.label.clone(), rate };
-        let measured = figures::level(key, start, &requests, &self.config.slo);
+        let mut measured = figures::level(key, start, &requests, &self.config.slo);
+        if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {
+            let tokens = measured.output_tok_s.map_or(0, |r| (r * span).round() as u64);
+            let (mut telemetry, warnings) = reads.figures(Duration::from_secs_f64(span), measured.output_tok_s, tokens);
+            // to the decimals a decode cell's are kept to
+            telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
+            measured.telemetry = telemetry;
+            for warning in warnings {
+                tracing::warn!("{} req/s at {}: {warning}", rate, row.label);
+            }
+        }
         let lost = figures::connection_lost(&requests);
         Some((measured, lines::level_lines(row.context, &requests, self.t0), lost))
     }

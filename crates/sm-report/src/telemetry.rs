@@ -1,0 +1,73 @@
+//! The telemetry of the measured spans that are not decode cells (methodology §14): the prefill
+//! rows and the rate phase's levels, each with the server's gauges and the GPU figures where it
+//! has them — a line per span in the Markdown, the same lines and the series on demand on the page.
+
+use std::fmt::Write;
+
+use sm_core::phases::rate::LevelStatus;
+use sm_core::record::{CellStatus, RunRecord};
+use sm_core::telemetry::Telemetry;
+
+use crate::escape::{html, markdown_cell};
+
+const TITLE: &str = "Telemetry of the prefill rows and the load phases";
+
+/// Each measured span with telemetry, labelled as the report names it, in the record's order.
+fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
+    let mut prefill: Vec<_> = record.prefill.iter().filter(|p| p.status == CellStatus::Valid).collect();
+    prefill.sort_by_key(|p| p.context);
+    let rows = prefill.into_iter().map(|p| (format!("prefill {}", p.label), &p.telemetry));
+    let levels = record.phases.rate.iter().flat_map(|r| &r.levels).filter(|l| l.status == LevelStatus::Measured);
+    let levels = levels.map(|l| (format!("{} req/s at {}", l.rate, l.label), &l.telemetry));
+    rows.chain(levels).filter(|(_, t)| !t.is_empty()).collect()
+}
+
+/// "GPU: 160 W · 12.4 J (dcgm, …); server: 1.0 running, …": what a span's sources said.
+fn line(t: &Telemetry) -> String {
+    let mut parts = Vec::new();
+    if let Some(g) = &t.gpu {
+        let mut gpu = g.to_string();
+        if let Some(e) = g.energy_j {
+            // a prefill row has no J/token: its energy itself is the figure
+            gpu = if gpu.is_empty() { format!("{e:.1} J") } else { format!("{gpu} · {e:.1} J") };
+        }
+        parts.push(format!("GPU: {gpu}{}", crate::gpu::details(g)));
+    }
+    if let Some(m) = &t.server_metrics {
+        parts.push(format!("server: {}", crate::server_metrics::summary(m)));
+    }
+    parts.join("; ")
+}
+
+/// Markdown: a line per span with telemetry, nothing without any.
+pub(crate) fn markdown(s: &mut String, record: &RunRecord) {
+    let spans = spans(record);
+    if spans.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "## {TITLE}\n\nFrom the server's /metrics and the GPU source, as for the decode cells (methodology §14):\n"
+    );
+    for (label, t) in spans {
+        let _ = writeln!(s, "- {}: {}", markdown_cell(&label), markdown_cell(&line(t)));
+    }
+    s.push('\n');
+}
+
+/// HTML: the same lines, and each span's series of the server's gauges on demand.
+pub(crate) fn html_section(s: &mut String, record: &RunRecord) {
+    let spans = spans(record);
+    if spans.is_empty() {
+        return;
+    }
+    let _ = writeln!(s, "<section id=\"span-telemetry\">\n<h2>{}</h2>\n<ul class=\"span-telemetry\">", html(TITLE));
+    for (label, t) in &spans {
+        let _ = writeln!(s, "<li>{}: {}</li>", html(label), html(&line(t)));
+    }
+    s.push_str("</ul>\n");
+    let series: Vec<_> =
+        spans.iter().filter_map(|(label, t)| t.server_metrics.as_ref().map(|m| (label.clone(), m))).collect();
+    crate::server_metrics::html_details(s, "The server's gauges per span", &series);
+    s.push_str("</section>\n");
+}

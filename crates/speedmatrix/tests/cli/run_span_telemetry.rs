@@ -1,0 +1,109 @@
+//! Telemetry through a prefill row and a rate level (methodology §14), against the simulated
+//! engine's truth: its `[gpu]` draws `idle_w + per_sequence_w × running` (no cap here) and
+//! integrates that into its energy counter, and its `/metrics` counts every prompt and generated
+//! token. A span's sampler reads from before its first request to after its last, so the
+//! server's counters over the span are exactly its requests' tokens, and its energy is the idle
+//! power over the span plus each request's running time at the per-sequence power.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::common::{QUICK, SimSpec, num, request_lines, run, sim, trace_lines};
+
+const IDLE_W: f64 = 100.0;
+const PER_SEQUENCE_W: f64 = 60.0;
+
+/// tiny, with a GPU and a prefill slow enough (4K tok/s: 1K tokens take 0.25 s) that the row's
+/// energy shows its request.
+fn profile(dir: &std::path::Path) -> String {
+    let tiny = include_str!("../../../sm-sim/profiles/tiny.toml").replace("[400000, 400000]", "[4000, 4000]");
+    assert!(tiny.contains("[4000, 4000]"), "the tiny profile's prefill rates moved");
+    let gpu =
+        format!("\n[gpu]\nname = \"Sim GPU\"\nidle_w = {IDLE_W}\nper_sequence_w = {PER_SEQUENCE_W}\ntdp_w = 5000\n");
+    let path = dir.join("gpu.toml");
+    std::fs::write(&path, tiny + &gpu).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// The trace lines of the saved requests of `phase`, by the server's id.
+fn traced<'a>(lines: &[Value], trace: &'a HashMap<String, Value>, phase: &str) -> Vec<&'a Value> {
+    let mine = lines.iter().filter(|l| l["phase"] == phase);
+    mine.map(|l| &trace[l["request_id"].as_str().expect("the server's id")]).collect()
+}
+
+/// The engine's energy truth over a span of `span_s` holding these requests.
+fn energy_truth(requests: &[&Value], span_s: f64) -> f64 {
+    let running: f64 = requests.iter().map(|t| num(&t["end"]) - num(&t["admitted"])).sum();
+    IDLE_W * span_s + PER_SEQUENCE_W * running
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
+    args.extend_from_slice(&["--matrix", "--request-rate", "4", "--arrival", "constant", "--requests", "6"]);
+    args.extend_from_slice(&["--max-tokens", "64", "--metrics-interval", "100ms", "--gpu-metrics", &dcgm]);
+    args.extend_from_slice(&["--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the prefill row: one request, its prompt counted by the server, its energy the engine's
+    let row = &r.record()["prefill"][0];
+    assert_eq!(row["status"], "valid", "{row}");
+    let [request] = traced(&lines, &trace, "prefill")[..] else { panic!("one prefill request") };
+    let m = &row["server_metrics"];
+    assert_eq!(num(&m["prompt_tokens"]), num(&request["prompt_tokens"]), "{m}");
+    assert_eq!(num(&m["generation_tokens"]), num(&request["completion_tokens"]), "{m}");
+    assert!(m["series"].as_array().unwrap().iter().any(|p| num(&p["running"]) == 1.0), "mid-prefill scrapes: {m}");
+    let g = &row["gpu"];
+    assert_eq!((&g["source"], &g["energy_from"]), (&Value::from("dcgm"), &Value::from("counter")), "{g}");
+    assert!(g.get("joules_per_token").is_none(), "a prefill row's energy is not per output token: {g}");
+    // the span is the request's time at the engine and the loopback trips around it
+    let engine_s = num(&request["end"]) - num(&request["arrival"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&[request], engine_s));
+    assert!((energy - truth).abs() < 0.05 * truth + 2.0, "prefill row: {energy} J, the engine's {truth} J: {g}");
+
+    // the rate level: every request's tokens inside the span, its energy over the span
+    let level = &r.record()["phases"]["rate"]["levels"][0];
+    assert_eq!(level["status"], "measured", "{level}");
+    let requests = traced(&lines, &trace, "rate");
+    assert_eq!(requests.len(), 6);
+    let m = &level["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert!(num(&m["tok_s_diff_pct"]).abs() < 10.0, "the server's tok/s against the level's: {m}");
+    let g = &level["gpu"];
+    let span = num(&level["span_s"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.04 * truth, "rate level: {energy} J, the engine's {truth} J over {span} s");
+    let tokens = num(&level["output_tok_s"]) * span;
+    assert!((num(&g["joules_per_token"]) - energy / tokens).abs() < 1e-3 * energy / tokens, "{g}");
+
+    // the reports show both spans
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let section = &md[md.find("## Telemetry of the prefill rows and the load phases").expect("the section")..];
+    assert!(section.contains("- prefill 1K: GPU: ") && section.contains("- 4 req/s at 1K: GPU: "), "{section}");
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("id=\"span-telemetry\"") && html.contains("<details><summary>4 req/s at 1K: server "));
+    let csv = std::fs::read_to_string(out.join("rate.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with("server_kv_usage_max,server_preemptions"), "{csv}");
+    let measurements = std::fs::read_to_string(out.join("measurements.csv")).unwrap();
+    let header: Vec<&str> = measurements.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "gpu_energy_j").unwrap();
+    let prefill = measurements.lines().find(|l| l.starts_with("Prefill")).expect("the prefill line");
+    assert_eq!(prefill.split(',').nth(col).map(|v| v.parse::<f64>().unwrap()), Some(num(&row["gpu"]["energy_j"])));
+}
