@@ -1,8 +1,8 @@
 //! The sustained-decode cell driver (methodology §1.6): C saturated streams,
 //! readiness, a fixed window (or one that ends at `--precision`, §12.3), cancel, drain barrier.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -13,13 +13,16 @@ use sm_core::server_metrics::{ServerMetrics, ServerScrape};
 use sm_core::spec_decode::SpecCounters;
 use tokio::sync::watch;
 
+use crate::adaptive;
+pub use crate::adaptive::Precision;
+use crate::cell_live::{Live, WorkerObserver};
 use crate::gpu_sampler::{GPU_INTERVAL, GpuReader, Reading, summarize as gpu_figures};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::progress::{Controls, LiveSample, Reporter, Step};
-use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
+use crate::request::{Outcome, StreamTimeouts, stream_request};
 use crate::scout::probe_chunk_ratio;
 
-use crate::request_log::{Point, RequestLog};
+use crate::request_log::RequestLog;
 use crate::requests::CellRequests;
 use crate::sampler::Sampler;
 use crate::server::{DrainError, IDLE_FOR, Target, answers, drain, scrape, scrape_gauges, server_metrics};
@@ -44,14 +47,6 @@ pub struct CellTiming {
     /// `--metrics-interval`: how often the server's `/metrics` is sampled through the window
     /// (methodology §14.1); `None` turns the series off.
     pub metrics_interval: Option<Duration>,
-}
-
-/// An adaptive window (methodology §12.3): it ends once total tok/s and TBT p50 are known within
-/// `pct` % (95 % intervals), but not before `min_duration`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Precision {
-    pub pct: f64,
-    pub min_duration: Duration,
 }
 
 impl Default for CellTiming {
@@ -79,98 +74,6 @@ impl CellTiming {
 
     pub fn stream_timeouts(&self) -> StreamTimeouts {
         StreamTimeouts { first_token: self.ready_timeout.max(self.idle_timeout), stall: self.idle_timeout }
-    }
-}
-
-/// Live state shared with the workers and whoever shows progress.
-#[derive(Debug, Default)]
-pub struct Live {
-    /// Workers that have received at least one token.
-    pub streams_with_token: AtomicUsize,
-    pub tokens: AtomicU64,
-    stats: Mutex<LiveStats>,
-    /// A stream failed at the connection level: the server may be gone.
-    connection_lost: AtomicBool,
-    failure: Mutex<Option<(CellStatus, String)>>,
-    failed: AtomicBool,
-    /// With `--precision`: each stream's requests as they arrive, one lock per stream (never
-    /// contended but by the watcher's snapshot), so the window can end when the figures settle.
-    mirrors: Vec<Mutex<Vec<RequestLog>>>,
-}
-
-/// Recent timings for the live view only; the cell's figures come from the logs.
-#[derive(Debug, Default)]
-struct LiveStats {
-    ttft_ms: Vec<f64>,
-    tbt_ms: std::collections::VecDeque<f64>,
-}
-
-const LIVE_TBT_KEEP: usize = 2048;
-
-impl Live {
-    fn new(streams: u32, mirrored: bool) -> Live {
-        let n = if mirrored { streams as usize } else { 0 };
-        Live { mirrors: (0..n).map(|_| Mutex::default()).collect(), ..Live::default() }
-    }
-
-    /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
-    /// spread back: the precision check needs the figures' noise, not their exact level).
-    fn snapshot(&self) -> Vec<RequestLog> {
-        self.mirrors.iter().flat_map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).clone()).collect()
-    }
-
-    fn medians(&self) -> (Option<f64>, Option<f64>) {
-        let s = self.stats.lock().unwrap_or_else(|p| p.into_inner());
-        let tbt: Vec<f64> = s.tbt_ms.iter().copied().collect();
-        (sm_core::stats::median(&s.ttft_ms), sm_core::stats::median(&tbt))
-    }
-
-    fn fail(&self, status: CellStatus, reason: String) {
-        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some((status, reason));
-        }
-        self.failed.store(true, Ordering::Release);
-    }
-    fn failure(&self) -> Option<(CellStatus, String)> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-}
-
-struct WorkerObserver {
-    live: Arc<Live>,
-    has_token: AtomicBool,
-    /// This stream's index into `live.mirrors`.
-    stream: usize,
-}
-
-impl Observer for WorkerObserver {
-    fn first_token(&self, ttft: Duration) {
-        if !self.has_token.swap(true, Ordering::AcqRel) {
-            self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
-        }
-        let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-        s.ttft_ms.push(ttft.as_secs_f64() * 1000.0);
-    }
-    fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
-        self.live.tokens.fetch_add(tokens, Ordering::Relaxed);
-        if let Some(gap) = since_last {
-            let mut s = self.live.stats.lock().unwrap_or_else(|p| p.into_inner());
-            if s.tbt_ms.len() == LIVE_TBT_KEEP {
-                s.tbt_ms.pop_front();
-            }
-            s.tbt_ms.push_back(gap.as_secs_f64() * 1000.0 / tokens as f64);
-        }
-    }
-    fn point(&self, sent: Instant, point: Point) {
-        let Some(mirror) = self.live.mirrors.get(self.stream) else { return };
-        let mut logs = mirror.lock().unwrap_or_else(|p| p.into_inner());
-        if logs.last().is_none_or(|l| l.sent != sent) {
-            logs.push(RequestLog { first_token: Some(point.at), ..RequestLog::new(sent) });
-        }
-        if let Some(log) = logs.last_mut() {
-            log.points.push(point);
-        }
     }
 }
 
@@ -263,10 +166,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             warnings.extend(ready_warning);
             let cpu_pct = cpu_s.map(|s| s / window.len().as_secs_f64() * 100.0);
             let health = probe.finish(window.start, window.end, cpu_pct);
-            let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
+            let (mut f, ratio) = count(&logs, window, &samples, usage_at_end, || {
                 probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token)
             })
             .await;
+            adaptive::account_for_position(&mut f, timing.duration);
             counted.window = Some(window);
             counted.per_chunk = ratio.map(|r| r.tokens_per_chunk);
             let mut outcome = judge(f, concurrency, target.metrics, timing.idle_timeout);
@@ -490,11 +394,7 @@ impl Watcher<'_> {
     /// With `--precision`, past the shortest window: whether the figures so far have settled.
     fn settled(&self, start: Instant, now: Instant) -> bool {
         let Some(p) = self.timing.precision else { return false };
-        if now - start < p.min_duration {
-            return false;
-        }
-        let logs = self.live.snapshot();
-        figures(&logs, Window { start, end: now }, &[], None).reached(p.pct)
+        adaptive::settled(&self.live.mirrors, Window { start, end: now }, self.timing.duration, p)
     }
 
     fn ramp(&self, last: &mut String, reason: &str) {

@@ -5,6 +5,7 @@
 //! * `scout` — the prefill request (`max_tokens: 1`).
 //! * `request` — one streamed request, logged chunk by chunk into a `request_log`.
 //! * `cell` — the sustained-decode cell: workers, readiness, window, cancel, drain.
+//! * `adaptive` — when a `--precision` window may end, and what its intervals claim.
 //! * `window` — the window accounting: every figure of a cell, from timestamps; `tokens` —
 //!   which tokens each chunk carried; `verdict` — valid, or why not.
 //! * `loopguard` — the exact-repetition guard.
@@ -14,8 +15,10 @@
 //!   `resume` — continuing an interrupted run; `progress` — the runner's side of the run protocol
 //!   (`sm-progress`: what a run reports and how it is steered).
 
+mod adaptive;
 mod burst;
 mod cell;
+mod cell_live;
 mod gpu_sampler;
 mod health;
 mod journal;

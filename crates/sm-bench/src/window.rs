@@ -67,20 +67,18 @@ pub struct Figures {
     pub per_request: Vec<RequestFigures>,
     /// 95 % intervals of the main figures (§12).
     pub ci: CellIntervals,
+    /// How the batch-means figures moved across the window's sub-windows (§12.3).
+    pub trend: Trends,
 }
 
-impl Figures {
-    /// The half-widths (% of the figure) `--precision` stops on: total tok/s and TBT p50.
-    pub fn precision_pct(&self) -> (Option<f64>, Option<f64>) {
-        let total = self.ci.total_tok_s.and_then(|i| i.half_width_pct(self.total_tok_s));
-        let tbt = self.ci.tbt_ms_p50.zip(self.tbt_ms).and_then(|(i, q)| i.half_width_pct(q.p50));
-        (total, tbt)
-    }
-
-    /// Whether both figures `--precision` stops on are within `pct` (%) of their value.
-    pub fn reached(&self, pct: f64) -> bool {
-        matches!(self.precision_pct(), (Some(a), Some(b)) if a <= pct && b <= pct)
-    }
+/// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows, in the
+/// figure's unit per sub-window; `None` where the figure has no interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Trends {
+    pub total_tok_s: Option<f64>,
+    pub per_request_tok_s: Option<f64>,
+    pub tbt_ms_p50: Option<f64>,
+    pub tbt_ms_p99: Option<f64>,
 }
 
 /// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
@@ -131,7 +129,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
     let total_tok_s = if measured_s > 0.0 { output_tokens as f64 / measured_s } else { 0.0 };
     let per_request_tok_s = median(&per_user);
     let tbt_ms = Quantiles::of(&tbt);
-    let ci = intervals(logs, window, per_chunk, &ttft, (total_tok_s, per_request_tok_s, tbt_ms));
+    let (ci, trend) = intervals(logs, window, per_chunk, &ttft, (total_tok_s, per_request_tok_s, tbt_ms));
     Figures {
         output_tokens,
         measured_s,
@@ -152,6 +150,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         longest_open_gap_ms,
         per_request,
         ci,
+        trend,
     }
 }
 
@@ -185,29 +184,43 @@ fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<B
 }
 
 /// The 95 % intervals of §12: batch means for the figures the streams make together (total and
-/// per-request tok/s, TBT), order statistics for TTFT percentiles (one independent sample per request).
+/// per-request tok/s, TBT), order statistics for TTFT percentiles (one independent sample per
+/// request); and the batch-means figures' trends across the sub-windows.
 fn intervals(
     logs: &[RequestLog],
     window: Window,
     per_chunk: Option<f64>,
     ttft: &[f64],
     (total, per_request, tbt): (f64, Option<f64>, Option<Quantiles>),
-) -> CellIntervals {
+) -> (CellIntervals, Trends) {
     let b = batches(logs, window, per_chunk);
-    let of = |center: Option<f64>, pick: &dyn Fn(&Batch) -> Option<f64>| -> Option<Interval> {
-        let values: Vec<f64> = b.iter().filter_map(pick).collect();
-        precision::batch_interval(center?, &values)
+    let series = |pick: &dyn Fn(&Batch) -> Option<f64>| -> Vec<Option<f64>> { b.iter().map(pick).collect() };
+    let of = |center: Option<f64>, values: &[Option<f64>]| -> (Option<Interval>, Option<f64>) {
+        let present: Vec<f64> = values.iter().flatten().copied().collect();
+        let interval = center.and_then(|c| precision::batch_interval(c, &present));
+        (interval, interval.and(precision::batch_trend(values).map(|t| t.slope)))
     };
     let mut sorted = ttft.to_vec();
     sorted.sort_by(f64::total_cmp);
-    CellIntervals {
-        total_tok_s: of(Some(total), &|b| Some(b.total_tok_s)),
-        per_request_tok_s: of(per_request, &|b| b.per_request_tok_s),
+    let (total_ci, total_trend) = of(Some(total), &series(&|b| Some(b.total_tok_s)));
+    let (per_request_ci, per_request_trend) = of(per_request, &series(&|b| b.per_request_tok_s));
+    let (p50_ci, p50_trend) = of(tbt.map(|q| q.p50), &series(&|b| b.tbt_ms.map(|q| q.p50)));
+    let (p99_ci, p99_trend) = of(tbt.map(|q| q.p99), &series(&|b| b.tbt_ms.map(|q| q.p99)));
+    let ci = CellIntervals {
+        total_tok_s: total_ci,
+        per_request_tok_s: per_request_ci,
         ttft_ms_p50: precision::quantile_interval(&sorted, 50.0),
         ttft_ms_p90: precision::quantile_interval(&sorted, 90.0),
-        tbt_ms_p50: of(tbt.map(|q| q.p50), &|b| b.tbt_ms.map(|q| q.p50)),
-        tbt_ms_p99: of(tbt.map(|q| q.p99), &|b| b.tbt_ms.map(|q| q.p99)),
-    }
+        tbt_ms_p50: p50_ci,
+        tbt_ms_p99: p99_ci,
+    };
+    let trend = Trends {
+        total_tok_s: total_trend,
+        per_request_tok_s: per_request_trend,
+        tbt_ms_p50: p50_trend,
+        tbt_ms_p99: p99_trend,
+    };
+    (ci, trend)
 }
 
 /// What one stream brought into the window.
