@@ -56,32 +56,62 @@ pub(crate) fn settled(mirrors: &[Mutex<Vec<RequestLog>>], window: Window, longes
         }
     }
     let len = window.len().as_secs_f64();
-    let within = |center: Option<f64>, batches: Vec<Option<f64>>| {
+    let within = |center: Option<f64>, batches: Vec<Option<f64>>, trend: Vec<Option<f64>>| {
         let present: Vec<f64> = batches.iter().flatten().copied().collect();
         let Some(center) = center else { return false };
         let Some(i) = precision::batch_interval(center, &present) else { return false };
-        let shift = precision::batch_trend(&batches)
+        let shift = precision::batch_trend(&trend)
             .map_or(0.0, |t| precision::position_shift(t.slope, len, longest.as_secs_f64()));
         precision::shifted(i, shift).half_width_pct(center).is_some_and(|h| h <= p.pct)
     };
     let batch_s = len / BATCHES as f64;
-    let totals = sums.tokens.iter().map(|t| Some(t / batch_s)).collect();
-    let tbt = sums.tbt.iter().map(|t| Quantiles::of(t).map(|q| q.p50)).collect();
-    within(Some(sums.tokens.iter().sum::<f64>() / len), totals)
-        && within(Quantiles::of(&sums.window_tbt).map(|q| q.p50), tbt)
+    let rate = |v: &[f64]| v.iter().map(|t| Some(t / batch_s)).collect::<Vec<_>>();
+    let tbt: Vec<Option<f64>> = sums.tbt.iter().map(|t| Quantiles::of(t).map(|q| q.p50)).collect();
+    within(Some(sums.tokens.iter().sum::<f64>() / len), rate(&sums.tokens), rate(&sums.smooth))
+        && within(Quantiles::of(&sums.window_tbt).map(|q| q.p50), tbt.clone(), tbt)
+}
+
+/// A request's tokens received by `t`, the tokens of the step in progress at `t` counted in
+/// proportion to how far into it `t` lies. A sub-window's plain count moves by a whole step of every
+/// stream (the streams step together) as an edge crosses a step, noise that a slope projected far
+/// ahead multiplies; this one moves smoothly. `i`: the first of the `n` points at or after `t`;
+/// `at` and `cum` give each point's arrival and the request's tokens with it.
+pub(crate) fn tokens_by(
+    i: usize,
+    n: usize,
+    t: Instant,
+    at: impl Fn(usize) -> Instant,
+    cum: impl Fn(usize) -> f64,
+) -> f64 {
+    match i {
+        0 => 0.0,
+        i if i >= n => cum(n - 1),
+        i => {
+            let (a, b) = (at(i - 1), at(i));
+            let f = if b > a { (t - a).as_secs_f64() / (b - a).as_secs_f64() } else { 1.0 };
+            cum(i - 1) + (cum(i) - cum(i - 1)) * f
+        }
+    }
 }
 
 /// What the settle check sums over the requests: tokens and TBT(r) per sub-window, and TBT(r) over
 /// the whole window.
 struct Sums {
     tokens: Vec<f64>,
+    /// Tokens per sub-window by [`tokens_by`]: what the total's trend is fitted to.
+    smooth: Vec<f64>,
     tbt: Vec<Vec<f64>>,
     window_tbt: Vec<f64>,
 }
 
 impl Sums {
     fn new() -> Sums {
-        Sums { tokens: vec![0.0; BATCHES], tbt: vec![Vec::new(); BATCHES], window_tbt: Vec::new() }
+        Sums {
+            tokens: vec![0.0; BATCHES],
+            smooth: vec![0.0; BATCHES],
+            tbt: vec![Vec::new(); BATCHES],
+            window_tbt: Vec::new(),
+        }
     }
 
     /// One request: its points are in arrival order, so each edge is one binary search. Tokens are
@@ -106,7 +136,10 @@ impl Sums {
             let ms = (points[b - 1].at - points[a].at).as_secs_f64() * 1000.0;
             (last - before, (last > first).then(|| ms / (last - first)))
         };
+        let by: Vec<f64> =
+            edges.iter().zip(&at).map(|(&e, &i)| tokens_by(i, points.len(), e, |k| points[k].at, cum)).collect();
         for i in 0..BATCHES {
+            self.smooth[i] += by[i + 1] - by[i];
             let (tokens, tbt) = span(at[i], at[i + 1]);
             self.tokens[i] += tokens;
             self.tbt[i].extend(tbt);
@@ -175,6 +208,21 @@ mod tests {
         }
         assert!(settled(&m, at(4.5), longest, P), "the shift is 0.38 % at 4.5 s");
         assert!(settled(&m, at(1.0), Duration::from_secs(1), P), "a window as long as the longest has no shift");
+    }
+
+    #[test]
+    fn tokens_by_splits_the_step_in_progress_by_time() {
+        let t0 = Instant::now();
+        let at = |k: usize| t0 + Duration::from_millis(10 * (k as u64 + 1));
+        let cum = |k: usize| (k + 1) as f64;
+        let by = |ms: u64| {
+            let t = t0 + Duration::from_millis(ms);
+            tokens_by((0..3).filter(|&k| at(k) < t).count(), 3, t, at, cum)
+        };
+        assert_eq!(by(5), 0.0, "before the first token");
+        assert_eq!(by(10), 0.0, "a token arriving at t is not yet received");
+        assert!((by(15) - 1.5).abs() < 1e-9 && (by(20) - 2.0).abs() < 1e-9);
+        assert_eq!(by(99), 3.0, "after the last token");
     }
 
     /// The check's figures are the window's: the same total and TBT p50 as [`figures`] computes.

@@ -9,6 +9,7 @@ use sm_core::record::{CellIntervals, TokenSource};
 use sm_core::slo::RequestFigures;
 use sm_core::stats::{Quantiles, median};
 
+use crate::adaptive;
 use crate::request_log::RequestLog;
 use crate::tokens::{ChunkRatio, attribute, last_anchor};
 
@@ -157,6 +158,9 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
 /// The figures of one of the window's [`BATCHES`] sub-windows.
 struct Batch {
     total_tok_s: f64,
+    /// Total tok/s with the tokens of the step in progress at each edge split by time
+    /// ([`adaptive::tokens_by`]): what the trend is fitted to, free of whole-step counting noise.
+    smooth_tok_s: f64,
     per_request_tok_s: Option<f64>,
     tbt_ms: Option<Quantiles>,
 }
@@ -165,11 +169,24 @@ struct Batch {
 fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<Batch> {
     let len = window.len() / BATCHES as u32;
     let secs = len.as_secs_f64();
+    if secs <= 0.0 {
+        return Vec::new();
+    }
+    let edges: Vec<Instant> = (0..=BATCHES as u32).map(|i| window.start + len * i).collect();
+    let mut smooth = [0.0; BATCHES];
+    for log in logs {
+        let counts = attribute(&log.points, per_chunk);
+        let by = |t: Instant| {
+            let i = log.points.partition_point(|p| p.at < t);
+            adaptive::tokens_by(i, log.points.len(), t, |k| log.points[k].at, |k| counts[k].0)
+        };
+        let at: Vec<f64> = edges.iter().map(|&e| by(e)).collect();
+        smooth.iter_mut().enumerate().for_each(|(i, s)| *s += at[i + 1] - at[i]);
+    }
     let mut scratch = Vec::new();
-    (0..BATCHES as u32)
-        .filter(|_| secs > 0.0)
+    (0..BATCHES)
         .map(|i| {
-            let sub = Window { start: window.start + len * i, end: window.start + len * (i + 1) };
+            let sub = Window { start: edges[i], end: edges[i + 1] };
             let (mut tokens, mut tbt) = (0.0, Vec::new());
             for log in logs {
                 let seen = in_window(log, per_chunk, sub, &mut scratch);
@@ -178,7 +195,12 @@ fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<B
                 scratch.clear();
             }
             let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
-            Batch { total_tok_s: tokens / secs, per_request_tok_s: median(&per_user), tbt_ms: Quantiles::of(&tbt) }
+            Batch {
+                total_tok_s: tokens / secs,
+                smooth_tok_s: smooth[i] / secs,
+                per_request_tok_s: median(&per_user),
+                tbt_ms: Quantiles::of(&tbt),
+            }
         })
         .collect()
 }
@@ -200,9 +222,12 @@ fn intervals(
         let interval = center.and_then(|c| precision::batch_interval(c, &present));
         (interval, interval.and(precision::batch_trend(values).map(|t| t.slope)))
     };
+    // total tok/s: the noise from the counts (§12.1), the trend from the smooth counts
+    let smooth_trend = precision::batch_trend(&series(&|b| Some(b.smooth_tok_s))).map(|t| t.slope);
     let mut sorted = ttft.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let (total_ci, total_trend) = of(Some(total), &series(&|b| Some(b.total_tok_s)));
+    let (total_ci, _) = of(Some(total), &series(&|b| Some(b.total_tok_s)));
+    let total_trend = total_ci.and(smooth_trend);
     let (per_request_ci, per_request_trend) = of(per_request, &series(&|b| b.per_request_tok_s));
     let (p50_ci, p50_trend) = of(tbt.map(|q| q.p50), &series(&|b| b.tbt_ms.map(|q| q.p50)));
     let (p99_ci, p99_trend) = of(tbt.map(|q| q.p99), &series(&|b| b.tbt_ms.map(|q| q.p99)));

