@@ -11,6 +11,8 @@ use sm_client::discover;
 use sm_core::record::{CellPhases, CellStatus, TokenSource};
 use sm_core::spec_decode::SpecCounters;
 
+use crate::adaptive;
+pub use crate::adaptive::Precision;
 use crate::gpu_sampler::GpuReader;
 use crate::health::{Probe, process_cpu_seconds};
 use crate::live::{Cancel, Live};
@@ -45,14 +47,6 @@ pub struct CellTiming {
     /// `--metrics-interval`: how often the server's `/metrics` is sampled through the window
     /// (methodology §14.1); `None` turns the series off.
     pub metrics_interval: Option<Duration>,
-}
-
-/// An adaptive window (methodology §12.3): it ends once total tok/s and TBT p50 are known within
-/// `pct` % (95 % intervals), but not before `min_duration`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Precision {
-    pub pct: f64,
-    pub min_duration: Duration,
 }
 
 impl Default for CellTiming {
@@ -191,10 +185,11 @@ pub async fn run_cell(spec: CellSpec<'_>, reporter: &dyn Reporter, controls: &Co
             if let (Some(rank0), Some(h)) = (by_rank.first_mut(), health) {
                 (rank0.client_lag_ms_p99, rank0.client_cpu_pct) = (Some(h.lag_ms_p99), Some(h.cpu_pct));
             }
-            let (f, ratio) = count(&logs, window, &samples, usage_at_end, || {
+            let (mut f, ratio) = count(&logs, window, &samples, usage_at_end, || {
                 probe_chunk_ratio(&target.client, path, &body, timing.stream_timeouts().first_token, concurrency)
             })
             .await;
+            adaptive::account_for_position(&mut f, timing.duration);
             counted.window = Some(window);
             counted.per_chunk = ratio.map(|r| r.tokens_per_chunk);
             let mut outcome = judge(f, concurrency, target.metrics, timing.idle_timeout);
@@ -402,11 +397,7 @@ impl Watcher<'_> {
     /// With `--precision`, past the shortest window: whether the figures so far have settled.
     fn settled(&self, start: Instant, now: Instant) -> bool {
         let Some(p) = self.timing.precision else { return false };
-        if now - start < p.min_duration {
-            return false;
-        }
-        let logs = self.live.snapshot();
-        figures(&logs, Window { start, end: now }, &[], None).reached(p.pct)
+        adaptive::settled(self.live.mirrors(), Window { start, end: now }, self.timing.duration, p)
     }
 
     fn ramp(&self, last: &mut String, reason: &str) {

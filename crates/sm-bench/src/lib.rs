@@ -6,6 +6,7 @@
 //! * `request` — one streamed request, logged chunk by chunk into a `request_log`.
 //! * `cell` — the sustained-decode cell: workers, readiness, window, cancel, drain; `live` —
 //!   what its streams share while they run, one shard per stream (nothing per token is shared).
+//! * `adaptive` — when a `--precision` window may end, and what its intervals claim.
 //! * `window` — the window accounting: every figure of a cell, from timestamps; `tokens` —
 //!   which tokens each chunk carried; `verdict` — valid, or why not.
 //! * `loopguard` — the exact-repetition guard.
@@ -16,6 +17,7 @@
 //!   `resume` — continuing an interrupted run; `progress` — the runner's side of the run protocol
 //!   (`sm-progress`: what a run reports and how it is steered).
 
+mod adaptive;
 mod burst;
 mod cell;
 mod gpu_sampler;

@@ -86,9 +86,10 @@ impl Live {
     }
 
     /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
-    /// spread back: the precision check needs the figures' noise, not their exact level).
-    pub(crate) fn snapshot(&self) -> Vec<RequestLog> {
-        self.shards.iter().flat_map(|s| lock(&s.mirror).clone()).collect()
+    /// spread back: the precision check needs the figures' noise, not their exact level), for the
+    /// adaptive window to read in place (`adaptive::settled`).
+    pub(crate) fn mirrors(&self) -> impl Iterator<Item = &Mutex<Vec<RequestLog>>> {
+        self.shards.iter().map(|s| &s.mirror)
     }
 
     /// The medians of every TTFT so far and of the recent token gaps, over every stream.
@@ -196,7 +197,7 @@ mod tests {
         let (ttft, tbt) = live.medians();
         assert_eq!(ttft, Some(30.0));
         assert_eq!(tbt, Some(10.0), "gaps per token: 10 and 10 ms");
-        assert!(live.snapshot().is_empty(), "nothing mirrored without --precision");
+        assert!(live.mirrors().all(|m| lock(m).is_empty()), "nothing mirrored without --precision");
     }
 
     #[test]
@@ -224,7 +225,7 @@ mod tests {
         let o = live.observer(1);
         o.point(sent, Point { at: t, chunks: 1, usage: Some(1) });
         o.point(sent, Point { at: t, chunks: 2, usage: Some(2) });
-        let logs = live.snapshot();
+        let logs: Vec<RequestLog> = live.mirrors().flat_map(|m| lock(m).clone()).collect();
         assert_eq!(logs.len(), 1);
         assert_eq!(logs[0].points.len(), 2);
     }

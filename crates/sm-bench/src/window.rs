@@ -67,20 +67,18 @@ pub struct Figures {
     pub per_request: Vec<RequestFigures>,
     /// 95 % intervals of the main figures (§12).
     pub ci: CellIntervals,
+    /// How the batch-means figures moved across the window's sub-windows (§12.3).
+    pub trend: Trends,
 }
 
-impl Figures {
-    /// The half-widths (% of the figure) `--precision` stops on: total tok/s and TBT p50.
-    pub fn precision_pct(&self) -> (Option<f64>, Option<f64>) {
-        let total = self.ci.total_tok_s.and_then(|i| i.half_width_pct(self.total_tok_s));
-        let tbt = self.ci.tbt_ms_p50.zip(self.tbt_ms).and_then(|(i, q)| i.half_width_pct(q.p50));
-        (total, tbt)
-    }
-
-    /// Whether both figures `--precision` stops on are within `pct` (%) of their value.
-    pub fn reached(&self, pct: f64) -> bool {
-        matches!(self.precision_pct(), (Some(a), Some(b)) if a <= pct && b <= pct)
-    }
+/// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows, in the
+/// figure's unit per sub-window; `None` where the figure has no interval.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Trends {
+    pub total_tok_s: Option<f64>,
+    pub per_request_tok_s: Option<f64>,
+    pub tbt_ms_p50: Option<f64>,
+    pub tbt_ms_p99: Option<f64>,
 }
 
 /// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
@@ -131,7 +129,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
     let total_tok_s = if measured_s > 0.0 { output_tokens as f64 / measured_s } else { 0.0 };
     let per_request_tok_s = median(&per_user);
     let tbt_ms = Quantiles::of(&tbt);
-    let ci = intervals(logs, window, per_chunk, &ttft, (total_tok_s, per_request_tok_s, tbt_ms));
+    let (ci, trend) = intervals(logs, window, per_chunk, &ttft, (total_tok_s, per_request_tok_s, tbt_ms));
     Figures {
         output_tokens,
         measured_s,
@@ -152,12 +150,16 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         longest_open_gap_ms,
         per_request,
         ci,
+        trend,
     }
 }
 
 /// The figures of one of the window's [`BATCHES`] sub-windows.
 struct Batch {
     total_tok_s: f64,
+    /// Total tok/s with the tokens of the step in progress at each edge split by time
+    /// ([`tokens_by`]): what the trend is fitted to, free of whole-step counting noise.
+    smooth_tok_s: f64,
     per_request_tok_s: Option<f64>,
     tbt_ms: Option<Quantiles>,
 }
@@ -166,11 +168,24 @@ struct Batch {
 fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<Batch> {
     let len = window.len() / BATCHES as u32;
     let secs = len.as_secs_f64();
+    if secs <= 0.0 {
+        return Vec::new();
+    }
+    let edges: Vec<Instant> = (0..=BATCHES as u32).map(|i| window.start + len * i).collect();
+    let mut smooth = [0.0; BATCHES];
+    for log in logs {
+        let counts = attribute(&log.points, per_chunk);
+        let by = |t: Instant| {
+            let i = log.points.partition_point(|p| p.at < t);
+            tokens_by(i, log.points.len(), t, |k| log.points[k].at, |k| counts[k].0)
+        };
+        let at: Vec<f64> = edges.iter().map(|&e| by(e)).collect();
+        smooth.iter_mut().enumerate().for_each(|(i, s)| *s += at[i + 1] - at[i]);
+    }
     let mut scratch = Vec::new();
-    (0..BATCHES as u32)
-        .filter(|_| secs > 0.0)
+    (0..BATCHES)
         .map(|i| {
-            let sub = Window { start: window.start + len * i, end: window.start + len * (i + 1) };
+            let sub = Window { start: edges[i], end: edges[i + 1] };
             let (mut tokens, mut tbt) = (0.0, Vec::new());
             for log in logs {
                 let seen = in_window(log, per_chunk, sub, &mut scratch);
@@ -179,35 +194,57 @@ fn batches(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Vec<B
                 scratch.clear();
             }
             let per_user: Vec<f64> = tbt.iter().filter(|&&t| t > 0.0).map(|t| 1000.0 / t).collect();
-            Batch { total_tok_s: tokens / secs, per_request_tok_s: median(&per_user), tbt_ms: Quantiles::of(&tbt) }
+            Batch {
+                total_tok_s: tokens / secs,
+                smooth_tok_s: smooth[i] / secs,
+                per_request_tok_s: median(&per_user),
+                tbt_ms: Quantiles::of(&tbt),
+            }
         })
         .collect()
 }
 
 /// The 95 % intervals of §12: batch means for the figures the streams make together (total and
-/// per-request tok/s, TBT), order statistics for TTFT percentiles (one independent sample per request).
+/// per-request tok/s, TBT), order statistics for TTFT percentiles (one independent sample per
+/// request); and the batch-means figures' trends across the sub-windows.
 fn intervals(
     logs: &[RequestLog],
     window: Window,
     per_chunk: Option<f64>,
     ttft: &[f64],
     (total, per_request, tbt): (f64, Option<f64>, Option<Quantiles>),
-) -> CellIntervals {
+) -> (CellIntervals, Trends) {
     let b = batches(logs, window, per_chunk);
-    let of = |center: Option<f64>, pick: &dyn Fn(&Batch) -> Option<f64>| -> Option<Interval> {
-        let values: Vec<f64> = b.iter().filter_map(pick).collect();
-        precision::batch_interval(center?, &values)
+    let series = |pick: &dyn Fn(&Batch) -> Option<f64>| -> Vec<Option<f64>> { b.iter().map(pick).collect() };
+    let of = |center: Option<f64>, values: &[Option<f64>]| -> (Option<Interval>, Option<f64>) {
+        let present: Vec<f64> = values.iter().flatten().copied().collect();
+        let interval = center.and_then(|c| precision::batch_interval(c, &present));
+        (interval, interval.and(precision::batch_trend(values).map(|t| t.slope)))
     };
+    // total tok/s: the noise from the counts (§12.1), the trend from the smooth counts
+    let smooth_trend = precision::batch_trend(&series(&|b| Some(b.smooth_tok_s))).map(|t| t.slope);
     let mut sorted = ttft.to_vec();
     sorted.sort_by(f64::total_cmp);
-    CellIntervals {
-        total_tok_s: of(Some(total), &|b| Some(b.total_tok_s)),
-        per_request_tok_s: of(per_request, &|b| b.per_request_tok_s),
+    let (total_ci, _) = of(Some(total), &series(&|b| Some(b.total_tok_s)));
+    let total_trend = total_ci.and(smooth_trend);
+    let (per_request_ci, per_request_trend) = of(per_request, &series(&|b| b.per_request_tok_s));
+    let (p50_ci, p50_trend) = of(tbt.map(|q| q.p50), &series(&|b| b.tbt_ms.map(|q| q.p50)));
+    let (p99_ci, p99_trend) = of(tbt.map(|q| q.p99), &series(&|b| b.tbt_ms.map(|q| q.p99)));
+    let ci = CellIntervals {
+        total_tok_s: total_ci,
+        per_request_tok_s: per_request_ci,
         ttft_ms_p50: precision::quantile_interval(&sorted, 50.0),
         ttft_ms_p90: precision::quantile_interval(&sorted, 90.0),
-        tbt_ms_p50: of(tbt.map(|q| q.p50), &|b| b.tbt_ms.map(|q| q.p50)),
-        tbt_ms_p99: of(tbt.map(|q| q.p99), &|b| b.tbt_ms.map(|q| q.p99)),
-    }
+        tbt_ms_p50: p50_ci,
+        tbt_ms_p99: p99_ci,
+    };
+    let trend = Trends {
+        total_tok_s: total_trend,
+        per_request_tok_s: per_request_trend,
+        tbt_ms_p50: p50_trend,
+        tbt_ms_p99: p99_trend,
+    };
+    (ci, trend)
 }
 
 /// What one stream brought into the window.
@@ -336,6 +373,29 @@ fn time_weighted(samples: &[RunningSample], window: Window) -> f64 {
     }
     acc += value * (window.end - t).as_secs_f64();
     acc / len
+}
+
+/// A request's tokens received by `t`, the tokens of the step in progress at `t` counted in
+/// proportion to how far into it `t` lies. A sub-window's plain count moves by a whole step of every
+/// stream (the streams step together) as an edge crosses a step, noise that a slope projected far
+/// ahead multiplies; this one moves smoothly. `i`: the first of the `n` points at or after `t`;
+/// `at` and `cum` give each point's arrival and the request's tokens with it.
+pub(crate) fn tokens_by(
+    i: usize,
+    n: usize,
+    t: Instant,
+    at: impl Fn(usize) -> Instant,
+    cum: impl Fn(usize) -> f64,
+) -> f64 {
+    match i {
+        0 => 0.0,
+        i if i >= n => cum(n - 1),
+        i => {
+            let (a, b) = (at(i - 1), at(i));
+            let f = if b > a { (t - a).as_secs_f64() / (b - a).as_secs_f64() } else { 1.0 };
+            cum(i - 1) + (cum(i) - cum(i - 1)) * f
+        }
+    }
 }
 
 #[cfg(test)]

@@ -75,6 +75,54 @@ pub fn batch_interval(center: f64, batches: &[f64]) -> Option<Interval> {
     Some(Interval { lo: center - h, hi: center + h })
 }
 
+/// How a figure moved across a window's batches: the least-squares slope per batch and its
+/// standard error. The slope is used as measured, noise and all: shrinking it to what stands out
+/// of the noise let a 1 s window that could not see a real 0.5 %/s trend stop (methodology §12.3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    pub slope: f64,
+    pub se: f64,
+    /// Batches with a value.
+    pub n: usize,
+}
+
+/// The least-squares trend of a window's batch values, per batch. A batch without a value
+/// (`None`) keeps its place, so the others keep theirs. `None` with fewer than [`MIN_BATCHES`].
+pub fn batch_trend(batches: &[Option<f64>]) -> Option<Trend> {
+    let points: Vec<(f64, f64)> = batches.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i as f64, v))).collect();
+    if points.len() < MIN_BATCHES {
+        return None;
+    }
+    let n = points.len() as f64;
+    let (mx, my) = (points.iter().map(|p| p.0).sum::<f64>() / n, points.iter().map(|p| p.1).sum::<f64>() / n);
+    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let slope = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>() / sxx;
+    let residuals: f64 = points.iter().map(|p| (p.1 - my - slope * (p.0 - mx)).powi(2)).sum();
+    let se = (residuals / (n - 2.0) / sxx).sqrt();
+    Some(Trend { slope, se, n: points.len() })
+}
+
+/// Where the figure of the longest window would lie relative to this window's, were the trend to
+/// go on (methodology §12.3): both windows start at W0, so their centres are `(longest − len) / 2`
+/// apart, and a figure moving by `slope_per_batch` every `len / BATCHES` moves that much further.
+/// 0 for a window as long as the longest.
+pub fn position_shift(slope_per_batch: f64, len_s: f64, longest_s: f64) -> f64 {
+    if len_s <= 0.0 || longest_s <= len_s {
+        return 0.0;
+    }
+    slope_per_batch / (len_s / BATCHES as f64) * (longest_s - len_s) / 2.0
+}
+
+/// `interval` stretched by `shift` on the side the figure is moving to: an interval for the
+/// longest window's figure, honest about where in the requests' life the shorter window lay.
+pub fn shifted(interval: Interval, shift: f64) -> Interval {
+    if shift >= 0.0 {
+        Interval { lo: interval.lo, hi: interval.hi + shift }
+    } else {
+        Interval { lo: interval.lo + shift, hi: interval.hi }
+    }
+}
+
 /// The mean of `values` with its t-interval; `None` with fewer than two.
 pub fn mean_interval(values: &[f64]) -> Option<(f64, Interval)> {
     if values.len() < 2 {

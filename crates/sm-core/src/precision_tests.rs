@@ -128,3 +128,60 @@ fn mean_of_repeats() {
     assert_eq!(m, 10.0);
     assert!((i.hi - 10.0 - 12.706 * 2f64.sqrt() / 2f64.sqrt()).abs() < 1e-9);
 }
+
+#[test]
+fn a_batch_trend_is_the_least_squares_one_and_keeps_missing_batches_in_place() {
+    let line: Vec<Option<f64>> = (0..10).map(|i| Some(5.0 + 0.5 * i as f64)).collect();
+    let t = batch_trend(&line).unwrap();
+    assert!((t.slope - 0.5).abs() < 1e-12 && t.se < 1e-9 && t.n == 10);
+    let mut gappy = line.clone();
+    gappy[3] = None;
+    gappy[7] = None;
+    assert!((batch_trend(&gappy).unwrap().slope - 0.5).abs() < 1e-12, "a missing batch does not move the others");
+    assert_eq!(batch_trend(&[Some(1.0), Some(2.0), None, None, Some(3.0), Some(4.0)]), None);
+}
+
+/// Noise around a trend: the standard error is that of the least-squares slope, σ / √Sxx.
+#[test]
+fn a_trends_standard_error_is_the_slopes() {
+    let mut rng = Rng(7);
+    let slopes: Vec<f64> = (0..400)
+        .map(|_| {
+            let b: Vec<Option<f64>> = (0..BATCHES).map(|i| Some(100.0 + i as f64 + rng.normal())).collect();
+            batch_trend(&b).unwrap().slope
+        })
+        .collect();
+    let (mean, sd) = mean_sd(&slopes);
+    // Sxx of 0..9 is 82.5
+    assert!((mean - 1.0).abs() < 0.03 && (sd - 1.0 / 82.5f64.sqrt()).abs() < 0.02, "{mean} {sd}");
+    let b: Vec<Option<f64>> = (0..BATCHES).map(|i| Some(100.0 + i as f64 + rng.normal())).collect();
+    assert!((batch_trend(&b).unwrap().se - 1.0 / 82.5f64.sqrt()).abs() < 0.06);
+}
+
+#[test]
+fn the_position_shift_projects_the_trend_to_the_longest_windows_centre() {
+    // 5 s window: batches of 0.5 s, +1 per batch = +2 per s; the 30 s window's centre is 12.5 s later
+    assert!((position_shift(1.0, 5.0, 30.0) - 25.0).abs() < 1e-9);
+    assert_eq!(position_shift(1.0, 30.0, 30.0), 0.0, "the longest window is its own figure");
+    assert_eq!(position_shift(1.0, 31.0, 30.0), 0.0);
+    assert_eq!(position_shift(1.0, 0.0, 30.0), 0.0);
+    let i = Interval { lo: 9.0, hi: 11.0 };
+    assert_eq!(shifted(i, 2.0), Interval { lo: 9.0, hi: 13.0 });
+    assert_eq!(shifted(i, -2.0), Interval { lo: 7.0, hi: 11.0 });
+    assert_eq!(shifted(i, -2.0).half_width_pct(10.0), Some(30.0), "the shift counts against the precision");
+}
+
+/// A figure drifting linearly, measured over the first `len` of a `longest` window: its interval
+/// shifted by the projected trend holds the longest window's mean; the plain one does not.
+#[test]
+fn a_shifted_interval_holds_the_longest_windows_figure_under_a_trend() {
+    let (len, longest, rate) = (5.0, 30.0, 0.01); // the figure grows 1 % of its start per second
+    let at = |t: f64| 100.0 * (1.0 + rate * t);
+    let batches: Vec<Option<f64>> = (0..BATCHES).map(|i| Some(at((i as f64 + 0.5) * len / BATCHES as f64))).collect();
+    let center = at(len / 2.0);
+    let plain = batch_interval(center, &batches.iter().flatten().copied().collect::<Vec<_>>()).unwrap();
+    let truth = at(longest / 2.0);
+    assert!(!plain.contains(truth), "{plain:?} vs {truth}");
+    let shift = position_shift(batch_trend(&batches).unwrap().slope, len, longest);
+    assert!(shifted(plain, shift).contains(truth), "{:?} vs {truth}", shifted(plain, shift));
+}

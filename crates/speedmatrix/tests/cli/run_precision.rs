@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
+use sm_core::precision::{self, Interval};
 
 use crate::common::{QUICK, RunResult, SimSpec, run, sim};
 
@@ -140,7 +141,10 @@ async fn adaptive_windows_stop_early_when_quiet_and_run_long_when_noisy() {
     let r = run_on(&dir.path().join("q"), &quiet, &args).await;
     let cell = r.cell(1024, 4);
     let measured = cell["measured_s"].as_f64().unwrap();
-    assert!(measured < 3.0, "a quiet cell stops early: {measured} s\n{cell}");
+    // before the 6 s longest, not always at the 1 s shortest: the trend stretch (§12.3) projects
+    // the slope of ten 0.1 s sub-windows 2.5 s ahead, and on a loaded machine the sim's step timing
+    // gives even a flat profile such a slope; seen 1–4.7 s
+    assert!(measured < 5.0, "a quiet cell stops early: {measured} s\n{cell}");
     assert_eq!(cell["precision_met"], true, "{cell}");
     assert_eq!(r.record()["settings"]["precision_pct"], 1.0);
     assert_eq!(r.record()["settings"]["min_duration_s"], 1.0);
@@ -276,4 +280,57 @@ async fn a_resume_adds_repeats() {
         assert_eq!(after["measured_s"].as_f64().unwrap().round(), 2.0, "two 1 s windows");
     }
     assert_eq!(resumed.cells().len(), 2, "no cell twice");
+}
+
+/// A profile whose step takes `steps[0]` ms at 1K of context and `steps[1]` at 8K, at any batch
+/// size: the step time grows as a request's context does, as on the seed profile and every real
+/// engine.
+fn growing_profile(dir: &Path, name: &str, steps: [f64; 2]) -> String {
+    let [a, b] = steps;
+    let toml = format!(
+        "name = \"{name}\"\nmodel = \"{name}\"\nmax_model_len = 8192\nkv_cache_tokens = 1048576\n\
+         block_size = 16\nmax_num_seqs = 64\nmax_num_batched_tokens = 8192\n\
+         [prefill]\ncontexts = [1024, 8192]\ntokens_per_s = [400000, 400000]\n\
+         [decode]\nbatch = [1, 64]\ncontexts = [1024, 8192]\nstep_ms = [[{a}, {b}], [{a}, {b}]]\n\
+         [overhead]\ncached_prefill_ms = 2\n"
+    );
+    let path = dir.join(format!("{name}.toml"));
+    std::fs::write(&path, toml).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Issue 16: all streams start together when a cell does, so a short window sees an earlier,
+/// shorter-context part of each request than the longest window; here each stream's step grows by
+/// about 0.5 % a second. The adaptive window sees the trend and runs until it, projected to the
+/// longest window's centre, is within the precision (4.8–5.8 s in the runs when this was written),
+/// its figures do not differ (§12.5) from a fixed window as long as the longest, and its TBT and
+/// per-request intervals hold that window's figures. Without the stretch the window stopped at
+/// 3.25–3.75 s claiming ±0.4 % about a per-request tok/s 0.6 % off the longest window's: this
+/// test failed.
+/// The same settings on a flat profile: `adaptive_windows_stop_early_when_quiet_and_run_long_when_noisy`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_windows_wait_out_a_trend_and_agree_with_the_longest_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let growing = growing_profile(dir.path(), "growing", [10.0, 13.6]);
+    let longest = ["--concurrency", "4", "--duration", "6s"];
+    let adaptive = [longest.as_slice(), &["--precision", "1%", "--min-duration", "1s"]].concat();
+    let fixed = run_on(&dir.path().join("f"), &growing, &longest).await.cell(1024, 4).clone();
+    let r = run_on(&dir.path().join("a"), &growing, &adaptive).await;
+    let cell = r.cell(1024, 4);
+    let measured = cell["measured_s"].as_f64().unwrap();
+    eprintln!("growing: adaptive window {measured} s, precision_met {}", cell["precision_met"]);
+    assert!(measured >= 2.5, "a trending cell runs past the shortest window: {cell}");
+    for figure in ["total_tok_s", "per_request_tok_s", "tbt_ms_p50"] {
+        let (a, f) = (cell[figure].as_f64().unwrap(), fixed[figure].as_f64().unwrap());
+        let (ia, i_f) = (interval(&cell["ci"], figure).unwrap(), interval(&fixed["ci"], figure).unwrap());
+        let interval = |(lo, hi): (f64, f64)| Some(Interval { lo, hi });
+        let differ = precision::differ(f, interval(i_f), a, interval(ia)).unwrap();
+        eprintln!("{figure}: fixed {f} {i_f:?}, adaptive {a} {ia:?}");
+        assert!(!differ, "{figure}: the adaptive window's {a} {ia:?} differs from the longest window's {f} {i_f:?}");
+        // the quiet per-stream figures: a window blind to its position claims ±0.3 % about a
+        // figure 0.5 % off the longest window's; the stretched interval reaches it
+        if figure != "total_tok_s" {
+            assert!(ia.0 <= f && f <= ia.1, "{figure}: {ia:?} does not hold the longest window's {f}");
+        }
+    }
 }
