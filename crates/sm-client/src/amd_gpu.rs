@@ -28,28 +28,17 @@ const NAMES: [&str; 10] =
 /// Every GPU of one scrape, in the order the exporter first names them; empty when the text has
 /// no AMD exporter series.
 pub fn samples(m: &Metrics) -> Vec<GpuSample> {
-    let mut gpus: Vec<GpuSample> = Vec::new();
-    for name in NAMES {
-        for (labels, value) in m.series(name) {
-            let Some(id) = labels.get("gpu_id").filter(|s| !s.is_empty()) else { continue };
-            if !value.is_finite() {
-                continue;
-            }
-            let i = match gpus.iter().position(|g| g.gpu == id) {
-                Some(i) => i,
-                None => {
-                    gpus.push(GpuSample { gpu: id.to_string(), ..GpuSample::default() });
-                    gpus.len() - 1
-                }
-            };
-            let g = &mut gpus[i];
-            if g.name.is_none() {
-                g.name = labels.get("card_model").or_else(|| labels.get("card_series")).map(str::to_string);
-            }
-            set(g, name, labels, value);
+    let add = |g: &mut GpuSample, name: &str, labels: &Labels, value: f64| {
+        if g.name.is_none() {
+            g.name = labels.get("card_model").or_else(|| labels.get("card_series")).map(str::to_string);
         }
-    }
-    gpus
+        set(g, name, labels, value);
+    };
+    m.grouped(&NAMES, gpu_id, add).into_iter().map(|(gpu, g)| GpuSample { gpu, ..g }).collect()
+}
+
+fn gpu_id(labels: &Labels) -> Option<&str> {
+    labels.get("gpu_id").filter(|s| !s.is_empty())
 }
 
 fn set(g: &mut GpuSample, name: &str, labels: &Labels, v: f64) {

@@ -26,31 +26,16 @@ pub const ECC: [&str; 2] = ["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DB
 
 /// Every GPU of one scrape, in the order the exporter first names them.
 pub fn samples(m: &Metrics) -> Vec<GpuSample> {
-    let mut gpus: Vec<GpuSample> = Vec::new();
     let mut names = vec![POWER, ENERGY_MJ, SM_CLOCK, MEM_CLOCK, GPU_TEMP, GPU_UTIL, FB_USED, XID];
     names.extend(THROTTLE);
     names.extend(ECC);
-    for name in names {
-        for (labels, value) in m.series(name) {
-            let Some(id) = gpu_id(labels) else { continue };
-            if !value.is_finite() {
-                continue;
-            }
-            let i = match gpus.iter().position(|g| g.gpu == id) {
-                Some(i) => i,
-                None => {
-                    gpus.push(GpuSample { gpu: id.to_string(), ..GpuSample::default() });
-                    gpus.len() - 1
-                }
-            };
-            let g = &mut gpus[i];
-            if g.name.is_none() {
-                g.name = labels.get("modelName").map(str::to_string);
-            }
-            set(g, name, value);
+    let add = |g: &mut GpuSample, name: &str, labels: &Labels, value: f64| {
+        if g.name.is_none() {
+            g.name = labels.get("modelName").map(str::to_string);
         }
-    }
-    gpus
+        set(g, name, value);
+    };
+    m.grouped(&names, gpu_id, add).into_iter().map(|(gpu, g)| GpuSample { gpu, ..g }).collect()
 }
 
 /// The GPUs of a DCGM exporter's text, else of an AMD exporter's, and which it was.

@@ -118,6 +118,32 @@ impl Metrics {
         self.series.get(name).into_iter().flatten().map(|s| (&s.labels, s.value))
     }
 
+    /// The finite series of `names`, in that order, folded into one `T` per value of `key` (the
+    /// series without one are skipped), the groups in the order their keys first appear: one GPU
+    /// per `gpu` label of an exporter, whatever the exporter calls it.
+    pub fn grouped<T: Default>(
+        &self,
+        names: &[&str],
+        key: impl Fn(&Labels) -> Option<&str>,
+        mut add: impl FnMut(&mut T, &str, &Labels, f64),
+    ) -> Vec<(String, T)> {
+        let mut groups: Vec<(String, T)> = Vec::new();
+        for &name in names {
+            for (labels, value) in self.series(name).filter(|(_, v)| v.is_finite()) {
+                let Some(id) = key(labels) else { continue };
+                let i = match groups.iter().position(|(g, _)| g == id) {
+                    Some(i) => i,
+                    None => {
+                        groups.push((id.to_string(), T::default()));
+                        groups.len() - 1
+                    }
+                };
+                add(&mut groups[i].1, name, labels, value);
+            }
+        }
+        groups
+    }
+
     /// A label of the first series of `name` (info metrics such as `vllm:cache_config_info`).
     pub fn label(&self, name: &str, label: &str) -> Option<&str> {
         self.series.get(name)?.first()?.labels.get(label)
