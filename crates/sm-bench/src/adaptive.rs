@@ -4,14 +4,15 @@
 //! A short window sees an earlier part of its requests' lives than the longest window would (all
 //! streams start together when the cell does, and a real server's step time grows with the
 //! context). Its figures are then not noisy but *placed*: a plain batch-means interval cannot see
-//! that. So a window's interval is shifted by the trend its sub-windows show, projected to the
-//! longest window's centre, and the window may only end when that shifted interval is within the
-//! precision: a drifting cell runs longer, and a cell that stops early claims only what it knows.
+//! that. So a window's interval is moved by the trend its sub-windows show, projected to the
+//! longest window's centre, and widened by that projection's own uncertainty (the slope's standard
+//! error, projected as far); the window may only end when that interval is within the precision:
+//! a drifting or noisy cell runs longer, and a cell that stops early claims only what it knows.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use sm_core::precision::{self, BATCHES, Interval};
+use sm_core::precision::{self, BATCHES, Interval, Trend};
 use sm_core::stats::Quantiles;
 
 use crate::request_log::RequestLog;
@@ -25,18 +26,19 @@ pub struct Precision {
     pub min_duration: Duration,
 }
 
-/// Shifts the batch-means intervals of a window shorter than `longest` by each figure's projected
-/// trend ([`precision::position_shift`]); a window as long as the longest is left as it is.
+/// Turns the batch-means intervals of a window shorter than `longest` into intervals for the
+/// longest window's figures: each figure's trend projected there, with the slope's own
+/// uncertainty ([`precision::projected`]); a window as long as the longest is left as it is.
 pub(crate) fn account_for_position(f: &mut Figures, longest: Duration) {
     let (len, longest) = (f.measured_s, longest.as_secs_f64());
-    let shift = |i: Option<Interval>, slope: Option<f64>| match (i, slope) {
-        (Some(i), Some(s)) => Some(precision::shifted(i, precision::position_shift(s, len, longest))),
-        (i, _) => i,
+    let project = |i: Option<Interval>, center: Option<f64>, t: Option<Trend>| match (i, center, t) {
+        (Some(i), Some(c), Some(t)) => Some(precision::projected(i, c, t, len, longest)),
+        (i, ..) => i,
     };
-    f.ci.total_tok_s = shift(f.ci.total_tok_s, f.trend.total_tok_s);
-    f.ci.per_request_tok_s = shift(f.ci.per_request_tok_s, f.trend.per_request_tok_s);
-    f.ci.tbt_ms_p50 = shift(f.ci.tbt_ms_p50, f.trend.tbt_ms_p50);
-    f.ci.tbt_ms_p99 = shift(f.ci.tbt_ms_p99, f.trend.tbt_ms_p99);
+    f.ci.total_tok_s = project(f.ci.total_tok_s, Some(f.total_tok_s), f.trend.total_tok_s);
+    f.ci.per_request_tok_s = project(f.ci.per_request_tok_s, f.per_request_tok_s, f.trend.per_request_tok_s);
+    f.ci.tbt_ms_p50 = project(f.ci.tbt_ms_p50, f.tbt_ms.map(|q| q.p50), f.trend.tbt_ms_p50);
+    f.ci.tbt_ms_p99 = project(f.ci.tbt_ms_p99, f.tbt_ms.map(|q| q.p99), f.trend.tbt_ms_p99);
 }
 
 /// Whether the window `[start, now)` may end: total tok/s and TBT p50 of what the streams have
@@ -65,9 +67,11 @@ pub(crate) fn settled<'a>(
         let present: Vec<f64> = batches.iter().flatten().copied().collect();
         let Some(center) = center else { return false };
         let Some(i) = precision::batch_interval(center, &present) else { return false };
-        let shift = precision::batch_trend(&trend)
-            .map_or(0.0, |t| precision::position_shift(t.slope, len, longest.as_secs_f64()));
-        precision::shifted(i, shift).half_width_pct(center).is_some_and(|h| h <= p.pct)
+        let i = match precision::batch_trend(&trend) {
+            Some(t) => precision::projected(i, center, t, len, longest.as_secs_f64()),
+            None => i,
+        };
+        i.half_width_pct(center).is_some_and(|h| h <= p.pct)
     };
     let batch_s = len / BATCHES as f64;
     let rate = |v: &[f64]| v.iter().map(|t| Some(t / batch_s)).collect::<Vec<_>>();

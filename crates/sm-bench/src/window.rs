@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use sm_core::precision::{self, BATCHES, Interval};
+use sm_core::precision::{self, BATCHES, Interval, Trend};
 use sm_core::record::{CellIntervals, TokenSource};
 use sm_core::slo::RequestFigures;
 use sm_core::stats::{Quantiles, median};
@@ -71,14 +71,14 @@ pub struct Figures {
     pub trend: Trends,
 }
 
-/// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows, in the
-/// figure's unit per sub-window; `None` where the figure has no interval.
+/// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows (slope and its
+/// standard error, in the figure's unit per sub-window); `None` where the figure has no interval.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Trends {
-    pub total_tok_s: Option<f64>,
-    pub per_request_tok_s: Option<f64>,
-    pub tbt_ms_p50: Option<f64>,
-    pub tbt_ms_p99: Option<f64>,
+    pub total_tok_s: Option<Trend>,
+    pub per_request_tok_s: Option<Trend>,
+    pub tbt_ms_p50: Option<Trend>,
+    pub tbt_ms_p99: Option<Trend>,
 }
 
 /// The cell's figures (methodology §7.3). `ratio` gives the tokens per chunk of chunks after their
@@ -216,13 +216,13 @@ fn intervals(
 ) -> (CellIntervals, Trends) {
     let b = batches(logs, window, per_chunk);
     let series = |pick: &dyn Fn(&Batch) -> Option<f64>| -> Vec<Option<f64>> { b.iter().map(pick).collect() };
-    let of = |center: Option<f64>, values: &[Option<f64>]| -> (Option<Interval>, Option<f64>) {
+    let of = |center: Option<f64>, values: &[Option<f64>]| -> (Option<Interval>, Option<Trend>) {
         let present: Vec<f64> = values.iter().flatten().copied().collect();
         let interval = center.and_then(|c| precision::batch_interval(c, &present));
-        (interval, interval.and(precision::batch_trend(values).map(|t| t.slope)))
+        (interval, interval.and(precision::batch_trend(values)))
     };
     // total tok/s: the noise from the counts (§12.1), the trend from the smooth counts
-    let smooth_trend = precision::batch_trend(&series(&|b| Some(b.smooth_tok_s))).map(|t| t.slope);
+    let smooth_trend = precision::batch_trend(&series(&|b| Some(b.smooth_tok_s)));
     let mut sorted = ttft.to_vec();
     sorted.sort_by(f64::total_cmp);
     let (total_ci, _) = of(Some(total), &series(&|b| Some(b.total_tok_s)));

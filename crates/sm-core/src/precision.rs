@@ -123,6 +123,27 @@ pub fn shifted(interval: Interval, shift: f64) -> Interval {
     }
 }
 
+/// The interval for the longest window's figure, from a shorter window's `interval` about
+/// `center` and the `trend` of its batches (methodology §12.3). Under a linear drift the longest
+/// window's figure is the fitted line at its centre, `center + shift` with `shift` =
+/// [`position_shift`] of the slope. Its estimate has two independent errors (a least-squares fit's
+/// mean and slope are uncorrelated): the level's, which `interval` already holds, and the slope's,
+/// `se` projected as far, whose 95 % half-width is `t(n − 2) · |position_shift(se)|` (a slope from
+/// ten sub-windows is noisy, and the projection multiplies its error by the distance). The two are
+/// added in quadrature about the projected point, the confidence band of the fitted line at the
+/// longest window's centre. The result also holds `interval` itself, so a drift that stops (the
+/// line no longer holds) is not claimed away. With `se` 0 it is [`shifted`]'s interval.
+pub fn projected(interval: Interval, center: f64, trend: Trend, len_s: f64, longest_s: f64) -> Interval {
+    let shift = position_shift(trend.slope, len_s, longest_s);
+    let slope_h = t95(trend.n.saturating_sub(2)) * position_shift(trend.se, len_s, longest_s).abs();
+    if slope_h == 0.0 || !slope_h.is_finite() {
+        return shifted(interval, shift);
+    }
+    let at = center + shift;
+    let (down, up) = ((center - interval.lo).max(0.0), (interval.hi - center).max(0.0));
+    Interval { lo: interval.lo.min(at - down.hypot(slope_h)), hi: interval.hi.max(at + up.hypot(slope_h)) }
+}
+
 /// The mean of `values` with its t-interval; `None` with fewer than two.
 pub fn mean_interval(values: &[f64]) -> Option<(f64, Interval)> {
     if values.len() < 2 {

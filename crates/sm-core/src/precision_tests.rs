@@ -185,3 +185,40 @@ fn a_shifted_interval_holds_the_longest_windows_figure_under_a_trend() {
     let shift = position_shift(batch_trend(&batches).unwrap().slope, len, longest);
     assert!(shifted(plain, shift).contains(truth), "{:?} vs {truth}", shifted(plain, shift));
 }
+
+/// Noise around a drift, a 5 s window of a 30 s longest: the slope from ten sub-windows is noisy,
+/// and projected 25 sub-windows on, its error is 2.75 σ against the level's 0.32 σ. Moving the
+/// interval by the slope alone covers the longest window's figure far less often than 95 %; with
+/// the slope's error projected as well, at about the nominal rate.
+#[test]
+fn a_projected_interval_covers_the_longest_windows_figure_when_the_slope_is_noisy() {
+    let (len, longest, sigma, slope) = (5.0, 30.0, 1.0, 0.2); // per sub-window of 0.5 s
+    let truth = 100.0 + slope * (longest / 2.0 / (len / BATCHES as f64) - 0.5);
+    let mut rng = Rng(16);
+    let (mut by_slope, mut by_projection) = (0, 0);
+    for _ in 0..1000 {
+        let b: Vec<f64> = (0..BATCHES).map(|i| 100.0 + slope * i as f64 + sigma * rng.normal()).collect();
+        let center = b.iter().sum::<f64>() / BATCHES as f64;
+        let plain = batch_interval(center, &b).unwrap();
+        let trend = batch_trend(&b.iter().map(|&v| Some(v)).collect::<Vec<_>>()).unwrap();
+        by_slope += shifted(plain, position_shift(trend.slope, len, longest)).contains(truth) as u32;
+        let p = projected(plain, center, trend, len, longest);
+        assert!(p.lo <= plain.lo && p.hi >= plain.hi, "it holds the window's own interval");
+        by_projection += p.contains(truth) as u32;
+    }
+    assert!(by_slope < 700, "the slope alone covers {by_slope} of 1000");
+    assert!((930..=990).contains(&by_projection), "the projection covers {by_projection} of 1000");
+}
+
+#[test]
+fn a_projected_interval_without_slope_error_is_the_shifted_one() {
+    let i = Interval { lo: 9.0, hi: 11.0 };
+    let exact = Trend { slope: 0.1, se: 0.0, n: BATCHES };
+    assert_eq!(projected(i, 10.0, exact, 5.0, 30.0), shifted(i, position_shift(0.1, 5.0, 30.0)));
+    let noisy = Trend { se: 0.04, ..exact };
+    // shift +2.5 to 12.5; slope half-width t(8) · 1.0 = 2.306; up √(1 + 2.306²) = 2.513
+    let p = projected(i, 10.0, noisy, 5.0, 30.0);
+    assert_eq!(p.lo, 9.0, "the projection's lower end (12.5 − 2.513) lies above the window's");
+    assert!((p.hi - (12.5 + 1f64.hypot(2.306))).abs() < 1e-9, "{p:?}");
+    assert_eq!(projected(i, 10.0, noisy, 30.0, 30.0), i, "the longest window is its own figure");
+}
