@@ -1,5 +1,5 @@
 //! The telemetry of the measured spans that are not decode cells (methodology §14): the prefill
-//! rows, the rate phase's levels and the bursts, each with the server's gauges and the GPU figures where it
+//! rows, the rate phase's levels, the bursts and the mixed-prefill levels, each with the server's gauges and the GPU figures where it
 //! has them — a line per span in the Markdown, the same lines and the series on demand on the page.
 
 use std::fmt::Write;
@@ -21,7 +21,14 @@ fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
     let levels = levels.map(|l| (format!("{} req/s at {}", l.rate, l.label), &l.telemetry));
     let bursts = record.phases.burst.iter().flat_map(|p| &p.bursts).filter(|b| b.status == CellStatus::Valid);
     let bursts = bursts.map(|b| (format!("burst {} × {} round {}", b.label, b.concurrency, b.round), &b.telemetry));
-    rows.chain(levels).chain(bursts).filter(|(_, t)| !t.is_empty()).collect()
+    let mixed = record.phases.mixed_prefill.iter().flat_map(|p| &p.levels).filter(|l| l.error.is_none());
+    let mixed = mixed.map(|l| {
+        (
+            format!("mixed prefill {}@{}", sm_core::context::label(sm_core::Tokens(l.prompt_context)), l.background),
+            &l.telemetry,
+        )
+    });
+    rows.chain(levels).chain(bursts).chain(mixed).filter(|(_, t)| !t.is_empty()).collect()
 }
 
 /// "GPU: 160 W · 12.4 J (dcgm, …); server: 1.0 running, …": what a span's sources said.

@@ -157,3 +157,49 @@ async fn a_burst_carries_the_servers_counts_and_the_gpus_energy() {
     let row = csv.lines().nth(1).unwrap();
     assert_eq!(row.split(',').nth(col).map(|v| v.parse::<f64>().unwrap()), Some(energy), "{csv}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--mixed-prefill", "2k@2"];
+    args.extend_from_slice(&["--mixed-prefill-probes", "1", "--mixed-prefill-window", "300ms", "--max-tokens", "4000"]);
+    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the level's span holds the background streams and the probe, not the idle reference before it
+    let level = &r.record()["phases"]["mixed_prefill"]["levels"][0];
+    assert!(level["error"].is_null(), "{level}");
+    let mut requests = traced(&lines, &trace, "mixed_prefill");
+    requests.sort_by(|a, b| num(&a["arrival"]).total_cmp(&num(&b["arrival"])));
+    let idle = requests.iter().position(|t| num(&t["prompt_tokens"]) == 2048.0).expect("the idle reference");
+    requests.remove(idle);
+    assert_eq!(requests.iter().filter(|t| num(&t["prompt_tokens"]) == 2048.0).count(), 1, "one probe");
+    let m = &level["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    let g = &level["gpu"];
+    assert_eq!(g["source"], "dcgm", "{g}");
+    assert!(g.get("joules_per_token").is_none(), "a level's energy mixes decode and prefill: {g}");
+    let span = num(&m["span_s"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.05 * truth, "mixed level: {energy} J, the engine's {truth} J over {span} s");
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("- mixed prefill 2K@2: GPU: "), "{md}");
+    let csv = std::fs::read_to_string(out.join("mixed_prefill.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with("server_kv_usage_max,server_preemptions"), "{csv}");
+}
