@@ -1,5 +1,5 @@
 //! The telemetry of the measured spans that are not decode cells (methodology §14): the prefill
-//! rows, the rate phase's levels, the bursts and the mixed-prefill levels, each with the server's gauges and the GPU figures where it
+//! rows, the rate phase's levels, the bursts, the mixed-prefill levels and the sessions phase, each with the server's gauges and the GPU figures where it
 //! has them — a line per span in the Markdown, the same lines and the series on demand on the page.
 
 use std::fmt::Write;
@@ -28,7 +28,8 @@ fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
             &l.telemetry,
         )
     });
-    rows.chain(levels).chain(bursts).chain(mixed).filter(|(_, t)| !t.is_empty()).collect()
+    let sessions = record.phases.sessions.iter().map(|p| ("sessions".to_string(), &p.telemetry));
+    rows.chain(levels).chain(bursts).chain(mixed).chain(sessions).filter(|(_, t)| !t.is_empty()).collect()
 }
 
 /// "GPU: 160 W · 12.4 J (dcgm, …); server: 1.0 running, …": what a span's sources said.

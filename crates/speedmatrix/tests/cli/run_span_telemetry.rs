@@ -203,3 +203,43 @@ async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() 
     let csv = std::fs::read_to_string(out.join("mixed_prefill.csv")).unwrap();
     assert!(csv.lines().next().unwrap().ends_with("server_kv_usage_max,server_preemptions"), "{csv}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_phase_carries_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--max-tokens", "200"];
+    args.extend_from_slice(&["--sessions", "2", "--turns", "2", "--think-time", "100ms", "--turn-tokens", "32"]);
+    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the whole phase is the span: every turn's tokens, the energy over the summary's span
+    let phase = &r.record()["phases"]["sessions"];
+    let requests = traced(&lines, &trace, "sessions");
+    assert_eq!(requests.len(), 4, "2 users × 2 turns");
+    let m = &phase["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    let g = &phase["gpu"];
+    assert_eq!(g["source"], "dcgm", "{g}");
+    let span = num(&phase["summary"]["span_s"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.05 * truth, "sessions: {energy} J, the engine's {truth} J over {span} s");
+    let tokens = num(&phase["summary"]["output_tokens"]);
+    assert!((num(&g["joules_per_token"]) - energy / tokens).abs() < 1e-3 * energy / tokens, "{g}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("- sessions: GPU: "), "{md}");
+}
