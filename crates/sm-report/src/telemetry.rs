@@ -1,5 +1,5 @@
 //! The telemetry of the measured spans that are not decode cells (methodology §14): the prefill
-//! rows and the rate phase's levels, each with the server's gauges and the GPU figures where it
+//! rows, the rate phase's levels, the bursts, the mixed-prefill levels and the sessions phase, each with the server's gauges and the GPU figures where it
 //! has them — a line per span in the Markdown, the same lines and the series on demand on the page.
 
 use std::fmt::Write;
@@ -19,7 +19,17 @@ fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
     let rows = prefill.into_iter().map(|p| (format!("prefill {}", p.label), &p.telemetry));
     let levels = record.phases.rate.iter().flat_map(|r| &r.levels).filter(|l| l.status == LevelStatus::Measured);
     let levels = levels.map(|l| (format!("{} req/s at {}", l.rate, l.label), &l.telemetry));
-    rows.chain(levels).filter(|(_, t)| !t.is_empty()).collect()
+    let bursts = record.phases.burst.iter().flat_map(|p| &p.bursts).filter(|b| b.status == CellStatus::Valid);
+    let bursts = bursts.map(|b| (format!("burst {} × {} round {}", b.label, b.concurrency, b.round), &b.telemetry));
+    let mixed = record.phases.mixed_prefill.iter().flat_map(|p| &p.levels).filter(|l| l.error.is_none());
+    let mixed = mixed.map(|l| {
+        (
+            format!("mixed prefill {}@{}", sm_core::context::label(sm_core::Tokens(l.prompt_context)), l.background),
+            &l.telemetry,
+        )
+    });
+    let sessions = record.phases.sessions.iter().map(|p| ("sessions".to_string(), &p.telemetry));
+    rows.chain(levels).chain(bursts).chain(mixed).chain(sessions).filter(|(_, t)| !t.is_empty()).collect()
 }
 
 /// "GPU: 160 W · 12.4 J (dcgm, …); server: 1.0 running, …": what a span's sources said.
@@ -37,6 +47,36 @@ fn line(t: &Telemetry) -> String {
         parts.push(format!("server: {}", crate::server_metrics::summary(m)));
     }
     parts.join("; ")
+}
+
+/// The telemetry columns of each load phase's CSV (rate.csv, burst.csv, mixed.csv), after its own.
+pub(crate) const CSV_COLUMNS: [&str; 9] = [
+    "gpu_source",
+    "gpu_power_w",
+    "gpu_energy_j",
+    "gpu_joules_per_token",
+    "server_tok_s",
+    "server_running_mean",
+    "server_waiting_max",
+    "server_kv_usage_max",
+    "server_preemptions",
+];
+
+/// A span's [`CSV_COLUMNS`] (methodology §14), empty where it has no such source.
+pub(crate) fn csv_cells(t: &Telemetry) -> [String; 9] {
+    let opt = |v: Option<f64>| v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"));
+    let (g, m) = (t.gpu.as_ref(), t.server_metrics.as_ref());
+    [
+        g.map_or_else(String::new, |g| g.source.name().to_string()),
+        opt(g.and_then(|g| g.power_w)),
+        opt(g.and_then(|g| g.energy_j)),
+        opt(g.and_then(|g| g.joules_per_token)),
+        opt(m.and_then(|m| m.server_tok_s)),
+        opt(m.map(|m| m.running_mean)),
+        opt(m.map(|m| m.waiting_max)),
+        opt(m.and_then(|m| m.kv_usage_max)),
+        m.and_then(|m| m.preemptions).map_or_else(String::new, |p| p.to_string()),
+    ]
 }
 
 /// Markdown: a line per span with telemetry, nothing without any.

@@ -64,6 +64,9 @@ fn burst_figures(p: &BurstPhase) -> Result<(), Refusal> {
             figure(&at, field, value, max)?;
         }
         figure(&at, "context", b.context.map(|c| c as f64), super::super::answer::MAX_CONTEXT_TOKENS)?;
+        // telemetry as a decode cell's (methodology §14): only a valid burst carries it
+        super::super::gpu::check(&at, b.status, b.telemetry.gpu.as_ref(), b.output_tokens)?;
+        super::super::server_metrics::check(&at, b.status, b.telemetry.server_metrics.as_ref())?;
     }
     Ok(())
 }

@@ -2,7 +2,7 @@
 //! timeline bins bounded by the consts the runner keeps to, every figure finite and in range.
 
 use sm_core::phases::mixed::{MAX_LEVELS, MAX_PROBES, MAX_TIMELINE_BINS, MixedLevel, MixedProbe};
-use sm_core::record::RunRecord;
+use sm_core::record::{CellStatus, RunRecord};
 
 use super::super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
 
@@ -49,6 +49,10 @@ pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
         figure(&at, "idle.ttft_ms", l.idle.as_ref().map(|i| i.ttft_ms), MAX_MS)?;
         figure(&at, "ttft_ms_median", l.ttft_ms_median, MAX_MS)?;
         figure(&at, "slowdown", l.slowdown, MAX_SLOWDOWN)?;
+        // telemetry as a decode cell's (methodology §14), without J/token: only a level without an error
+        let status = if l.error.is_none() { CellStatus::Valid } else { CellStatus::Error };
+        super::super::gpu::check(&at, status, l.telemetry.gpu.as_ref(), None)?;
+        super::super::server_metrics::check(&at, status, l.telemetry.server_metrics.as_ref())?;
         for (i, p) in l.probes.iter().enumerate() {
             probe(&format!("{at} probe {}", i + 1), p)?;
         }
@@ -120,6 +124,7 @@ mod tests {
             ttft_ms_median: Some(250.0),
             slowdown: None,
             error: None,
+            telemetry: Default::default(),
         };
         r.phases.mixed_prefill = Some(MixedPrefillPhase { levels: vec![level] });
         r

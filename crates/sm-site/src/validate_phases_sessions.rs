@@ -2,7 +2,7 @@
 //! all bounded by what `--sessions` and `--turns` accept, every figure finite and in range.
 
 use sm_core::phases::sessions::{self as sess, SessionTurn, SessionsPhase};
-use sm_core::record::RunRecord;
+use sm_core::record::{CellStatus, RunRecord};
 
 use super::super::answer::MAX_CONTEXT_TOKENS;
 use super::super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, at_most, figure};
@@ -65,6 +65,11 @@ fn sessions_figures(p: &SessionsPhase) -> Result<(), Refusal> {
             figure(&at, field, v, max)?;
         }
     }
+    // telemetry as a decode cell's (methodology §14): only a phase with a summary carries it
+    let status = if p.summary.is_some() { CellStatus::Valid } else { CellStatus::Error };
+    let tokens = p.summary.as_ref().map(|s| s.output_tokens);
+    super::super::gpu::check("phases.sessions", status, p.telemetry.gpu.as_ref(), tokens)?;
+    super::super::server_metrics::check("phases.sessions", status, p.telemetry.server_metrics.as_ref())?;
     let Some(m) = &p.summary else { return Ok(()) };
     let at = "phases.sessions.summary";
     for (field, v, max) in [

@@ -72,6 +72,10 @@ pub struct Burst {
     /// sending all C at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_spread_ms: Option<f64>,
+    /// The server's gauges and the GPUs from just before the burst is sent to its last request's
+    /// end (methodology §14); only a valid burst.
+    #[serde(flatten)]
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl Default for Burst {
@@ -98,6 +102,7 @@ impl Default for Burst {
             output_tokens: None,
             total_tok_s: None,
             send_spread_ms: None,
+            telemetry: Default::default(),
         }
     }
 }
@@ -151,6 +156,8 @@ impl BurstPhase {
             output_tokens: med(|b| b.output_tokens.map(|t| t as f64)).map(|t| t.round() as u64),
             total_tok_s: med(|b| b.total_tok_s),
             send_spread_ms: med(|b| b.send_spread_ms),
+            // each round's telemetry is its own span's; a median of series means nothing
+            telemetry: Default::default(),
         })
     }
 }

@@ -50,6 +50,10 @@ pub struct MixedLevel {
     /// Why the level could not be measured (or finished early), where it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The server's gauges and the GPUs from the background's start through every probe to its
+    /// stop (methodology §14); only a level without an error, all its probes sent in one session.
+    #[serde(flatten)]
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 /// Where the idle TTFT came from.
@@ -198,6 +202,7 @@ mod tests {
             ttft_ms_median: None,
             slowdown: None,
             error: None,
+            telemetry: Default::default(),
         };
         level.summarise();
         assert_eq!((level.ttft_ms_median, level.slowdown), (Some(250.0), Some(2.5)));

@@ -153,11 +153,21 @@ pub struct SessionsPhase {
     pub by_turn: Vec<TurnFigures>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SessionsSummary>,
+    /// The server's gauges and the GPUs over the whole phase (methodology §14); only a phase whose
+    /// conversations all ran in one session, to their end.
+    #[serde(flatten)]
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl SessionsPhase {
     pub fn new(settings: SessionsSettings) -> SessionsPhase {
-        SessionsPhase { settings, sessions: Vec::new(), by_turn: Vec::new(), summary: None }
+        SessionsPhase {
+            settings,
+            sessions: Vec::new(),
+            by_turn: Vec::new(),
+            summary: None,
+            telemetry: Default::default(),
+        }
     }
 
     /// Recomputes the figures from the turns.

@@ -248,7 +248,8 @@ fn clip(line: &str, width: usize) -> String {
     }
 }
 
-/// `burst.csv`'s columns: [`Burst`]'s fields, unformatted, one row per burst sent (every round).
+/// `burst.csv`'s columns: [`Burst`]'s fields, unformatted, one row per burst sent (every round),
+/// then the telemetry columns rate.csv has (`crate::telemetry::CSV_COLUMNS`).
 pub const CSV_COLUMNS: [&str; 20] = [
     "context_tokens",
     "label",
@@ -275,7 +276,7 @@ pub const CSV_COLUMNS: [&str; 20] = [
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.burst.as_ref()?;
-    let mut out = CSV_COLUMNS.join(",");
+    let mut out = CSV_COLUMNS.iter().chain(&crate::telemetry::CSV_COLUMNS).copied().collect::<Vec<_>>().join(",");
     out.push('\n');
     let n = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
     for b in &phase.bursts {
@@ -302,6 +303,8 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
             n(b.send_spread_ms),
         ];
         out.push_str(&row.join(","));
+        out.push(',');
+        out.push_str(&crate::telemetry::csv_cells(&b.telemetry).join(","));
         out.push('\n');
     }
     Some(out)

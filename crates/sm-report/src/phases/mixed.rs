@@ -263,10 +263,11 @@ const CSV_HEADER: [&str; 17] = [
     "error",
 ];
 
-/// The phase's CSV file, one row per probe; `None` when the phase did not run.
+/// The phase's CSV file, one row per probe, each with its level's columns (the idle TTFT, the
+/// level's telemetry as rate.csv's); `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let section = record.phases.mixed_prefill.as_ref()?;
-    let mut out = format!("{}\n", CSV_HEADER.join(","));
+    let mut out = format!("{},{}\n", CSV_HEADER.join(","), crate::telemetry::CSV_COLUMNS.join(","));
     let num = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
     let int = |v: Option<u64>| v.map_or_else(String::new, |x| x.to_string());
     for l in &section.levels {
@@ -290,7 +291,8 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
                 l.window_s.to_string(),
                 crate::csv::field(p.error.as_deref().unwrap_or("")),
             ];
-            let _ = writeln!(out, "{}", row.join(","));
+            let telemetry = crate::telemetry::csv_cells(&l.telemetry);
+            let _ = writeln!(out, "{},{}", row.join(","), telemetry.join(","));
         }
     }
     Some(out)

@@ -194,33 +194,16 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
 const CSV_HEADER: &str = "context,label,rate_rps,status,reason,scheduled,sent,completed,failed,cancelled,unsent,late,\
 span_s,achieved_rps,output_tok_s,input_tok_s,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,tbt_ms_p50,tbt_ms_p90,tbt_ms_p99,\
 e2e_ms_p50,e2e_ms_p90,e2e_ms_p99,send_lag_ms_p50,send_lag_ms_p99,send_lag_ms_max,in_flight_mean,in_flight_max,\
-goodput_pct,goodput_rps,saturated,backlog_pct,gpu_source,gpu_power_w,gpu_energy_j,gpu_joules_per_token,\
-server_tok_s,server_running_mean,server_waiting_max,server_kv_usage_max,server_preemptions";
+goodput_pct,goodput_rps,saturated,backlog_pct";
 
 fn opt(v: Option<f64>) -> String {
     v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"))
 }
 
-/// The level's GPU and server columns (methodology §14), empty where it has no such source.
-fn telemetry_cells(t: &sm_core::telemetry::Telemetry) -> [String; 9] {
-    let (g, m) = (t.gpu.as_ref(), t.server_metrics.as_ref());
-    [
-        g.map_or_else(String::new, |g| g.source.name().to_string()),
-        opt(g.and_then(|g| g.power_w)),
-        opt(g.and_then(|g| g.energy_j)),
-        opt(g.and_then(|g| g.joules_per_token)),
-        opt(m.and_then(|m| m.server_tok_s)),
-        opt(m.map(|m| m.running_mean)),
-        opt(m.map(|m| m.waiting_max)),
-        opt(m.and_then(|m| m.kv_usage_max)),
-        m.and_then(|m| m.preemptions).map_or_else(String::new, |p| p.to_string()),
-    ]
-}
-
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.rate.as_ref()?;
-    let mut s = format!("{CSV_HEADER}\n");
+    let mut s = format!("{CSV_HEADER},{}\n", crate::telemetry::CSV_COLUMNS.join(","));
     for l in &phase.levels {
         let c = &l.counts;
         let q = |p: Option<sm_core::phases::rate::Percentiles>| {
@@ -247,7 +230,7 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
         row.extend([opt(lag.map(|g| g.p50)), opt(lag.map(|g| g.p99)), opt(lag.map(|g| g.max))]);
         row.extend([opt(l.in_flight_mean), l.in_flight_max.map_or_else(String::new, |m| m.to_string())]);
         row.extend([opt(l.goodput_pct), opt(l.goodput_rps), l.saturated.to_string(), opt(l.backlog_pct)]);
-        row.extend(telemetry_cells(&l.telemetry));
+        row.extend(crate::telemetry::csv_cells(&l.telemetry));
         let _ = writeln!(s, "{}", row.join(","));
     }
     Some(s)

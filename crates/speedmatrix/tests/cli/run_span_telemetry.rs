@@ -107,3 +107,139 @@ async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_en
     let prefill = measurements.lines().find(|l| l.starts_with("Prefill")).expect("the prefill line");
     assert_eq!(prefill.split(',').nth(col).map(|v| v.parse::<f64>().unwrap()), Some(num(&row["gpu"]["energy_j"])));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_carries_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "4", "--burst"];
+    args.extend_from_slice(&["--max-tokens", "300", "--metrics-interval", "100ms", "--gpu-metrics", &dcgm]);
+    args.extend_from_slice(&["--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the burst: its four requests' tokens counted by the server, its energy the engine's
+    let burst = &r.record()["phases"]["burst"]["bursts"][0];
+    assert_eq!(burst["status"], "valid", "{burst}");
+    let requests = traced(&lines, &trace, "burst");
+    assert_eq!(requests.len(), 4);
+    let m = &burst["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert!(num(&m["tok_s_diff_pct"]).abs() < 10.0, "the server's tok/s against the burst's: {m}");
+    let g = &burst["gpu"];
+    assert_eq!(g["source"], "dcgm", "{g}");
+    let span = num(&burst["last_completion_ms"]) / 1000.0;
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.05 * truth, "burst: {energy} J, the engine's {truth} J over {span} s");
+    let tokens = num(&burst["output_tokens"]);
+    assert!((num(&g["joules_per_token"]) - energy / tokens).abs() < 1e-3 * energy / tokens, "{g}");
+
+    // the reports show it
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    let section = &md[md.find("## Telemetry of the prefill rows and the load phases").expect("the section")..];
+    assert!(section.contains("- burst 1K × 4 round 1: GPU: "), "{section}");
+    let csv = std::fs::read_to_string(out.join("burst.csv")).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let col = header.iter().position(|h| *h == "gpu_energy_j").expect("burst.csv's gpu_energy_j");
+    let row = csv.lines().nth(1).unwrap();
+    assert_eq!(row.split(',').nth(col).map(|v| v.parse::<f64>().unwrap()), Some(energy), "{csv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--mixed-prefill", "2k@2"];
+    args.extend_from_slice(&["--mixed-prefill-probes", "1", "--mixed-prefill-window", "300ms", "--max-tokens", "4000"]);
+    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the level's span holds the background streams and the probe, not the idle reference before it
+    let level = &r.record()["phases"]["mixed_prefill"]["levels"][0];
+    assert!(level["error"].is_null(), "{level}");
+    let mut requests = traced(&lines, &trace, "mixed_prefill");
+    requests.sort_by(|a, b| num(&a["arrival"]).total_cmp(&num(&b["arrival"])));
+    let idle = requests.iter().position(|t| num(&t["prompt_tokens"]) == 2048.0).expect("the idle reference");
+    requests.remove(idle);
+    assert_eq!(requests.iter().filter(|t| num(&t["prompt_tokens"]) == 2048.0).count(), 1, "one probe");
+    let m = &level["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    let g = &level["gpu"];
+    assert_eq!(g["source"], "dcgm", "{g}");
+    assert!(g.get("joules_per_token").is_none(), "a level's energy mixes decode and prefill: {g}");
+    let span = num(&m["span_s"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.05 * truth, "mixed level: {energy} J, the engine's {truth} J over {span} s");
+
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("- mixed prefill 2K@2: GPU: "), "{md}");
+    let csv = std::fs::read_to_string(out.join("mixed_prefill.csv")).unwrap();
+    assert!(csv.lines().next().unwrap().ends_with("server_kv_usage_max,server_preemptions"), "{csv}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sessions_phase_carries_the_servers_counts_and_the_gpus_energy() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = profile(dir.path());
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let dcgm = format!("{url}/dcgm/metrics");
+    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--max-tokens", "200"];
+    args.extend_from_slice(&["--sessions", "2", "--turns", "2", "--think-time", "100ms", "--turn-tokens", "32"]);
+    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
+    args.extend_from_slice(QUICK);
+    let out = dir.path().join("out");
+    let r = run(&out, &args).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines = request_lines(&out);
+
+    // the whole phase is the span: every turn's tokens, the energy over the summary's span
+    let phase = &r.record()["phases"]["sessions"];
+    let requests = traced(&lines, &trace, "sessions");
+    assert_eq!(requests.len(), 4, "2 users × 2 turns");
+    let m = &phase["server_metrics"];
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    let g = &phase["gpu"];
+    assert_eq!(g["source"], "dcgm", "{g}");
+    let span = num(&phase["summary"]["span_s"]);
+    let (energy, truth) = (num(&g["energy_j"]), energy_truth(&requests, span));
+    assert!((energy - truth).abs() < 0.05 * truth, "sessions: {energy} J, the engine's {truth} J over {span} s");
+    let tokens = num(&phase["summary"]["output_tokens"]);
+    assert!((num(&g["joules_per_token"]) - energy / tokens).abs() < 1e-3 * energy / tokens, "{g}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("- sessions: GPU: "), "{md}");
+}

@@ -23,6 +23,7 @@ use crate::progress::{RunEvent, Step};
 use crate::request::{Outcome, RequestRun, stream_request};
 use crate::request_log::RequestLog;
 use crate::server::{DrainError, IDLE_FOR, drain};
+use crate::telemetry::Reads;
 
 /// The burst phase's settings; contexts, concurrencies, `max_tokens` and `ignore_eos` are the run's.
 #[derive(Debug, Clone, PartialEq)]
@@ -177,6 +178,10 @@ impl Runner<'_> {
         self.reporter.step(&Step::Phase { kind: PhaseKind::Burst, what, started: Instant::now(), length: None });
         let path = self.spec(1, true).path();
         let timeouts = self.config.timing.stream_timeouts();
+        // the samplers' first reads before the first request: the server's counters over the
+        // burst then hold all of its tokens (methodology §14)
+        let mut sampling = self.sources(&target).start(Instant::now());
+        sampling.first_taken().await;
         // every request is due now: the figures count from this instant, so the time the client
         // takes to send all C is part of each latency
         let scheduled = Instant::now();
@@ -211,6 +216,7 @@ impl Runner<'_> {
             }
         }
         forward.abort();
+        let reads = sampling.stop().await;
         if self.stopped() {
             return None;
         }
@@ -219,7 +225,9 @@ impl Runner<'_> {
         if let Err(e) = self.save_requests(&lines) {
             tracing::warn!("cannot write requests.jsonl: {e}");
         }
-        Some(self.burst_record(step, scheduled, &runs, server_gone))
+        let mut burst = self.burst_record(step, scheduled, &runs, server_gone);
+        burst_telemetry(&mut burst, &reads);
+        Some(burst)
     }
 
     fn burst_record(&self, step: &Planned, scheduled: Instant, runs: &[RequestRun], server_gone: bool) -> Burst {
@@ -264,6 +272,20 @@ impl Runner<'_> {
             phase.bursts.push(burst);
         }
         self.journal.write(&self.record)
+    }
+}
+
+/// A valid burst's telemetry over its span (scheduled time to last completion): the server's tok/s
+/// set against the burst's total tok/s, J/token over its output tokens.
+fn burst_telemetry(burst: &mut Burst, reads: &Reads) {
+    let Some(span_ms) = burst.last_completion_ms.filter(|_| burst.status == CellStatus::Valid) else { return };
+    let span = std::time::Duration::from_secs_f64(span_ms / 1000.0);
+    let (mut telemetry, warnings) = reads.figures(span, burst.total_tok_s, burst.output_tokens.unwrap_or(0));
+    // to the decimals a decode cell's are kept to
+    telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
+    burst.telemetry = telemetry;
+    for warning in warnings {
+        tracing::warn!("burst {} × {}: {warning}", burst.label, burst.concurrency);
     }
 }
 

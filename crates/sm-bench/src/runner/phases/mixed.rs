@@ -24,6 +24,7 @@ use crate::requests::CellRequests;
 use crate::requests::{self, LineCell, PrefillRequest};
 use crate::scout::{ScoutResult, scout};
 use crate::server::{IDLE_FOR, drain};
+use crate::telemetry::Reads;
 
 mod background;
 pub(crate) mod figures;
@@ -109,6 +110,7 @@ impl Runner<'_> {
             ttft_ms_median: None,
             slowdown: None,
             error: None,
+            telemetry: Default::default(),
         });
         levels.len() - 1
     }
@@ -147,9 +149,20 @@ impl Runner<'_> {
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = JsonBody::new(&spec.body(&prepared.background));
         let timeouts = self.config.timing.stream_timeouts();
+        // the level's span: the background's start through every probe to its stop (methodology §14)
+        let target = self.target();
+        let origin = Instant::now();
+        let mut sampling = self.sources(&target).start(origin);
+        sampling.first_taken().await;
         let bg = Background::start(&self.target(), spec.path(), &body, level.background, timeouts);
         let outcome = self.probes(index, &bg, &prepared.probes, config.window).await;
         let logs = bg.stop().await;
+        let reads = sampling.stop().await;
+        // a level resumed after some probes would have only this session's span: none then
+        let whole = level.probes.is_empty() && outcome.as_ref().is_ok_and(|o| o.is_ok());
+        if whole && !self.halted() {
+            self.mixed_telemetry(index, &reads, origin.elapsed());
+        }
         let cell = LineCell {
             phase: RequestPhase::MixedPrefill,
             context: level.background_context,
@@ -166,6 +179,19 @@ impl Runner<'_> {
             let _ = drain(&self.target(), self.config.timing.drain_timeout, IDLE_FOR).await;
         }
         Ok(())
+    }
+
+    /// The level's telemetry over `span`: no J/token and no tok/s comparison, since its energy and
+    /// tokens mix the background's decode with the probes' prefills.
+    fn mixed_telemetry(&mut self, index: usize, reads: &Reads, span: Duration) {
+        let (mut telemetry, warnings) = reads.figures(span, None, 0);
+        // to the decimals a decode cell's are kept to
+        telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
+        let level = &mut self.mixed_levels()[index];
+        for warning in warnings {
+            tracing::warn!("mixed prefill {}: {warning}", level_name(level));
+        }
+        level.telemetry = telemetry;
     }
 
     fn mixed_level_error(&mut self, index: usize, reason: String) -> Result<(), RunError> {

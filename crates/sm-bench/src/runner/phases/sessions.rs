@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 use super::super::prompts::Prompts;
 use super::super::{RunError, Runner};
 use crate::progress::{RunEvent, Step};
+use crate::telemetry::Reads;
 
 mod conversation;
 mod user;
@@ -105,6 +106,11 @@ impl Runner<'_> {
         };
         self.event(RunEvent::SessionsStarted { users: config.users, turns: config.turns, to_run: users.len() as u32 });
         let (tx, rx) = mpsc::unbounded_channel();
+        // the phase's span: from before its first turn to its last user's end (methodology §14)
+        let target = self.target();
+        let mut sampling = self.sources(&target).start(Instant::now());
+        sampling.first_taken().await;
+        let whole = users.len() as u32 == config.users;
         let start = Instant::now();
         // dropped with this function, so no user goes on sending if the phase ends early (an error)
         let mut held = tokio::task::JoinSet::new();
@@ -126,6 +132,11 @@ impl Runner<'_> {
         drop(tx);
         self.collect(rx, &config, start).await?;
         held.join_all().await;
+        let reads = sampling.stop().await;
+        // a resumed phase's span would miss the conversations kept from before: none then
+        if whole && !self.halted() {
+            self.sessions_telemetry(&reads);
+        }
         let phase = self.record.phases.sessions.as_ref();
         let summary = phase.and_then(|p| p.summary.as_ref());
         self.event(RunEvent::SessionsDone {
@@ -135,6 +146,21 @@ impl Runner<'_> {
         });
         self.journal.write(&self.record)?;
         Ok(self.halted().then_some(RunStatus::Interrupted))
+    }
+
+    /// The phase's telemetry over its summary's span: the server's tok/s set against its output
+    /// tok/s, J/token over its completed turns' output tokens.
+    fn sessions_telemetry(&mut self, reads: &Reads) {
+        let Some(phase) = self.record.phases.sessions.as_mut() else { return };
+        let Some(s) = &phase.summary else { return };
+        let span = Duration::from_secs_f64(s.span_s);
+        let (mut telemetry, warnings) = reads.figures(span, s.output_tok_s, s.output_tokens);
+        // to the decimals a decode cell's are kept to
+        telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
+        phase.telemetry = telemetry;
+        for warning in warnings {
+            tracing::warn!("sessions: {warning}");
+        }
     }
 
     /// Prepares the phase's section and returns the users whose conversation is still to hold:
