@@ -38,20 +38,28 @@ fn energy_truth(requests: &[&Value], span_s: f64) -> f64 {
     IDLE_W * span_s + PER_SEQUENCE_W * running
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_energy() {
+/// A run of `args` against a fresh sim with [`profile`]'s GPU, sampled every 100 ms, with its
+/// requests saved: the run, its directory, and the sim's trace by the server's id.
+struct Traced {
+    r: crate::common::RunResult,
+    out: std::path::PathBuf,
+    trace: HashMap<String, Value>,
+    lines: Vec<Value>,
+    _dir: tempfile::TempDir,
+}
+
+async fn traced_run(args: &[&str]) -> Traced {
     let dir = tempfile::tempdir().unwrap();
     let profile = profile(dir.path());
     let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
     let url = sim.handle.url();
     let dcgm = format!("{url}/dcgm/metrics");
-    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
-    args.extend_from_slice(&["--matrix", "--request-rate", "4", "--arrival", "constant", "--requests", "6"]);
-    args.extend_from_slice(&["--max-tokens", "64", "--metrics-interval", "100ms", "--gpu-metrics", &dcgm]);
-    args.extend_from_slice(&["--save-requests"]);
-    args.extend_from_slice(QUICK);
+    let mut all = vec!["--url", url.as_str(), "--metrics-interval", "100ms", "--gpu-metrics", &dcgm];
+    all.extend_from_slice(&["--save-requests"]);
+    all.extend_from_slice(args);
+    all.extend_from_slice(QUICK);
     let out = dir.path().join("out");
-    let r = run(&out, &args).await;
+    let r = run(&out, &all).await;
     sim.handle.shutdown().await;
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
     let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
@@ -59,11 +67,20 @@ async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_en
         .map(|t| (format!("chatcmpl-{}", t["id"]), t))
         .collect();
     let lines = request_lines(&out);
+    Traced { r, out, trace, lines, _dir: dir }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_energy() {
+    let mut args = vec!["--contexts", "1k", "--concurrency", "1", "--duration", "1s"];
+    args.extend_from_slice(&["--matrix", "--request-rate", "4", "--arrival", "constant", "--requests", "6"]);
+    args.extend_from_slice(&["--max-tokens", "64"]);
+    let Traced { r, out, trace, lines, .. } = &traced_run(&args).await;
 
     // the prefill row: one request, its prompt counted by the server, its energy the engine's
     let row = &r.record()["prefill"][0];
     assert_eq!(row["status"], "valid", "{row}");
-    let [request] = traced(&lines, &trace, "prefill")[..] else { panic!("one prefill request") };
+    let [request] = traced(lines, trace, "prefill")[..] else { panic!("one prefill request") };
     let m = &row["server_metrics"];
     assert_eq!(num(&m["prompt_tokens"]), num(&request["prompt_tokens"]), "{m}");
     assert_eq!(num(&m["generation_tokens"]), num(&request["completion_tokens"]), "{m}");
@@ -79,7 +96,7 @@ async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_en
     // the rate level: every request's tokens inside the span, its energy over the span
     let level = &r.record()["phases"]["rate"]["levels"][0];
     assert_eq!(level["status"], "measured", "{level}");
-    let requests = traced(&lines, &trace, "rate");
+    let requests = traced(lines, trace, "rate");
     assert_eq!(requests.len(), 6);
     let m = &level["server_metrics"];
     let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
@@ -110,29 +127,14 @@ async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_en
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_carries_the_servers_counts_and_the_gpus_energy() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = profile(dir.path());
-    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
-    let url = sim.handle.url();
-    let dcgm = format!("{url}/dcgm/metrics");
-    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "4", "--burst"];
-    args.extend_from_slice(&["--max-tokens", "300", "--metrics-interval", "100ms", "--gpu-metrics", &dcgm]);
-    args.extend_from_slice(&["--save-requests"]);
-    args.extend_from_slice(QUICK);
-    let out = dir.path().join("out");
-    let r = run(&out, &args).await;
-    sim.handle.shutdown().await;
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
-    let lines = request_lines(&out);
+    let mut args = vec!["--contexts", "1k", "--concurrency", "4", "--burst"];
+    args.extend_from_slice(&["--max-tokens", "300"]);
+    let Traced { r, out, trace, lines, .. } = &traced_run(&args).await;
 
     // the burst: its four requests' tokens counted by the server, its energy the engine's
     let burst = &r.record()["phases"]["burst"]["bursts"][0];
     assert_eq!(burst["status"], "valid", "{burst}");
-    let requests = traced(&lines, &trace, "burst");
+    let requests = traced(lines, trace, "burst");
     assert_eq!(requests.len(), 4);
     let m = &burst["server_metrics"];
     let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
@@ -160,29 +162,14 @@ async fn a_burst_carries_the_servers_counts_and_the_gpus_energy() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = profile(dir.path());
-    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
-    let url = sim.handle.url();
-    let dcgm = format!("{url}/dcgm/metrics");
-    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--mixed-prefill", "2k@2"];
+    let mut args = vec!["--contexts", "1k", "--concurrency", "1", "--mixed-prefill", "2k@2"];
     args.extend_from_slice(&["--mixed-prefill-probes", "1", "--mixed-prefill-window", "300ms", "--max-tokens", "4000"]);
-    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
-    args.extend_from_slice(QUICK);
-    let out = dir.path().join("out");
-    let r = run(&out, &args).await;
-    sim.handle.shutdown().await;
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
-    let lines = request_lines(&out);
+    let Traced { r, out, trace, lines, .. } = &traced_run(&args).await;
 
     // the level's span holds the background streams and the probe, not the idle reference before it
     let level = &r.record()["phases"]["mixed_prefill"]["levels"][0];
     assert!(level["error"].is_null(), "{level}");
-    let mut requests = traced(&lines, &trace, "mixed_prefill");
+    let mut requests = traced(lines, trace, "mixed_prefill");
     requests.sort_by(|a, b| num(&a["arrival"]).total_cmp(&num(&b["arrival"])));
     let idle = requests.iter().position(|t| num(&t["prompt_tokens"]) == 2048.0).expect("the idle reference");
     requests.remove(idle);
@@ -206,28 +193,13 @@ async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sessions_phase_carries_the_servers_counts_and_the_gpus_energy() {
-    let dir = tempfile::tempdir().unwrap();
-    let profile = profile(dir.path());
-    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
-    let url = sim.handle.url();
-    let dcgm = format!("{url}/dcgm/metrics");
-    let mut args = vec!["--url", url.as_str(), "--contexts", "1k", "--concurrency", "1", "--max-tokens", "200"];
+    let mut args = vec!["--contexts", "1k", "--concurrency", "1", "--max-tokens", "200"];
     args.extend_from_slice(&["--sessions", "2", "--turns", "2", "--think-time", "100ms", "--turn-tokens", "32"]);
-    args.extend_from_slice(&["--metrics-interval", "100ms", "--gpu-metrics", &dcgm, "--save-requests"]);
-    args.extend_from_slice(QUICK);
-    let out = dir.path().join("out");
-    let r = run(&out, &args).await;
-    sim.handle.shutdown().await;
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
-    let lines = request_lines(&out);
+    let Traced { r, out, trace, lines, .. } = &traced_run(&args).await;
 
     // the whole phase is the span: every turn's tokens, the energy over the summary's span
     let phase = &r.record()["phases"]["sessions"];
-    let requests = traced(&lines, &trace, "sessions");
+    let requests = traced(lines, trace, "sessions");
     assert_eq!(requests.len(), 4, "2 users × 2 turns");
     let m = &phase["server_metrics"];
     let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
