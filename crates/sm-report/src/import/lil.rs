@@ -58,7 +58,9 @@ fn secrets(argv: &[&str], env: Option<&serde_json::Map<String, Value>>) -> Vec<S
             out.push(v.to_string());
         }
     }
-    out.retain(|s| s.len() >= 4);
+    // a value already redacted (`speedmatrix upload` scrubs the key shapes it knows before sending
+    // the file) is no secret: the record's own launch command says `<redacted>` too
+    out.retain(|s| s.len() >= 4 && s != REDACTED);
     out
 }
 
@@ -254,6 +256,16 @@ mod tests {
         // where it stands it is redacted, and nothing else refuses the file
         let rec = import(&reference("sk-echoed-123456"), &Source::default()).unwrap();
         assert!(!serde_json::to_string(&rec).unwrap().contains("sk-echoed"));
+    }
+
+    /// `speedmatrix upload` scrubs the key shapes it knows from the file before sending it: the
+    /// site then reads `--api-key <redacted>`, which the launch command also says. Seen refused in
+    /// the site's browser test (400, "a secret … also appears elsewhere").
+    #[test]
+    fn a_file_whose_key_was_already_redacted_is_imported() {
+        let rec = import(&reference(REDACTED), &Source::default()).unwrap();
+        let cmd = rec.launch_command.as_deref().unwrap();
+        assert!(cmd.contains(&format!("--api-key '{REDACTED}'")), "{cmd}");
     }
 
     #[test]
