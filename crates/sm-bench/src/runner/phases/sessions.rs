@@ -101,8 +101,13 @@ impl Runner<'_> {
         let scripts = match scripts {
             Ok(s) => s,
             Err(reason) => {
-                self.event(RunEvent::SessionsSkipped { reason: format!("cannot size the messages: {reason}") });
-                return Ok(None);
+                // sizing may ask the server: one that went away is waited for, as after a turn;
+                // no conversation was recorded, so a resume holds every one
+                let lost = self.server_gone(Seen::Failures).await;
+                let reason = format!("cannot size the messages: {reason}");
+                let reason = if lost { lost_reason(&reason) } else { reason };
+                self.event(RunEvent::SessionsSkipped { reason });
+                return Ok(self.outlast(lost).await);
             }
         };
         self.event(RunEvent::SessionsStarted { users: config.users, turns: config.turns, to_run: users.len() as u32 });
