@@ -19,13 +19,13 @@ use sm_core::record::{
 use sm_core::requests::{RequestLine, RequestPhase};
 use sm_core::slo::Slo;
 
-use crate::cell::{CellSpec, CellTiming, SERVER_LOST, run_cell};
+use crate::cell::{CellSpec, CellTiming, run_cell};
 use crate::journal::Journal;
 use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
 use crate::requests::{self, LineCell, RequestsFile};
 use crate::resume;
 use crate::scout::scout;
-use crate::server::{Target, answers};
+use crate::server::Target;
 use crate::tokenizer::LocalTokenizer;
 use crate::verdict::CellOutcome;
 
@@ -35,14 +35,13 @@ mod prefill;
 mod prompts;
 mod repeats;
 mod search;
+mod server_lost;
 mod warmup;
 
 use cell_record::{decode_cell, precision_verdict, round1, round3};
 pub use phases::{BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, SessionsConfig};
 use prompts::Prompts;
-
-/// How long a server the runner waits for gets to answer each time it is asked.
-const SERVER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);
+use server_lost::{Seen, lost_reason};
 
 #[derive(Debug, Clone)]
 pub struct RunConfig {
@@ -463,56 +462,34 @@ impl Runner<'_> {
             // the cell in progress was dropped: it is measured again on resume
             return Ok(Some(RunStatus::Interrupted));
         }
-        let marked = outcome.server_lost;
-        let server_down = outcome.status == CellStatus::Error && (marked || !self.server_answers().await);
-        if server_down && !marked {
-            let reason = outcome.reason.take().unwrap_or_default();
-            outcome.reason = Some(format!("{SERVER_LOST} ({reason})"));
-            outcome.server_lost = true;
-        }
-        self.finish_cell(
-            cell,
-            outcome,
-            LineCell {
-                phase: RequestPhase::Decode,
-                context: cell.context.0,
-                concurrency: cell.concurrency,
-                repeat,
-                searched,
-            },
-        )?;
-        if server_down && !self.wait_for_server().await {
-            return Ok(Some(RunStatus::Failed));
+        // the cell's own check after a broken stream has already found the server gone
+        let seen = match outcome.status {
+            _ if outcome.server_lost => Seen::Gone,
+            CellStatus::Error => Seen::Failures,
+            _ => Seen::Fine,
+        };
+        let lines = LineCell {
+            phase: RequestPhase::Decode,
+            context: cell.context.0,
+            concurrency: cell.concurrency,
+            repeat,
+            searched,
+        };
+        let write = |r: &mut Self, lost: bool| {
+            if lost && !outcome.server_lost {
+                outcome.reason = Some(lost_reason(outcome.reason.as_deref().unwrap_or_default()));
+                outcome.server_lost = true;
+            }
+            Ok(r.finish_cell(cell, outcome, lines)?)
+        };
+        if let Some(status) = self.unit_done(seen, write).await? {
+            return Ok(Some(status));
         }
         // with metrics the drain barrier has proved the server idle: a fixed gap would add nothing
         if !self.facts.metrics_available {
             tokio::time::sleep(self.config.idle_gap).await;
         }
         Ok(None)
-    }
-
-    async fn server_answers(&self) -> bool {
-        answers(&self.client, SERVER_ANSWER_TIMEOUT).await
-    }
-
-    /// After a cell failed because the server went away: waits (bounded) for it
-    /// to come back. `false` when it did not, or the user stopped the run.
-    async fn wait_for_server(&mut self) -> bool {
-        let limit = self.config.server_wait;
-        self.event(RunEvent::ServerLost { wait: limit });
-        let start = Instant::now();
-        while start.elapsed() < limit {
-            if self.stopped() {
-                return false;
-            }
-            if self.server_answers().await {
-                self.event(RunEvent::ServerBack { after: start.elapsed() });
-                return true;
-            }
-            tokio::time::sleep(Duration::from_secs(2).min(limit)).await;
-        }
-        self.event(RunEvent::ServerGone { wait: limit });
-        false
     }
 
     async fn decode_cell(&mut self, cell: &Cell, prompt: &Prompt, timing: CellTiming, ranked: bool) -> CellOutcome {

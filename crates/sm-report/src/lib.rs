@@ -54,13 +54,23 @@ pub const CSV_FILE: &str = "measurements.csv";
 /// written and the error says so, rather than a page broken by scrubbing its own words.
 pub fn write_all(record: &RunRecord, dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let record = &sm_core::secrets::scrubbed(record).map_err(std::io::Error::other)?;
-    let outputs = [(HTML_FILE, html_page(record, &[])), (MARKDOWN_FILE, markdown(record)), (CSV_FILE, csv(record))];
+    let mut outputs = vec![(HTML_FILE, html_page(record, &[])), (MARKDOWN_FILE, markdown(record))];
+    if has_measurements(record) {
+        outputs.push((CSV_FILE, csv(record)));
+    }
     let outputs: Vec<(String, String)> =
         outputs.into_iter().map(|(name, text)| (name.to_string(), text)).chain(phases::csv_files(record)).collect();
     for (_, text) in &outputs {
         sm_core::secrets::check_clean(text).map_err(std::io::Error::other)?;
     }
     outputs.iter().map(|(name, text)| write_atomic(&dir.join(name), text)).collect()
+}
+
+/// Whether `measurements.csv` has rows to hold: a run of load phases only (`--matrix` off) has no
+/// decode cell and no prefill row, and a file of a header alone would only look like a failed run;
+/// its rows are in the phases' own CSVs. A matrix run has the file even before its first cell.
+pub fn has_measurements(record: &RunRecord) -> bool {
+    record.settings.matrix || !record.decode.is_empty() || !record.prefill.is_empty()
 }
 
 /// Writes `text` to `path` through a temporary file in the same directory, without any secret

@@ -75,12 +75,19 @@ pub fn main(args: ReportArgs) -> ExitCode {
         sm_report::write_all(&record, &dir)
     } else {
         let mut out = Vec::new();
-        let jobs: [(&Option<PathBuf>, Render); 3] = [
-            (&args.html, |r| sm_report::html_page(r, &[])),
-            (&args.md, sm_report::markdown),
-            (&args.csv, sm_report::csv),
-        ];
         let mut result = Ok(());
+        let csv = args.csv.as_ref().filter(|_| sm_report::has_measurements(&record));
+        if let Some(path) = args.csv.as_ref().filter(|_| csv.is_none()) {
+            eprintln!(
+                "note: {} is not written: the run measured load phases only, whose CSVs are written beside it",
+                path.display()
+            );
+        }
+        let jobs: [(Option<&PathBuf>, Render); 3] = [
+            (args.html.as_ref(), |r| sm_report::html_page(r, &[])),
+            (args.md.as_ref(), sm_report::markdown),
+            (csv, sm_report::csv),
+        ];
         for (path, render) in jobs {
             if let Some(path) = path {
                 match sm_report::write_atomic(path, &render(&record)) {

@@ -92,6 +92,10 @@ pub enum SessionStatus {
     Failed,
     /// The run stopped before the conversation ended; `--resume` holds it again from turn 1.
     Interrupted,
+    /// The server went away during the conversation, which the run then stopped (a turn that
+    /// failed with it says `server stopped responding`); `--resume --retry-failed` holds it again
+    /// from turn 1.
+    ServerLost,
 }
 
 /// One user's conversation.

@@ -22,6 +22,7 @@ mod run_interrupt;
 mod run_measure;
 mod run_mixed_prefill;
 mod run_phase_faults;
+mod run_phase_server_down;
 pub mod run_phases;
 mod run_plan;
 mod run_precision;

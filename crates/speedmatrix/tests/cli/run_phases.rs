@@ -165,6 +165,9 @@ pub async fn every_phase_run() -> Value {
     let r = run(dir.path(), &args).await;
     sim.handle.shutdown().await;
     assert_eq!(r.code, 0, "{}", r.stderr);
+    // no decode matrix, no prefill row: no measurements.csv of a header alone, the phases' CSVs listed
+    assert!(!dir.path().join("measurements.csv").exists());
+    assert!(r.stdout.contains("rate.csv") && r.stdout.contains("sessions.csv"), "{}", r.stdout);
     let rec = r.record().clone();
     for phase in ["rate", "burst", "mixed_prefill", "sessions"] {
         assert!(rec["phases"][phase].is_object(), "{phase}: {}", rec["phases"]);
@@ -191,6 +194,8 @@ async fn phase_csvs_never_carry_a_formula_and_report_writes_them_beside_the_csv(
     std::fs::create_dir_all(csv.parent().unwrap()).unwrap();
     let out = bin().args(["report"]).arg(&run_json).arg("--csv").arg(&csv).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!csv.exists(), "a phases-only run has no measurements to put in --csv FILE");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("load phases only"));
     for phase in ["rate", "burst", "mixed_prefill", "sessions"] {
         let path = csv.with_file_name(format!("m-{phase}.csv"));
         let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

@@ -538,5 +538,18 @@ async fn a_server_that_goes_away_fails_the_run_and_keeps_the_finished_levels() {
     let levels = rec["phases"]["rate"]["levels"].as_array().unwrap();
     assert_eq!(levels[0]["status"], "measured", "the finished level is kept: {levels:?}");
     assert!(levels[1]["counts"]["failed"].as_u64().unwrap() >= 1, "{:?}", levels[1]);
+    assert_eq!(levels[1]["status"], "error", "{:?}", levels[1]);
+    assert!(levels[1]["reason"].as_str().unwrap().starts_with("server stopped responding"), "{:?}", levels[1]);
     assert!(rec["events"].to_string().contains("did not come back"), "{}", rec["events"]);
+
+    // back on its port: --retry-failed measures the cut level again and keeps the finished one
+    let (mut back, _) = crate::run_server_down::sim_process(crate::run_server_down::port_of(&url));
+    let retried = crate::common::run(&out, &["--resume", out.to_str().unwrap(), "--retry-failed"]).await;
+    back.kill().unwrap();
+    back.wait().unwrap();
+    assert_eq!(retried.record()["status"], "complete", "{}", retried.stderr);
+    let again = retried.record()["phases"]["rate"]["levels"].as_array().unwrap();
+    assert_eq!(again.len(), 2, "{again:?}");
+    assert_eq!(again[0], levels[0]);
+    assert_eq!((&again[1]["rate"], &again[1]["status"]), (&levels[1]["rate"], &Value::from("measured")), "{again:?}");
 }

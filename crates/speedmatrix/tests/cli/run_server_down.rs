@@ -10,7 +10,7 @@ use std::process::{Child, Stdio};
 use crate::common::QUICK;
 
 /// A simulated engine in its own process, so it can be killed like a real server.
-fn sim_process(port: u16) -> (Child, String) {
+pub(crate) fn sim_process(port: u16) -> (Child, String) {
     let mut child = crate::common::bin()
         .args(["sim", "--profile", "tiny", "--port", &port.to_string()])
         .stdout(Stdio::piped())
@@ -24,7 +24,7 @@ fn sim_process(port: u16) -> (Child, String) {
     (child, url)
 }
 
-fn port_of(url: &str) -> u16 {
+pub(crate) fn port_of(url: &str) -> u16 {
     url.rsplit(':').next().unwrap().parse().unwrap()
 }
 

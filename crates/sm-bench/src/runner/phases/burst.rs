@@ -15,6 +15,7 @@ use sm_core::record::{CellStatus, RunStatus};
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s};
 
 use super::super::prompts::Prompts;
+use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
 use crate::burst::{BurstRequest, figures};
 use crate::cell::SERVER_LOST;
@@ -34,6 +35,9 @@ pub struct BurstConfig {
     /// for this phase only: the decode matrix always ignores it).
     pub ignore_eos: bool,
 }
+
+/// A burst as sent: its record, its `requests.jsonl` lines and what it saw of the server.
+type Sent = (Burst, Vec<RequestLine>, Seen);
 
 /// One burst to send: where its prompts come from, and which round of its cell it is.
 struct Planned {
@@ -110,20 +114,27 @@ impl Runner<'_> {
             if self.halted() {
                 return Ok(Some(RunStatus::Interrupted));
             }
-            let burst = match &step.over_capacity {
-                Some(reason) => over_capacity(&step, reason),
+            let (burst, lines, seen) = match &step.over_capacity {
+                Some(reason) => (over_capacity(&step, reason), Vec::new(), Seen::Fine),
                 None => match self.burst_bodies(&step, prompts) {
                     Ok(bodies) => match self.send_burst(&step, bodies).await {
-                        Some(b) => b,
+                        Some(sent) => sent,
                         None => return Ok(Some(RunStatus::Interrupted)),
                     },
-                    Err(reason) => failed(&step, reason),
+                    Err(reason) => (failed(&step, reason), Vec::new(), Seen::Fine),
                 },
             };
-            let lost = burst.reason.as_deref().is_some_and(|r| r.starts_with(SERVER_LOST));
-            self.finish_burst(burst)?;
-            if lost && !self.wait_for_server().await {
-                return Ok(Some(RunStatus::Failed));
+            let write = |r: &mut Self, lost: bool| {
+                let mut burst = burst;
+                if lost {
+                    burst.reason = burst.reason.as_deref().map(lost_reason);
+                }
+                r.finish_burst(burst)?;
+                // after run.json: a crash between the two loses the burst's lines, never repeats them
+                Ok(r.save_requests(&lines)?)
+            };
+            if let Some(status) = self.unit_done(seen, write).await? {
+                return Ok(Some(status));
             }
         }
         Ok(None)
@@ -158,15 +169,18 @@ impl Runner<'_> {
         Ok(vec![body; step.concurrency as usize])
     }
 
-    /// Sends one burst after the server is idle and reads every request to its end. `None` when the
-    /// user stopped the run meanwhile: the burst is dropped, and a resume sends it again.
-    async fn send_burst(&mut self, step: &Planned, bodies: Vec<Arc<JsonBody>>) -> Option<Burst> {
+    /// Sends one burst after the server is idle and reads every request to its end: the burst, its
+    /// `requests.jsonl` lines and what it saw of the server. `None` when the user stopped the run
+    /// meanwhile: the burst is dropped, and a resume sends it again.
+    async fn send_burst(&mut self, step: &Planned, bodies: Vec<Arc<JsonBody>>) -> Option<Sent> {
         let target = self.target();
         if target.metrics {
             match drain(&target, self.config.timing.drain_timeout, IDLE_FOR).await {
                 Ok(()) => {}
-                Err(DrainError::Unreachable) => return Some(failed(step, format!("{SERVER_LOST} before the burst"))),
-                Err(e) => return Some(failed(step, format!("before the burst: {e}"))),
+                Err(DrainError::Unreachable) => {
+                    return Some((failed(step, format!("{SERVER_LOST} before the burst")), Vec::new(), Seen::Gone));
+                }
+                Err(e) => return Some((failed(step, format!("before the burst: {e}")), Vec::new(), Seen::Failures)),
             }
         } else {
             tokio::time::sleep(self.config.idle_gap).await;
@@ -220,24 +234,20 @@ impl Runner<'_> {
         if self.stopped() {
             return None;
         }
-        let server_gone = runs.iter().any(|r| matches!(r.outcome, Outcome::Lost(_))) && !self.server_answers().await;
+        // a lost connection: the server may have gone away (asked before the burst is written)
+        let seen = Seen::failures_if(runs.iter().any(|r| matches!(r.outcome, Outcome::Lost(_))));
         let lines = burst_lines(step, scheduled, &runs, self.t0);
-        if let Err(e) = self.save_requests(&lines) {
-            tracing::warn!("cannot write requests.jsonl: {e}");
-        }
-        let mut burst = self.burst_record(step, scheduled, &runs, server_gone);
+        let mut burst = self.burst_record(step, scheduled, &runs);
         burst_telemetry(&mut burst, &reads);
-        Some(burst)
+        Some((burst, lines, seen))
     }
 
-    fn burst_record(&self, step: &Planned, scheduled: Instant, runs: &[RequestRun], server_gone: bool) -> Burst {
+    fn burst_record(&self, step: &Planned, scheduled: Instant, runs: &[RequestRun]) -> Burst {
         let requests: Vec<BurstRequest> = runs.iter().map(burst_request).collect();
         let f = figures(scheduled, &requests);
         let first_failure = runs.iter().find_map(|r| failure(&r.outcome));
-        let reason = first_failure.map(|why| {
-            let text = format!("{} of {} requests failed; the first: {why}", f.failed, runs.len());
-            if server_gone { format!("{SERVER_LOST} ({text})") } else { text }
-        });
+        let reason =
+            first_failure.map(|why| format!("{} of {} requests failed; the first: {why}", f.failed, runs.len()));
         Burst {
             status: if reason.is_some() { CellStatus::Error } else { CellStatus::Valid },
             reason,

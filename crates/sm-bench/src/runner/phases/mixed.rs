@@ -13,10 +13,11 @@ use sm_core::phases::PhaseKind;
 use sm_core::phases::mixed::{IdleReference, IdleSource, MixedLevel, MixedPrefillPhase, MixedProbe, slowdown};
 use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, RunStatus};
-use sm_core::requests::RequestPhase;
+use sm_core::requests::{RequestLine, RequestPhase};
 
 use super::super::prefill::cold_limit;
 use super::super::prompts::Prompts;
+use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
 use crate::progress::{RunEvent, Step};
 use crate::prompt;
@@ -65,6 +66,9 @@ impl Runner<'_> {
         let Some(config) = self.config.phases.mixed_prefill.clone() else { return Ok(None) };
         // new in every session: a probe measured again must not meet the prompt of an earlier try
         let salt = super::super::run_id();
+        if self.config.retry_failed {
+            self.mixed_levels().iter_mut().for_each(forget_failed);
+        }
         for (i, spec) in config.levels.iter().enumerate() {
             if self.halted() {
                 return Ok(Some(RunStatus::Interrupted));
@@ -73,9 +77,36 @@ impl Runner<'_> {
             if self.mixed_levels()[index].finished() {
                 continue;
             }
-            self.mixed_level(index, i as u32, prompts, &config, &salt).await?;
+            let end = self.mixed_level(index, i as u32, prompts, &config, &salt).await?;
+            let seen = Seen::failures_if(end.failure.is_some());
+            if let Some(status) = self.unit_done(seen, |r, lost| r.end_mixed_level(index, end, lost)).await? {
+                return Ok(Some(status));
+            }
+            if self.facts.metrics_available && !self.halted() {
+                let _ = drain(&self.target(), self.config.timing.drain_timeout, IDLE_FOR).await;
+            }
         }
         Ok(self.halted().then_some(RunStatus::Interrupted))
+    }
+
+    /// Writes the end of a level's session: its error (marked when the server was `lost`, which
+    /// ends a level that had none), then its background requests' lines.
+    fn end_mixed_level(&mut self, index: usize, end: LevelEnd, lost: bool) -> Result<(), RunError> {
+        let error = match (end.error, end.failure) {
+            (error, Some(failure)) if lost => Some(lost_reason(error.as_deref().unwrap_or(&failure))),
+            (error, _) => error,
+        };
+        if let Some(reason) = error {
+            let level = level_name(&self.mixed_levels()[index]);
+            self.event(RunEvent::MixedPrefillFailed { level, what: "the level".into(), reason: reason.clone() });
+            let level = &mut self.mixed_levels()[index];
+            level.error = Some(reason);
+            // a span through the server's loss says nothing of the level
+            level.telemetry = Default::default();
+        }
+        self.journal.write(&self.record)?;
+        // after run.json: a crash between the two loses the lines, never repeats them
+        Ok(self.save_requests(&end.lines)?)
     }
 
     /// The phase's section with a level per `CTX@BG` (a resumed run's probes kept).
@@ -115,6 +146,7 @@ impl Runner<'_> {
         levels.len() - 1
     }
 
+    /// Measures what the level still needs, and says how that ended; the caller writes it.
     async fn mixed_level(
         &mut self,
         index: usize,
@@ -122,12 +154,12 @@ impl Runner<'_> {
         prompts: &Prompts,
         config: &MixedPrefillConfig,
         salt: &str,
-    ) -> Result<(), RunError> {
+    ) -> Result<LevelEnd, RunError> {
         let level = self.mixed_levels()[index].clone();
         let ctx = Tokens(level.prompt_context);
         let prepared = match self.mixed_prompts(&level, nth, prompts, salt).await {
             Ok(p) => p,
-            Err(e) => return self.mixed_level_error(index, e),
+            Err(e) => return Ok(LevelEnd::failed(e)),
         };
         if level.idle.is_none() {
             let idle = self.idle_reference(ctx, level_name(&level), &prepared.idle).await?;
@@ -137,14 +169,14 @@ impl Runner<'_> {
             self.journal.write(&self.record)?;
         }
         if self.halted() {
-            return Ok(());
+            return Ok(LevelEnd::default());
         }
         // re-warm the prefix cache with the background prompt, as before a decode cell
         let warm = self.spec(1, false);
         if let Err(e) =
             scout(&self.client, warm.path(), &warm.body(&prepared.background), self.config.timing.ready_timeout).await
         {
-            return self.mixed_level_error(index, format!("the cache-warming scout failed: {e}"));
+            return Ok(LevelEnd::failed(format!("the cache-warming scout failed: {e}")));
         }
         let spec = self.spec(self.config.max_tokens.0, true);
         let body = JsonBody::new(&spec.body(&prepared.background));
@@ -156,6 +188,7 @@ impl Runner<'_> {
         sampling.first_taken().await;
         let bg = Background::start(&self.target(), spec.path(), &body, level.background, timeouts);
         let outcome = self.probes(index, &bg, &prepared.probes, config.window).await;
+        let background_failure = bg.recorder.failure();
         let logs = bg.stop().await;
         let reads = sampling.stop().await;
         // a level resumed after some probes would have only this session's span: none then
@@ -171,14 +204,12 @@ impl Runner<'_> {
             searched: false,
         };
         let lines = requests::cell_lines(cell, &CellRequests { logs, window: None, per_chunk: None }, self.t0);
-        self.save_requests(&lines)?;
-        if let Err(e) = outcome? {
-            self.mixed_level_error(index, e)?;
-        }
-        if self.facts.metrics_available {
-            let _ = drain(&self.target(), self.config.timing.drain_timeout, IDLE_FOR).await;
-        }
-        Ok(())
+        let error = outcome?.err();
+        // what failed first: the level, a background stream, else one of this session's probes
+        let probe_failure =
+            self.mixed_levels()[index].probes[level.probes.len()..].iter().find_map(|p| p.error.clone());
+        let failure = error.clone().or(background_failure).or(probe_failure);
+        Ok(LevelEnd { error, failure, lines })
     }
 
     /// The level's telemetry over `span`: no J/token and no tok/s comparison, since its energy and
@@ -192,13 +223,6 @@ impl Runner<'_> {
             tracing::warn!("mixed prefill {}: {warning}", level_name(level));
         }
         level.telemetry = telemetry;
-    }
-
-    fn mixed_level_error(&mut self, index: usize, reason: String) -> Result<(), RunError> {
-        let level = level_name(&self.mixed_levels()[index]);
-        self.event(RunEvent::MixedPrefillFailed { level, what: "the level".into(), reason: reason.clone() });
-        self.mixed_levels()[index].error = Some(reason);
-        Ok(self.journal.write(&self.record)?)
     }
 
     /// The background prompt and one fresh prompt per probe still to measure (plus the idle one),
@@ -441,6 +465,35 @@ impl Runner<'_> {
         probe.longest_stall_ms = f.longest_stall.map(|d| round3(d.as_secs_f64() * 1000.0));
         probe.timeline = Some(f.timeline);
         probe
+    }
+}
+
+/// How a level's session ended.
+#[derive(Default)]
+struct LevelEnd {
+    /// Why the level could not go on.
+    error: Option<String>,
+    /// The first failure the session saw (the level's error, a background stream's, a probe's):
+    /// the server may have gone away.
+    failure: Option<String>,
+    /// The background requests' `requests.jsonl` lines.
+    lines: Vec<RequestLine>,
+}
+
+impl LevelEnd {
+    fn failed(reason: String) -> LevelEnd {
+        LevelEnd { failure: Some(reason.clone()), error: Some(reason), lines: Vec::new() }
+    }
+}
+
+/// `--resume --retry-failed`: a level's error and its failed probes are forgotten, so that the
+/// level is measured again from its valid probes on (with its own background, as any resumed level).
+fn forget_failed(level: &mut MixedLevel) {
+    if level.error.take().is_some() || level.probes.iter().any(|p| p.error.is_some()) {
+        level.probes.retain(|p| p.error.is_none());
+        level.summarise();
+        // a level measured in parts has no telemetry (its span would miss the parts before)
+        level.telemetry = Default::default();
     }
 }
 

@@ -14,6 +14,7 @@ use sm_core::record::RunStatus;
 use sm_core::requests::RequestLine;
 
 use super::super::prompts::Prompts;
+use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
 use crate::progress::{RunEvent, Step};
 
@@ -23,6 +24,21 @@ mod lines;
 mod schedule;
 
 use schedule::{LevelSize, schedule};
+
+/// A level during which the server went away is an error (`--resume --retry-failed` measures it
+/// again), its figures kept as measured; it is not judged saturated, since the server's loss, not
+/// its load, left requests unanswered, and it has no telemetry.
+fn server_lost(mut level: RateLevel) -> RateLevel {
+    let why = level.reason.take().unwrap_or_else(|| {
+        let c = &level.counts;
+        format!("{} of {} requests failed", c.failed, c.scheduled)
+    });
+    level.reason = Some(lost_reason(&why));
+    level.status = LevelStatus::Error;
+    level.saturated = false;
+    level.telemetry = Default::default();
+    level
+}
 
 /// The shortest grace a level gives its requests after its last due time.
 pub const MIN_GRACE: Duration = Duration::from_secs(5);
@@ -70,6 +86,12 @@ impl Runner<'_> {
     ) -> Result<Option<RunStatus>, RunError> {
         let Some(config) = self.config.phases.rate.clone() else { return Ok(None) };
         let grace = Duration::from_secs_f64(self.declare_rate(&config).grace_s);
+        // `--resume --retry-failed`: a level that failed is measured again, as a failed cell is
+        if self.config.retry_failed
+            && let Some(phase) = self.record.phases.rate.as_mut()
+        {
+            phase.levels.retain(|l| l.status != LevelStatus::Error);
+        }
         let size = match config.requests {
             Some(n) => LevelSize::Requests(n),
             None => LevelSize::Window(self.config.timing.duration.as_secs_f64()),
@@ -104,12 +126,14 @@ impl Runner<'_> {
                         }
                     }
                 };
-                self.record_level(level)?;
-                // after run.json: a crash between the two loses the level's lines, never repeats them
-                self.save_requests(&lines)?;
                 // as after a decode cell: a server that went away is waited for (bounded), else the run fails
-                if lost && !self.server_answers().await && !self.wait_for_server().await {
-                    return Ok(Some(RunStatus::Failed));
+                let write = |r: &mut Self, lost: bool| {
+                    r.record_level(if lost { server_lost(level) } else { level })?;
+                    // after run.json: a crash between the two loses the level's lines, never repeats them
+                    Ok(r.save_requests(&lines)?)
+                };
+                if let Some(status) = self.unit_done(Seen::failures_if(lost), write).await? {
+                    return Ok(Some(status));
                 }
             }
         }

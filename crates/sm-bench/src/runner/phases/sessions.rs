@@ -11,9 +11,10 @@ use sm_core::phases::sessions::{Session, SessionStatus, SessionTurn, SessionsPha
 use sm_core::plan::Plan;
 use sm_core::record::{Api, RunStatus};
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::super::prompts::Prompts;
+use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
 use crate::progress::{RunEvent, Step};
 use crate::telemetry::Reads;
@@ -100,12 +101,19 @@ impl Runner<'_> {
         let scripts = match scripts {
             Ok(s) => s,
             Err(reason) => {
-                self.event(RunEvent::SessionsSkipped { reason: format!("cannot size the messages: {reason}") });
-                return Ok(None);
+                // sizing may ask the server: one that went away is waited for, as after a turn;
+                // no conversation was recorded, so a resume holds every one
+                let lost = self.server_gone(Seen::Failures).await;
+                let reason = format!("cannot size the messages: {reason}");
+                let reason = if lost { lost_reason(&reason) } else { reason };
+                self.event(RunEvent::SessionsSkipped { reason });
+                return Ok(self.outlast(lost).await);
             }
         };
         self.event(RunEvent::SessionsStarted { users: config.users, turns: config.turns, to_run: users.len() as u32 });
         let (tx, rx) = mpsc::unbounded_channel();
+        // raised once the server is found gone: the users still holding a conversation stop
+        let (cut, cut_rx) = watch::channel(false);
         // the phase's span: from before its first turn to its last user's end (methodology §14)
         let target = self.target();
         let mut sampling = self.sources(&target).start(Instant::now());
@@ -126,15 +134,17 @@ impl Runner<'_> {
                 t0: self.t0,
                 stop: self.controls.stop_now.clone(),
                 finish: self.controls.finish_after_cell.clone(),
+                cut: cut_rx.clone(),
                 reports: tx.clone(),
             }));
         }
         drop(tx);
-        self.collect(rx, &config, start).await?;
+        let lost = self.collect(rx, &config, start, &cut).await?;
         held.join_all().await;
         let reads = sampling.stop().await;
-        // a resumed phase's span would miss the conversations kept from before: none then
-        if whole && !self.halted() {
+        // a resumed phase's span would miss the conversations kept from before, and one through
+        // the server's loss says nothing of the phase: none then
+        if whole && !lost && !self.halted() {
             self.sessions_telemetry(&reads);
         }
         let phase = self.record.phases.sessions.as_ref();
@@ -145,6 +155,10 @@ impl Runner<'_> {
             cache_hit_pct: summary.and_then(|s| s.cache_hit_pct),
         });
         self.journal.write(&self.record)?;
+        // as after a decode cell: a server that went away is waited for (bounded), else the run fails
+        if let Some(status) = self.outlast(lost).await {
+            return Ok(Some(status));
+        }
         Ok(self.halted().then_some(RunStatus::Interrupted))
     }
 
@@ -165,7 +179,8 @@ impl Runner<'_> {
 
     /// Prepares the phase's section and returns the users whose conversation is still to hold:
     /// on resume, conversations that ended (complete or failed) are kept and interrupted ones are
-    /// held again from turn 1 — the answers they would resend were never written down.
+    /// held again from turn 1 — the answers they would resend were never written down. With
+    /// `--retry-failed`, so are those that failed or were cut by the server's loss.
     /// A resume whose settings differ from the recorded ones (another `--max-tokens`, a prompts
     /// file added or dropped) is refused: its turns would not compare with the recorded ones.
     fn sessions_to_hold(&mut self, settings: SessionsSettings) -> Result<Vec<u32>, RunError> {
@@ -182,29 +197,54 @@ impl Runner<'_> {
             }
             *phase = SessionsPhase::new(settings);
         }
-        phase.sessions.retain(|s| s.status != SessionStatus::Interrupted);
+        let retry = self.config.retry_failed;
+        let held_again = |s: SessionStatus| match s {
+            SessionStatus::Interrupted => true,
+            SessionStatus::Failed | SessionStatus::ServerLost => retry,
+            SessionStatus::Complete => false,
+        };
+        phase.sessions.retain(|s| !held_again(s.status));
         phase.refresh();
         let kept: Vec<u32> = phase.sessions.iter().map(|s| s.user).collect();
         Ok((0..users).filter(|u| !kept.contains(u)).collect())
     }
 
-    /// Writes each turn as it ends, until every user is done.
+    /// Writes each turn as it ends, until every user is done. A failed turn asks whether the server
+    /// went away; once it has, `cut` stops the users, each failure after says so and every
+    /// conversation it ended is `server_lost`. Returns whether the server was lost.
     async fn collect(
         &mut self,
         mut rx: mpsc::UnboundedReceiver<Report>,
         config: &SessionsConfig,
         started: Instant,
-    ) -> std::io::Result<()> {
+        cut: &watch::Sender<bool>,
+    ) -> std::io::Result<bool> {
         let total = u64::from(config.users) * u64::from(config.turns);
         let what = format!("{} users × {} turns", config.users, config.turns);
         self.reporter.step(&Step::Phase { kind: PhaseKind::Sessions, what, started, length: None });
         let mut lines = Vec::new();
-        while let Some(report) = rx.recv().await {
+        let mut lost = false;
+        while let Some(mut report) = rx.recv().await {
+            if let Report::Turn { turn, .. } = &mut report
+                && turn.status == TurnStatus::Failed
+            {
+                if !lost && self.server_gone(Seen::Failures).await {
+                    lost = true;
+                    let _ = cut.send(true);
+                }
+                if lost {
+                    turn.reason = Some(lost_reason(turn.reason.as_deref().unwrap_or_default()));
+                }
+            }
             let Some(phase) = self.record.phases.sessions.as_mut() else { break };
             match report {
                 Report::Turn { user, turn } => {
                     lines.push(line(&turn, config));
                     session_of(phase, user).turns.push(turn);
+                }
+                // a conversation that a failed turn ended once the server was gone was cut by it
+                Report::Ended { user, status: SessionStatus::Failed } if lost => {
+                    session_of(phase, user).status = SessionStatus::ServerLost;
                 }
                 Report::Ended { user, status } => session_of(phase, user).status = status,
             }
@@ -215,7 +255,7 @@ impl Runner<'_> {
             self.journal.write(&self.record)?;
             self.save_requests(&std::mem::take(&mut lines))?;
         }
-        Ok(())
+        Ok(lost)
     }
 }
 

@@ -38,6 +38,9 @@ pub(super) struct UserSpec {
     pub stop: watch::Receiver<bool>,
     /// `q`: the turn in flight finishes, no other starts.
     pub finish: watch::Receiver<bool>,
+    /// The server went away: no other turn starts (it would only fail), the turn in flight ends
+    /// as it does.
+    pub cut: watch::Receiver<bool>,
     pub reports: mpsc::UnboundedSender<Report>,
 }
 
@@ -66,10 +69,14 @@ async fn turns(u: &mut UserSpec) -> SessionStatus {
         if *u.stop.borrow() || *u.finish.borrow() {
             return SessionStatus::Interrupted;
         }
+        if *u.cut.borrow() {
+            return SessionStatus::ServerLost;
+        }
         tokio::select! {
             biased;
             _ = u.stop.wait_for(|v| *v) => return SessionStatus::Interrupted,
-            _ = finish_pressed(&mut u.finish) => return SessionStatus::Interrupted,
+            _ = raised(&mut u.finish) => return SessionStatus::Interrupted,
+            _ = raised(&mut u.cut) => return SessionStatus::ServerLost,
             _ = tokio::time::sleep_until(due.into()) => {}
         }
         let spec = RequestSpec { max_tokens: max_tokens.unwrap_or(u.spec.max_tokens), ..u.spec.clone() };
@@ -90,8 +97,9 @@ async fn turns(u: &mut UserSpec) -> SessionStatus {
     SessionStatus::Complete
 }
 
-/// Resolves once `q` is pressed; never when nobody can press it (the sender is gone).
-async fn finish_pressed(rx: &mut watch::Receiver<bool>) {
+/// Resolves once the flag (`q`, the server's loss) is raised; never when nobody can raise it (the
+/// sender is gone).
+async fn raised(rx: &mut watch::Receiver<bool>) {
     if rx.wait_for(|v| *v).await.is_err() {
         std::future::pending::<()>().await;
     }
