@@ -244,14 +244,15 @@ pub(crate) fn terminal_width() -> usize {
         .clamp(40, 400)
 }
 
-/// Exit codes: 0 complete, 2 some cells errored, 130 interrupted by Ctrl-C or `q`, 143 by SIGTERM,
+/// Exit codes: 0 complete, 2 some cells, prefill rows or load-phase units errored, 130 interrupted by Ctrl-C or `q`, 143 by SIGTERM,
 /// 129 by SIGHUP (1 is for failures to start).
 fn exit_code(record: &RunRecord, signal: Option<Signal>) -> ExitCode {
     match record.status {
         RunStatus::Interrupted => ExitCode::from(signal.map_or(130, Signal::exit_code)),
         RunStatus::Failed => ExitCode::from(1),
         _ if record.decode.iter().any(|c| matches!(c.status(), CellStatus::Error | CellStatus::Loop))
-            || record.prefill.iter().any(|p| p.status != CellStatus::Valid) =>
+            || record.prefill.iter().any(|p| p.status != CellStatus::Valid)
+            || record.phases.errored() =>
         {
             ExitCode::from(2)
         }

@@ -66,6 +66,25 @@ impl Phases {
         self.kinds().is_empty()
     }
 
+    /// Whether some unit of a phase ended in an error: a rate level, a burst, a mixed-prefill
+    /// level, or a conversation that a failed turn or a lost server ended. Like an errored decode
+    /// cell, it makes `run` exit 2, so a script sees that part of what it asked for is missing.
+    pub fn errored(&self) -> bool {
+        let rate = self.rate.iter().flat_map(|p| &p.levels).any(|l| l.status == rate::LevelStatus::Error);
+        let burst = self
+            .burst
+            .iter()
+            .flat_map(|p| &p.bursts)
+            .any(|b| matches!(b.status, crate::record::CellStatus::Error | crate::record::CellStatus::Loop));
+        let mixed = self.mixed_prefill.iter().flat_map(|p| &p.levels).any(|l| l.error.is_some());
+        let sessions = self
+            .sessions
+            .iter()
+            .flat_map(|p| &p.sessions)
+            .any(|s| matches!(s.status, sessions::SessionStatus::Failed | sessions::SessionStatus::ServerLost));
+        rate || burst || mixed || sessions
+    }
+
     /// The phases that have a section, in the order they run.
     pub fn kinds(&self) -> Vec<PhaseKind> {
         let present = [

@@ -87,6 +87,7 @@ async fn a_burst_cut_by_the_server_is_an_error_and_the_run_goes_on_once_it_is_ba
     back.wait().unwrap();
     let rec = r.record();
     assert_eq!(rec["status"], "complete", "{}", r.stderr);
+    assert_eq!(r.code, 2, "a burst in error makes the run exit 2, as an errored cell does: {}", r.stderr);
     assert!(events(rec).contains("server is back"), "{}", events(rec));
     let bursts = rec["phases"]["burst"]["bursts"].as_array().unwrap();
     let status: Vec<(u64, &str)> =
@@ -133,6 +134,7 @@ async fn a_mixed_prefill_level_cut_by_the_server_is_an_error_and_retry_failed_me
     let r = finished(child, &out).await;
     let rec = r.record().clone();
     assert_eq!(rec["status"], "complete", "{}", r.stderr);
+    assert_eq!(r.code, 2, "a mixed-prefill level in error makes the run exit 2: {}", r.stderr);
     assert!(events(&rec).contains("server is back"), "{}", events(&rec));
     let levels = mixed_levels(&rec);
     assert!(says_lost(&levels[0]["error"]), "{:?}", levels[0]);
@@ -146,6 +148,7 @@ async fn a_mixed_prefill_level_cut_by_the_server_is_an_error_and_retry_failed_me
     back.kill().unwrap();
     back.wait().unwrap();
     assert_eq!(retried.record()["status"], "complete", "{}", retried.stderr);
+    assert_eq!(retried.code, 0, "nothing is in error after the retry: {}", retried.stderr);
     let levels = mixed_levels(retried.record());
     assert!(levels[0]["error"].is_null(), "the cut level is measured again: {:?}", levels[0]);
     assert_eq!(valid_probes(&levels[0]), 2, "{:?}", levels[0]);
@@ -189,6 +192,7 @@ async fn sessions_cut_by_the_server_stop_and_retry_failed_holds_them_again() {
     let r = finished(child, &out).await;
     let rec = r.record();
     assert_eq!(rec["status"], "complete", "{}", r.stderr);
+    assert_eq!(r.code, 2, "conversations the server's loss ended make the run exit 2: {}", r.stderr);
     assert!(events(rec).contains("server is back"), "{}", events(rec));
     let held = sessions(rec);
     assert_eq!(held.len(), 3, "{held:?}");
@@ -208,6 +212,7 @@ async fn sessions_cut_by_the_server_stop_and_retry_failed_holds_them_again() {
     back.kill().unwrap();
     back.wait().unwrap();
     assert_eq!(retried.record()["status"], "complete", "{}", retried.stderr);
+    assert_eq!(retried.code, 0, "{}", retried.stderr);
     let held = sessions(retried.record());
     assert!(held.iter().all(|s| s["status"] == "complete" && s["turns"].as_array().unwrap().len() == 8), "{held:?}");
 }
