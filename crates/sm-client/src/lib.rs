@@ -18,4 +18,4 @@ pub mod scan;
 pub mod sse;
 pub mod wire;
 
-pub use http::{Client, ClientError, JsonBody};
+pub use http::{Client, ClientError, JsonBody, StreamReader};
