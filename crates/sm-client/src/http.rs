@@ -191,8 +191,10 @@ impl Client {
         json_of(path, read_text(path, resp).await?)
     }
 
-    /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken just before the request is handed
-    /// to the connection; the call returns once the response headers arrived.
+    /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken
+    /// just before the request's bytes are written to the open connection (owned reader), or just
+    /// before reqwest is handed the request (which may open the connection first); the call returns
+    /// once the response headers arrived.
     /// A non-2xx answer is an error carrying its body.
     pub async fn stream(
         &self,
@@ -235,7 +237,6 @@ impl Client {
         idle_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
         let timeout = || ClientError::Timeout { path: path.to_string(), secs: idle_timeout.as_secs_f64() };
-        let sent_at = Instant::now();
         let post = wire::post(pool, fresh, path, body.as_bytes(), self.api_key.as_deref());
         let mut resp = tokio::time::timeout(idle_timeout, post).await.map_err(|_| timeout())??;
         if !(200..300).contains(&resp.status) {
@@ -246,7 +247,7 @@ impl Client {
             })?;
             return Err(ClientError::Status { path: path.to_string(), status: resp.status, body: excerpt(&body) });
         }
-        let mut stream = EventStream::new(path, sent_at, Body::Owned(resp.conn), idle_timeout);
+        let mut stream = EventStream::new(path, resp.sent_at, Body::Owned(resp.conn), idle_timeout);
         // body bytes that came with the head arrived when the head did
         stream.decode_owned(resp.head_at)?;
         Ok(stream)

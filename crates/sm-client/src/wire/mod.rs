@@ -26,7 +26,8 @@ const MAX_HEAD: usize = 64 * 1024;
 /// The most of an error body kept for its excerpt.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
-/// A read leaves at least this much room, so one `read` takes what the kernel has.
+/// The read buffer's size; a read leaves at least a quarter of it free, so one `read` takes
+/// what the kernel has.
 const READ_ROOM: usize = 16 * 1024;
 /// How long a dropped stream whose `[DONE]` arrived may wait for the body's last chunk before
 /// its connection goes back to the pool (else it is closed).
@@ -130,6 +131,8 @@ impl Pool {
 /// The response's status and the connection, its body not read yet.
 pub struct Response {
     pub status: u16,
+    /// Just before the request's bytes were written, the connection open (methodology §9).
+    pub sent_at: Instant,
     /// When the read that completed the head returned.
     pub head_at: Instant,
     pub conn: Conn,
@@ -154,7 +157,11 @@ pub async fn post(
     };
     let broken =
         |reason: String, before_response: bool| ClientError::Broken { path: path.to_string(), reason, before_response };
-    tcp.write_all(&pool.request(path, body, api_key)).await.map_err(|e| broken(e.to_string(), true))?;
+    let request = pool.request(path, body, api_key);
+    // After the connection is open: a connect the server's full accept queue dropped waits for
+    // the SYN's retransmission (1 s), which is no part of the server's time to first token.
+    let sent_at = Instant::now();
+    tcp.write_all(&request).await.map_err(|e| broken(e.to_string(), true))?;
     let mut buf = BytesMut::with_capacity(READ_ROOM);
     let (head, head_at) = read_head(&mut tcp, &mut buf).await.map_err(|(reason, any)| broken(reason, !any))?;
     let conn = Conn {
@@ -165,7 +172,7 @@ pub async fn post(
         end_expected: false,
         pool: Arc::clone(pool),
     };
-    Ok(Response { status: head.status, head_at, conn })
+    Ok(Response { status: head.status, sent_at, head_at, conn })
 }
 
 struct Head {
@@ -264,8 +271,9 @@ impl Conn {
     pub async fn read(&mut self) -> io::Result<usize> {
         let tcp = self.tcp.as_mut().ok_or(io::ErrorKind::NotConnected)?;
         if self.buf.capacity() - self.buf.len() < READ_ROOM / 4 {
-            // reclaims the buffer in place once the last read's events are dropped
-            self.buf.reserve(READ_ROOM);
+            // Half the buffer: once the last read's events are dropped this reclaims the same
+            // allocation in place (asking for all of it would grow it, the bytes held included).
+            self.buf.reserve(READ_ROOM / 2);
         }
         tcp.read_buf(&mut self.buf).await
     }
