@@ -261,3 +261,38 @@ async fn a_pooled_connection_the_server_closed_is_not_used_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test]
+async fn a_server_that_never_answers_times_out_on_the_head() {
+    // accepts, reads the request, then holds the connection without a byte of answer
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((tcp, _)) = listener.accept().await {
+            held.push(tcp);
+        }
+    });
+    let c = Client::new(&url, None, 1).unwrap();
+    let body = JsonBody::new(&serde_json::json!({}));
+    match c.stream("/v1/completions", &body, Duration::from_millis(300)).await {
+        Err(ClientError::Timeout { secs, .. }) => assert_eq!(secs, 0.3),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("a stream from a server that never answered"),
+    }
+}
+
+#[tokio::test]
+async fn a_response_head_longer_than_64_kib_is_refused() {
+    let mut head = b"HTTP/1.1 200 OK\r\nx-padding: ".to_vec();
+    head.extend(std::iter::repeat_n(b'a', 70 * 1024));
+    head.extend_from_slice(b"\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n");
+    let answer: &'static [u8] = Box::leak(head.into_boxed_slice());
+    let c = Client::new(&canned(answer, answer.len()).await, None, 1).unwrap();
+    match all(&c).await {
+        Err(ClientError::Broken { reason, before_response: false, .. }) => {
+            assert!(reason.contains("64 KiB"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
