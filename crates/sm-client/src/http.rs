@@ -1,13 +1,18 @@
 //! One HTTP client per run: a connection pool sized for the largest cell,
 //! `TCP_NODELAY`, HTTP/1.1 keep-alive, bearer auth. Streaming responses yield
-//! SSE events stamped with the instant their bytes arrived.
+//! SSE events stamped with the instant their bytes arrived; on plain `http://` they are read by
+//! the request's own task on a connection it owns ([`crate::wire`]), elsewhere by reqwest.
 
 use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 use crate::sse::{SseEvent, SseParser};
+use crate::wire;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -80,8 +85,19 @@ pub struct Client {
     /// Keeps no idle connection, so every request opens a new one: for the one resend of a
     /// request whose pooled connection the server had closed (the pool may hold more such).
     fresh: reqwest::Client,
+    /// The streams' own connections: `None` on `https://` or behind a proxy (reqwest then).
+    wire: Option<Arc<wire::Pool>>,
     base: String,
     api_key: Option<String>,
+}
+
+/// Which reader carries the streamed requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamReader {
+    /// The request's task reads its own connection ([`crate::wire`]); the default on `http://`.
+    Owned,
+    /// reqwest (hyper's connection task): `https://`, a proxy, or asked for.
+    Reqwest,
 }
 
 impl Client {
@@ -98,7 +114,26 @@ impl Client {
                 .build()
                 .map_err(|e| ClientError::Build(e.to_string()))
         };
-        Ok(Client { http: build(pool + 16)?, fresh: build(0)?, base, api_key })
+        if api_key.as_deref().is_some_and(|k| k.bytes().any(|b| b.is_ascii_control())) {
+            return Err(ClientError::Build(
+                "the API key holds a line break or control character: pass the key alone, on one line".into(),
+            ));
+        }
+        let wire = wire::Pool::for_base(&base, pool + 16).map(Arc::new);
+        Ok(Client { http: build(pool + 16)?, fresh: build(0)?, wire, base, api_key })
+    }
+
+    /// Streams read by reqwest even where the owned reader could be used (a reference to compare).
+    pub fn with_stream_reader(mut self, reader: StreamReader) -> Client {
+        if reader == StreamReader::Reqwest {
+            self.wire = None;
+        }
+        self
+    }
+
+    /// The reader that carries this client's streamed requests.
+    pub fn stream_reader(&self) -> StreamReader {
+        if self.wire.is_some() { StreamReader::Owned } else { StreamReader::Reqwest }
     }
 
     /// The base URL, without credentials.
@@ -156,8 +191,10 @@ impl Client {
         json_of(path, read_text(path, resp).await?)
     }
 
-    /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken just before the request is handed
-    /// to the connection; the call returns once the response headers arrived.
+    /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken
+    /// just before the request's bytes are written to the open connection (owned reader), or just
+    /// before reqwest is handed the request (which may open the connection first); the call returns
+    /// once the response headers arrived.
     /// A non-2xx answer is an error carrying its body.
     pub async fn stream(
         &self,
@@ -165,7 +202,7 @@ impl Client {
         body: &JsonBody,
         idle_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        self.stream_on(&self.http, path, body, idle_timeout).await
+        self.stream_on(false, path, body, idle_timeout).await
     }
 
     /// `stream` on a new connection, never a pooled one.
@@ -175,10 +212,48 @@ impl Client {
         body: &JsonBody,
         idle_timeout: Duration,
     ) -> Result<EventStream, ClientError> {
-        self.stream_on(&self.fresh, path, body, idle_timeout).await
+        self.stream_on(true, path, body, idle_timeout).await
     }
 
     async fn stream_on(
+        &self,
+        fresh: bool,
+        path: &str,
+        body: &JsonBody,
+        idle_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
+        match &self.wire {
+            Some(pool) => self.stream_owned(pool, fresh, path, body, idle_timeout).await,
+            None => self.stream_reqwest(if fresh { &self.fresh } else { &self.http }, path, body, idle_timeout).await,
+        }
+    }
+
+    async fn stream_owned(
+        &self,
+        pool: &Arc<wire::Pool>,
+        fresh: bool,
+        path: &str,
+        body: &JsonBody,
+        idle_timeout: Duration,
+    ) -> Result<EventStream, ClientError> {
+        let timeout = || ClientError::Timeout { path: path.to_string(), secs: idle_timeout.as_secs_f64() };
+        let post = wire::post(pool, fresh, path, body.as_bytes(), self.api_key.as_deref());
+        let mut resp = tokio::time::timeout(idle_timeout, post).await.map_err(|_| timeout())??;
+        if !(200..300).contains(&resp.status) {
+            let body = resp.conn.error_body(idle_timeout).await.map_err(|reason| ClientError::Broken {
+                path: path.to_string(),
+                reason,
+                before_response: false,
+            })?;
+            return Err(ClientError::Status { path: path.to_string(), status: resp.status, body: excerpt(&body) });
+        }
+        let mut stream = EventStream::new(path, resp.sent_at, Body::Owned(resp.conn), idle_timeout);
+        // body bytes that came with the head arrived when the head did
+        stream.decode_owned(resp.head_at)?;
+        Ok(stream)
+    }
+
+    async fn stream_reqwest(
         &self,
         http: &reqwest::Client,
         path: &str,
@@ -198,19 +273,7 @@ impl Client {
             let t = read_text(path, resp).await?;
             return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body) });
         }
-        Ok(EventStream {
-            path: path.to_string(),
-            sent_at,
-            resp,
-            parser: SseParser::new(),
-            ready: VecDeque::new(),
-            scratch: Vec::new(),
-            at: sent_at,
-            idle_timeout,
-            stall: Box::pin(tokio::time::sleep(idle_timeout)),
-            last_read: Instant::now(),
-            ended: false,
-        })
+        Ok(EventStream::new(path, sent_at, Body::Reqwest(resp), idle_timeout))
     }
 }
 
@@ -221,10 +284,16 @@ pub struct TimedEvent {
     pub event: SseEvent,
 }
 
+/// Where a stream's body bytes come from.
+enum Body {
+    Reqwest(reqwest::Response),
+    Owned(wire::Conn),
+}
+
 pub struct EventStream {
     path: String,
     pub sent_at: Instant,
-    resp: reqwest::Response,
+    body: Body,
     parser: SseParser,
     ready: VecDeque<SseEvent>,
     scratch: Vec<SseEvent>,
@@ -233,13 +302,29 @@ pub struct EventStream {
     /// Fires when the stream may have been silent for `idle_timeout`. Moved only when it fires
     /// (or the timeout changes), not at every read: a timer per read costs the timer wheel's
     /// insert and removal for every token.
-    stall: std::pin::Pin<Box<tokio::time::Sleep>>,
+    stall: Pin<Box<tokio::time::Sleep>>,
     /// When the last read completed (or the headers arrived).
     last_read: Instant,
     ended: bool,
 }
 
 impl EventStream {
+    fn new(path: &str, sent_at: Instant, body: Body, idle_timeout: Duration) -> EventStream {
+        EventStream {
+            path: path.to_string(),
+            sent_at,
+            body,
+            parser: SseParser::new(),
+            ready: VecDeque::new(),
+            scratch: Vec::new(),
+            at: sent_at,
+            idle_timeout,
+            stall: Box::pin(tokio::time::sleep(idle_timeout)),
+            last_read: Instant::now(),
+            ended: false,
+        }
+    }
+
     /// Changes the longest silence allowed from now on (a stream may wait longer for its first
     /// token, through prefill and queueing, than between tokens).
     pub fn set_idle_timeout(&mut self, idle_timeout: Duration) {
@@ -249,25 +334,7 @@ impl EventStream {
     }
 
     fn deadline(&self) -> Instant {
-        // a timeout too long to add is no timeout: about 34 years
-        self.last_read.checked_add(self.idle_timeout).unwrap_or_else(|| self.last_read + Duration::from_secs(1 << 30))
-    }
-
-    /// The next read, or `Stalled` once no byte came for `idle_timeout` since the last one.
-    async fn read(&mut self) -> Result<Result<Option<bytes::Bytes>, reqwest::Error>, ClientError> {
-        loop {
-            tokio::select! {
-                biased;
-                piece = self.resp.chunk() => return Ok(piece),
-                () = self.stall.as_mut() => {
-                    let deadline = self.deadline();
-                    if Instant::now() >= deadline {
-                        return Err(ClientError::Stalled { secs: self.idle_timeout.as_secs_f64() });
-                    }
-                    self.stall.as_mut().reset(deadline.into());
-                }
-            }
-        }
+        deadline(self.last_read, self.idle_timeout)
     }
 
     /// The next event, `Ok(None)` at a clean end of the body. A body that ends in
@@ -280,33 +347,105 @@ impl EventStream {
             if self.ended {
                 return Ok(None);
             }
-            let piece = self.read().await?;
-            // The arrival instant: taken before any parsing.
-            let now = Instant::now();
-            self.last_read = now;
-            match piece {
-                Ok(Some(bytes)) => {
-                    self.at = now;
-                    self.parser.push_bytes(&bytes, &mut self.scratch);
-                    self.ready.extend(self.scratch.drain(..));
+            match &mut self.body {
+                Body::Reqwest(_) => self.next_reqwest().await?,
+                Body::Owned(_) => self.next_owned().await?,
+            }
+        }
+    }
+
+    /// One read by reqwest, its events queued.
+    async fn next_reqwest(&mut self) -> Result<(), ClientError> {
+        let Body::Reqwest(resp) = &mut self.body else { return Ok(()) };
+        let piece = until_stall(&mut self.stall, self.last_read, self.idle_timeout, resp.chunk()).await?;
+        // The arrival instant: taken before any parsing.
+        let now = Instant::now();
+        self.last_read = now;
+        match piece {
+            Ok(Some(bytes)) => {
+                self.at = now;
+                self.parser.push_bytes(&bytes, &mut self.scratch);
+                self.ready.extend(self.scratch.drain(..));
+                Ok(())
+            }
+            Ok(None) => self.end(),
+            Err(e) => Err(self.broken(root_cause(&e))),
+        }
+    }
+
+    /// One read of the owned connection, its events queued.
+    async fn next_owned(&mut self) -> Result<(), ClientError> {
+        let Body::Owned(conn) = &mut self.body else { return Ok(()) };
+        let read = until_stall(&mut self.stall, self.last_read, self.idle_timeout, conn.read()).await?;
+        // The arrival instant: taken before any parsing.
+        let now = Instant::now();
+        self.last_read = now;
+        match read {
+            Ok(0) => {
+                let eof = conn.at_eof();
+                eof.map_err(|e| self.broken(e.to_string()))?;
+                self.end()
+            }
+            Ok(_) => self.decode_owned(now),
+            Err(e) => Err(self.broken(e.to_string())),
+        }
+    }
+
+    /// Decodes what the owned connection has read (arrived at `at`) into queued events.
+    fn decode_owned(&mut self, at: Instant) -> Result<(), ClientError> {
+        let Body::Owned(conn) = &mut self.body else { return Ok(()) };
+        let (parser, scratch) = (&mut self.parser, &mut self.scratch);
+        let decoded = conn.decode(&mut |data| parser.push_bytes(&data, scratch));
+        if scratch.contains(&SseEvent::Done) {
+            conn.expect_end();
+        }
+        let done = conn.is_done();
+        decoded.map_err(|e| self.broken(e.to_string()))?;
+        if !self.scratch.is_empty() {
+            self.at = at;
+            self.ready.extend(self.scratch.drain(..));
+        }
+        if done { self.end() } else { Ok(()) }
+    }
+
+    /// The body ended cleanly: an error if it cut an event short.
+    fn end(&mut self) -> Result<(), ClientError> {
+        self.ended = true;
+        if self.parser.pending() > 0 {
+            return Err(self.broken("the stream ended in the middle of an event".into()));
+        }
+        Ok(())
+    }
+
+    fn broken(&self, reason: String) -> ClientError {
+        ClientError::Broken { path: self.path.clone(), reason, before_response: false }
+    }
+}
+
+fn deadline(last_read: Instant, idle_timeout: Duration) -> Instant {
+    // a timeout too long to add is no timeout: about 34 years
+    last_read.checked_add(idle_timeout).unwrap_or_else(|| last_read + Duration::from_secs(1 << 30))
+}
+
+/// `read`'s result, or `Stalled` once no byte came for `idle_timeout` since `last_read`. The
+/// timer is moved only when it fires early (a read came since it was set).
+async fn until_stall<T>(
+    stall: &mut Pin<Box<tokio::time::Sleep>>,
+    last_read: Instant,
+    idle_timeout: Duration,
+    read: impl Future<Output = T>,
+) -> Result<T, ClientError> {
+    tokio::pin!(read);
+    loop {
+        tokio::select! {
+            biased;
+            piece = &mut read => return Ok(piece),
+            () = stall.as_mut() => {
+                let deadline = deadline(last_read, idle_timeout);
+                if Instant::now() >= deadline {
+                    return Err(ClientError::Stalled { secs: idle_timeout.as_secs_f64() });
                 }
-                Ok(None) => {
-                    self.ended = true;
-                    if self.parser.pending() > 0 {
-                        return Err(ClientError::Broken {
-                            path: self.path.clone(),
-                            reason: "the stream ended in the middle of an event".into(),
-                            before_response: false,
-                        });
-                    }
-                }
-                Err(e) => {
-                    return Err(ClientError::Broken {
-                        path: self.path.clone(),
-                        reason: root_cause(&e),
-                        before_response: false,
-                    });
-                }
+                stall.as_mut().reset(deadline.into());
             }
         }
     }
@@ -413,6 +552,19 @@ mod tests {
         assert!(!e.contains("secret") && !e.contains("u:") && e.contains("'http://h:1/'"), "{e}");
         let e = normalize_base("http://h:1/v1?api_key=k-secret").unwrap_err().to_string();
         assert!(e.contains("query") && e.contains("--api-key") && !e.contains("k-secret"), "{e}");
+    }
+
+    #[test]
+    fn an_api_key_that_would_break_the_request_head_is_refused() {
+        let e = Client::new("http://h:1", Some("k-secret\r\nX-Evil: 1".into()), 1).unwrap_err().to_string();
+        assert!(e.contains("line break") && !e.contains("k-secret"), "{e}");
+        assert!(Client::new("http://h:1", Some("k-secret".into()), 1).is_ok());
+    }
+
+    #[test]
+    fn plain_http_streams_on_the_owned_reader_https_on_reqwest() {
+        assert_eq!(Client::new("http://h:1", None, 1).unwrap().stream_reader(), StreamReader::Owned);
+        assert_eq!(Client::new("https://h:1", None, 1).unwrap().stream_reader(), StreamReader::Reqwest);
     }
 
     #[test]

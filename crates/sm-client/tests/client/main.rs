@@ -7,3 +7,4 @@ mod discover_sim;
 mod fast_path;
 mod parsers_prop;
 mod stream_sim;
+mod wire_sim;

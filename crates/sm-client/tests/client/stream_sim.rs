@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use sm_client::openai::{Prompt, RequestSpec};
 use sm_client::sse::SseEvent;
-use sm_client::{Client, ClientError, JsonBody};
+use sm_client::{Client, ClientError, JsonBody, StreamReader};
 use sm_core::record::Api;
 use sm_sim::{Profile, SimHandle, SimOptions};
 
@@ -57,16 +57,18 @@ async fn a_stream_longer_than_the_idle_timeout_is_not_stalled() {
 #[tokio::test]
 async fn a_silent_stream_stalls_after_the_idle_timeout_it_has_now() {
     let h = tiny(&["stall-after=2"]).await;
-    let c = Client::new(&h.url(), None, 4).unwrap();
-    let (path, body) = body(&h, 40);
-    // a long wait for the first token, then a short one between tokens (as the runner sets it)
-    let mut stream = c.stream(path, &body, Duration::from_secs(3600)).await.unwrap();
-    stream.next().await.unwrap().expect("the first chunk");
-    stream.set_idle_timeout(Duration::from_millis(200));
-    let end = tokio::time::timeout(Duration::from_secs(20), drain(&mut stream)).await;
-    match end.expect("the shortened timeout applies to the silence already under way") {
-        Err(ClientError::Stalled { secs }) => assert_eq!(secs, 0.2),
-        other => panic!("expected a stall, got {other:?}"),
+    for reader in [StreamReader::Owned, StreamReader::Reqwest] {
+        let c = Client::new(&h.url(), None, 4).unwrap().with_stream_reader(reader);
+        let (path, body) = body(&h, 40);
+        // a long wait for the first token, then a short one between tokens (as the runner sets it)
+        let mut stream = c.stream(path, &body, Duration::from_secs(3600)).await.unwrap();
+        stream.next().await.unwrap().expect("the first chunk");
+        stream.set_idle_timeout(Duration::from_millis(200));
+        let end = tokio::time::timeout(Duration::from_secs(20), drain(&mut stream)).await;
+        match end.expect("the shortened timeout applies to the silence already under way") {
+            Err(ClientError::Stalled { secs }) => assert_eq!(secs, 0.2, "{reader:?}"),
+            other => panic!("{reader:?}: expected a stall, got {other:?}"),
+        }
     }
     h.shutdown().await;
 }
