@@ -11,6 +11,7 @@
 pub mod amd_gpu;
 pub mod dcgm;
 pub mod discover;
+pub mod error;
 pub mod http;
 pub mod metrics;
 pub mod openai;

@@ -18,7 +18,7 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::http::ClientError;
+use crate::error::ClientError;
 use framing::{Decoder, Framing, FramingError};
 
 /// The largest response head accepted (status line and headers).

@@ -108,6 +108,11 @@ impl Default for Burst {
 }
 
 impl BurstPhase {
+    /// Whether a burst ended in an error (a failed request, or a looping answer).
+    pub fn errored(&self) -> bool {
+        self.bursts.iter().any(|b| matches!(b.status, CellStatus::Error | CellStatus::Loop))
+    }
+
     /// The bursts of one cell (context × concurrency), every round.
     pub fn cell(&self, context: Option<u64>, concurrency: u32) -> impl Iterator<Item = &Burst> {
         self.bursts.iter().filter(move |b| b.context == context && b.concurrency == concurrency)

@@ -71,11 +71,7 @@ impl Phases {
     /// cell, it makes `run` exit 2, so a script sees that part of what it asked for is missing.
     pub fn errored(&self) -> bool {
         let rate = self.rate.iter().flat_map(|p| &p.levels).any(|l| l.status == rate::LevelStatus::Error);
-        let burst = self
-            .burst
-            .iter()
-            .flat_map(|p| &p.bursts)
-            .any(|b| matches!(b.status, crate::record::CellStatus::Error | crate::record::CellStatus::Loop));
+        let burst = self.burst.as_ref().is_some_and(burst::BurstPhase::errored);
         let mixed = self.mixed_prefill.iter().flat_map(|p| &p.levels).any(|l| l.error.is_some());
         let sessions = self
             .sessions
