@@ -296,3 +296,45 @@ async fn a_response_head_longer_than_64_kib_is_refused() {
         other => panic!("{other:?}"),
     }
 }
+
+/// Whole answers recorded from the real engines the suite runs (a raw socket that sent `Connection: close`, 2026-12-05):
+/// vLLM 0.32 CPU behind uvicorn and llama.cpp's llama-server, each a streamed chat answer and an
+/// error. Their heads and chunk sizes are the engines' own, not what a test would write.
+const RECORDED_STREAMS: [(&str, &[u8]); 2] = [
+    ("vllm", include_bytes!("../data/http/vllm-chat.http")),
+    ("llamacpp", include_bytes!("../data/http/llamacpp-chat.http")),
+];
+const RECORDED_ERRORS: [(&str, &[u8], u16); 2] = [
+    ("vllm", include_bytes!("../data/http/vllm-404.http"), 404),
+    ("llamacpp", include_bytes!("../data/http/llamacpp-400.http"), 400),
+];
+
+/// The recorded answers give the owned reader exactly the events reqwest's reader gives, wherever
+/// the bytes are cut: every byte through the head and the first chunks, then every seventh.
+#[tokio::test]
+async fn recorded_engine_answers_read_as_reqwest_reads_them() {
+    for (engine, answer) in RECORDED_STREAMS {
+        let reference = Client::new(&canned(answer, answer.len()).await, None, 1)
+            .unwrap()
+            .with_stream_reader(StreamReader::Reqwest);
+        let want = all(&reference).await.unwrap();
+        assert!(want.len() > 4 && want.last() == Some(&SseEvent::Done), "{engine}: {want:?}");
+        let cuts = (0..answer.len().min(700)).chain((700..=answer.len()).step_by(7));
+        for cut in cuts {
+            let c = Client::new(&canned(answer, cut).await, None, 1).unwrap();
+            assert_eq!(c.stream_reader(), StreamReader::Owned);
+            assert_eq!(all(&c).await.unwrap(), want, "{engine}: cut at byte {cut}");
+        }
+    }
+    for (engine, answer, status) in RECORDED_ERRORS {
+        let mut seen = Vec::new();
+        for (reader, c) in clients(&canned(answer, answer.len()).await) {
+            match all(&c).await {
+                Err(ClientError::Status { status: s, body, .. }) if s == status => seen.push(body),
+                other => panic!("{engine} on {reader:?}: {other:?}"),
+            }
+        }
+        assert!(seen[0].contains("error"), "{engine}: {}", seen[0]);
+        assert_eq!(seen[0], seen[1], "{engine}: the same excerpt on both readers");
+    }
+}
