@@ -70,6 +70,7 @@ pub fn router(db: Db, request_timeout: Duration) -> Router {
         .route("/runs/{id}", get(run_page))
         .route("/runs/{id}/run.json", get(run_json))
         .route("/runs/{id}/measurements.csv", get(run_csv))
+        .route("/runs/{id}/phases/{file}", get(run_phase_csv))
         .route("/runs/{id}/report.md", get(run_markdown))
         .route("/compare", get(compare_page))
         .route("/upload", get(upload_form).post(upload_post))
@@ -200,18 +201,27 @@ async fn runs_page(State(db): State<Db>, Query(p): Query<runs::ListParams>) -> R
 async fn run_page(State(db): State<Db>, Path(id): Path<String>) -> Response {
     match load_renderable(&db, &id).await {
         Ok((stored, record)) => {
-            let id = &stored.id;
-            let links = [
-                ("← All runs".to_string(), "/".to_string()),
-                ("JSON".into(), format!("/runs/{id}/run.json")),
-                ("CSV".into(), format!("/runs/{id}/measurements.csv")),
-                ("Markdown".into(), format!("/runs/{id}/report.md")),
-                ("Compare with other runs".into(), format!("/compare?ids={id}")),
-            ];
+            let links = run_links(&stored.id, &record);
             Html(sm_report::html_page(&record, &links)).into_response()
         }
         Err(f) => f.page(Nav::Runs, "Run not found"),
     }
+}
+
+/// The run page's links: the record, its CSVs as `speedmatrix report` writes them (no
+/// `measurements.csv` for a run of load phases only, one CSV per phase that ran), the Markdown.
+fn run_links(id: &str, record: &RunRecord) -> Vec<(String, String)> {
+    let mut links = vec![("← All runs".to_string(), "/".to_string()), ("JSON".into(), format!("/runs/{id}/run.json"))];
+    if sm_report::has_measurements(record) {
+        links.push(("CSV".into(), format!("/runs/{id}/measurements.csv")));
+    }
+    for kind in record.phases.kinds() {
+        let file = sm_report::phases::csv_file_name(kind);
+        links.push((file.clone(), format!("/runs/{id}/phases/{file}")));
+    }
+    links.push(("Markdown".into(), format!("/runs/{id}/report.md")));
+    links.push(("Compare with other runs".into(), format!("/compare?ids={id}")));
+    links
 }
 
 fn download(content_type: &'static str, name: String, body: String) -> Response {
@@ -230,9 +240,35 @@ async fn run_json(State(db): State<Db>, Path(id): Path<String>) -> Response {
 
 async fn run_csv(State(db): State<Db>, Path(id): Path<String>) -> Response {
     match load_renderable(&db, &id).await {
+        Ok((stored, record)) if !sm_report::has_measurements(&record) => {
+            let files: Vec<String> = record.phases.kinds().into_iter().map(sm_report::phases::csv_file_name).collect();
+            let why = format!(
+                "Run \"{}\" measured load phases only: it has no matrix rows. Its rows are in {} under /runs/{}/phases/.",
+                stored.id,
+                files.join(", "),
+                stored.id
+            );
+            Failure::new(StatusCode::NOT_FOUND, why).page(Nav::Runs, "No measurements.csv")
+        }
         Ok((stored, record)) => {
             download("text/csv; charset=utf-8", format!("measurements-{}.csv", stored.id), sm_report::csv(&record))
         }
+        Err(f) => f.page(Nav::Runs, "Run not found"),
+    }
+}
+
+/// One load phase's CSV (`rate.csv`, `burst.csv`, …), as `speedmatrix report` writes it beside
+/// run.json; 404 for a phase the run did not measure.
+async fn run_phase_csv(State(db): State<Db>, Path((id, file)): Path<(String, String)>) -> Response {
+    match load_renderable(&db, &id).await {
+        Ok((stored, record)) => match sm_report::phases::csv_files(&record).into_iter().find(|(name, _)| *name == file)
+        {
+            Some((name, text)) => download("text/csv; charset=utf-8", format!("{}-{name}", stored.id), text),
+            None => {
+                Failure::new(StatusCode::NOT_FOUND, format!("Run \"{}\" has no phase CSV of that name.", stored.id))
+                    .page(Nav::Runs, "Not found")
+            }
+        },
         Err(f) => f.page(Nav::Runs, "Run not found"),
     }
 }

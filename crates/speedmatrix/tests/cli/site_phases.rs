@@ -28,6 +28,7 @@ async fn suite(url: &str, rec: &Value) {
     let (status, md) = site.get(&format!("/runs/{id}/report.md")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(md.contains("Multi-turn sessions") && md.contains("Bursts"), "{md}");
+    phase_csvs(&site, &id, &html).await;
 
     type Change = Box<dyn Fn(&mut Value)>;
     let cases: Vec<(Change, &str)> = vec![
@@ -49,6 +50,33 @@ async fn suite(url: &str, rec: &Value) {
         assert_eq!(site.snapshot().await, before, "{why}: stored");
     }
     site.db.close().await;
+}
+
+/// A run of phases only offers each phase's CSV, as `speedmatrix report` writes them, and no
+/// `measurements.csv` (it would be a header alone): the page links the four, each has its rows,
+/// and the matrix CSV's address says where the rows are instead.
+async fn phase_csvs(site: &crate::site_common::site::Site, id: &str, html: &str) {
+    assert!(!html.contains(&format!("/runs/{id}/measurements.csv")), "no link to a header-only CSV");
+    for (file, column) in [
+        ("rate.csv", "rate"),
+        ("burst.csv", "concurrency"),
+        ("mixed_prefill.csv", "background"),
+        ("sessions.csv", "turn"),
+    ] {
+        let path = format!("/runs/{id}/phases/{file}");
+        assert!(html.contains(&path), "the page links {path}");
+        let (status, text) = site.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {text}");
+        let mut lines = text.lines();
+        let header = lines.next().unwrap_or_default();
+        assert!(header.split(',').any(|c| c.contains(column)), "{file}: {header}");
+        assert!(lines.count() >= 1, "{file} has rows: {text}");
+    }
+    let (status, page) = site.get(&format!("/runs/{id}/measurements.csv")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{page}");
+    assert!(page.contains("load phases only") && page.contains("sessions.csv"), "{page}");
+    let (status, _) = site.get(&format!("/runs/{id}/phases/nope.csv")).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
