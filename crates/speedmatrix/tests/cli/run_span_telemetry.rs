@@ -32,6 +32,13 @@ fn traced<'a>(lines: &[Value], trace: &'a HashMap<String, Value>, phase: &str) -
     mine.map(|l| &trace[l["request_id"].as_str().expect("the server's id")]).collect()
 }
 
+/// The server's token counters over a span are exactly the tokens of the requests it held.
+fn assert_server_counted(m: &Value, requests: &[&Value]) {
+    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
+    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
+    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+}
+
 /// The engine's energy truth over a span of `span_s` holding these requests.
 fn energy_truth(requests: &[&Value], span_s: f64) -> f64 {
     let running: f64 = requests.iter().map(|t| num(&t["end"]) - num(&t["admitted"])).sum();
@@ -99,9 +106,7 @@ async fn a_prefill_row_and_a_rate_level_carry_the_servers_counts_and_the_gpus_en
     let requests = traced(lines, trace, "rate");
     assert_eq!(requests.len(), 6);
     let m = &level["server_metrics"];
-    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
-    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
-    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert_server_counted(m, &requests);
     assert!(num(&m["tok_s_diff_pct"]).abs() < 10.0, "the server's tok/s against the level's: {m}");
     let g = &level["gpu"];
     let span = num(&level["span_s"]);
@@ -137,9 +142,7 @@ async fn a_burst_carries_the_servers_counts_and_the_gpus_energy() {
     let requests = traced(lines, trace, "burst");
     assert_eq!(requests.len(), 4);
     let m = &burst["server_metrics"];
-    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
-    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
-    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert_server_counted(m, &requests);
     assert!(num(&m["tok_s_diff_pct"]).abs() < 10.0, "the server's tok/s against the burst's: {m}");
     let g = &burst["gpu"];
     assert_eq!(g["source"], "dcgm", "{g}");
@@ -175,9 +178,7 @@ async fn a_mixed_prefill_level_carries_the_servers_counts_and_the_gpus_energy() 
     requests.remove(idle);
     assert_eq!(requests.iter().filter(|t| num(&t["prompt_tokens"]) == 2048.0).count(), 1, "one probe");
     let m = &level["server_metrics"];
-    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
-    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
-    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert_server_counted(m, &requests);
     let g = &level["gpu"];
     assert_eq!(g["source"], "dcgm", "{g}");
     assert!(g.get("joules_per_token").is_none(), "a level's energy mixes decode and prefill: {g}");
@@ -202,9 +203,7 @@ async fn the_sessions_phase_carries_the_servers_counts_and_the_gpus_energy() {
     let requests = traced(lines, trace, "sessions");
     assert_eq!(requests.len(), 4, "2 users × 2 turns");
     let m = &phase["server_metrics"];
-    let sum = |key: &str| requests.iter().map(|t| num(&t[key])).sum::<f64>();
-    assert_eq!(num(&m["generation_tokens"]), sum("completion_tokens"), "{m}");
-    assert_eq!(num(&m["prompt_tokens"]), sum("prompt_tokens"), "{m}");
+    assert_server_counted(m, &requests);
     let g = &phase["gpu"];
     assert_eq!(g["source"], "dcgm", "{g}");
     let span = num(&phase["summary"]["span_s"]);
