@@ -19,6 +19,7 @@
 
 mod adaptive;
 mod burst;
+mod cancel;
 mod cell;
 mod gpu_sampler;
 mod health;

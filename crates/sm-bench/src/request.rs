@@ -9,6 +9,7 @@ use sm_client::scan::read_chunk;
 use sm_client::sse::SseEvent;
 use tokio::sync::watch;
 
+use crate::cancel::Cancelled;
 use crate::loopguard::{LoopFinding, LoopGuard};
 use crate::request_log::{Point, RequestLog};
 
@@ -86,10 +87,9 @@ where
     };
     run.log.sent = stream.sent_at;
     let mut state = ReadState::default();
-    // One cancel future for the whole stream: made anew per event, it would take the channel's
-    // lock and register (then drop) a waiter for every token.
-    let cancelled = wait_true(cancel);
-    tokio::pin!(cancelled);
+    // One cancel future for the whole stream, polled after every event at the cost of an atomic
+    // load (made anew per event, it would register and drop a waiter under a lock every token).
+    let mut cancelled = Cancelled::new(cancel);
     loop {
         let next = tokio::select! {
             biased;
