@@ -112,10 +112,12 @@ impl Decoder {
     }
 
     fn size_line(&mut self, buf: &mut BytesMut) -> Result<Option<()>, FramingError> {
-        let Some(line) = take_line(buf, MAX_SIZE_LINE).ok_or(FramingError::SizeLineTooLong)? else {
+        let Some(end) = line_end(buf, MAX_SIZE_LINE).ok_or(FramingError::SizeLineTooLong)? else {
             return Ok(None);
         };
-        let size = parse_chunk_size(&line)?;
+        let size = parse_chunk_size(end.line(buf));
+        buf.advance(end.consumed);
+        let size = size?;
         self.state = if size == 0 { State::Trailers(0) } else { State::Data(size) };
         Ok(Some(()))
     }
@@ -138,11 +140,13 @@ impl Decoder {
 
     fn trailer_line(&mut self, buf: &mut BytesMut, seen: usize) -> Result<Option<()>, FramingError> {
         let room = MAX_TRAILERS - seen;
-        let Some(line) = take_line(buf, room).ok_or(FramingError::TrailersTooLong)? else {
+        let Some(end) = line_end(buf, room).ok_or(FramingError::TrailersTooLong)? else {
             return Ok(None);
         };
-        let seen = seen + line.len() + 1;
-        self.state = if line.is_empty() {
+        let empty = end.line(buf).is_empty();
+        let seen = seen + end.line(buf).len() + 1;
+        buf.advance(end.consumed);
+        self.state = if empty {
             State::Done
         } else if seen >= MAX_TRAILERS {
             return Err(FramingError::TrailersTooLong);
@@ -163,17 +167,28 @@ fn take_data(buf: &mut BytesMut, left: u64, out: &mut impl FnMut(Bytes)) -> Opti
     Some(left - n as u64)
 }
 
-/// The next line (without CR LF), removed from `buf`. `Some(None)`: no complete line yet;
-/// `None`: no line end within `max` bytes.
-fn take_line(buf: &mut BytesMut, max: usize) -> Option<Option<BytesMut>> {
+/// Where the next line of `buf` ends. Read in place and then advanced over: splitting it off
+/// would count a reference to the read buffer up and down again for every chunk.
+struct LineEnd {
+    /// The line's length without CR LF.
+    len: usize,
+    /// The line's length with its line end.
+    consumed: usize,
+}
+
+impl LineEnd {
+    fn line<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[..self.len]
+    }
+}
+
+/// The next line's end. `Some(None)`: no complete line yet; `None`: no line end within `max`
+/// bytes.
+fn line_end(buf: &[u8], max: usize) -> Option<Option<LineEnd>> {
     match buf.iter().take(max).position(|&b| b == b'\n') {
         Some(pos) => {
-            let mut line = buf.split_to(pos + 1);
-            line.truncate(pos);
-            if line.last() == Some(&b'\r') {
-                line.truncate(pos - 1);
-            }
-            Some(Some(line))
+            let len = if pos > 0 && buf[pos - 1] == b'\r' { pos - 1 } else { pos };
+            Some(Some(LineEnd { len, consumed: pos + 1 }))
         }
         None if buf.len() >= max => None,
         None => Some(None),
