@@ -3,10 +3,16 @@
 //! done with the bytes but counting `data:` events. Its CPU per token is the floor under any
 //! client that reads each chunk when it arrives: the kernel's receive path, the epoll wake-up and
 //! tokio's scheduler (docs/performance.md, issue 19 §1). Not a measuring tool: no timestamps, no
-//! parsing, and an event split across two reads may be counted twice or not at all.
+//! parsing, and an event whose first bytes are split across two reads goes uncounted.
 //!
 //!   cargo run --release -p sm-client --example read_floor -- --url http://127.0.0.1:PORT \
 //!       [--streams 1000] [--warmup 5] [--seconds 10] [--max-tokens 100] [--model fidelity] [--out F]
+//!       [--park-sleep-us 0]
+//!
+//! `--park-sleep-us N` is an experiment: each worker thread sleeps N µs before it waits for the
+//! next chunk, so that it wakes to many chunks at once. It says what batching reads would save
+//! (fewer wake-ups and epoll calls per token); a measuring client could only do so with the
+//! kernel's arrival time of each chunk, since its reads are then late by up to N µs.
 //!
 //! It prints one JSON line (and writes it to `--out`): the tokens it counted in the measured
 //! seconds, its own CPU in them (from /proc/self/stat), and the CPU per token. It exits without
@@ -30,6 +36,7 @@ struct Args {
     max_tokens: u32,
     model: String,
     out: Option<String>,
+    park_sleep_us: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -42,6 +49,7 @@ fn parse_args() -> Result<Args, String> {
         max_tokens: 100,
         model: "fidelity".into(),
         out: None,
+        park_sleep_us: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -60,6 +68,7 @@ fn parse_args() -> Result<Args, String> {
             "--max-tokens" => a.max_tokens = num(&value)? as u32,
             "--model" => a.model = value,
             "--out" => a.out = Some(value),
+            "--park-sleep-us" => a.park_sleep_us = num(&value)? as u64,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -127,7 +136,14 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a tokio runtime");
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if args.park_sleep_us > 0 {
+        // The experiment: a worker about to sleep until the next chunk sleeps this long first,
+        // so that it then finds many chunks at once (reads late by up to this much).
+        let pause = Duration::from_micros(args.park_sleep_us);
+        builder.on_thread_park(move || std::thread::sleep(pause));
+    }
+    let rt = builder.enable_all().build().expect("a tokio runtime");
     rt.block_on(async move {
         let req = Arc::new(request(&args));
         let tokens = Arc::new(AtomicU64::new(0));
