@@ -55,21 +55,17 @@ pub struct StreamTimeouts {
     pub stall: Duration,
 }
 
-/// Streams one request. `cancel` flipping to true drops the stream at once
-/// (before that, `on_cancel` is awaited with the request id — the SGLang abort).
-pub async fn stream_request<F, Fut>(
+/// Streams one request. `cancel` flipping to true drops the stream at once, after the targeted
+/// abort where the client asks for it (`Client::with_abort_on_cancel`, SGLang): every caller,
+/// cell or load phase, cancels the same way.
+pub async fn stream_request(
     client: &Client,
     path: &str,
     body: &JsonBody,
     timeouts: StreamTimeouts,
     cancel: &mut watch::Receiver<bool>,
     observer: &dyn Observer,
-    on_cancel: F,
-) -> RequestRun
-where
-    F: FnOnce(Option<String>) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
+) -> RequestRun {
     let sent = Instant::now();
     let mut run = RequestRun { log: RequestLog::new(sent), outcome: Outcome::Cancelled, id: None };
     if *cancel.borrow() {
@@ -94,7 +90,7 @@ where
         let next = tokio::select! {
             biased;
             _ = &mut cancelled => {
-                on_cancel(run.id.clone()).await;
+                abort(client, run.id.as_deref()).await;
                 run.outcome = Outcome::Cancelled;
                 return run;
             }
@@ -125,6 +121,14 @@ where
                 return run;
             }
         }
+    }
+}
+
+/// The targeted abort of a stream being cancelled, while it is still open, where the server
+/// needs one; its failure changes nothing (the stream is dropped next either way).
+async fn abort(client: &Client, id: Option<&str>) {
+    if let (true, Some(rid)) = (client.aborts_on_cancel(), id) {
+        let _ = sm_client::discover::abort_request(client, rid).await;
     }
 }
 

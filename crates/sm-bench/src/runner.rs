@@ -138,6 +138,8 @@ pub async fn run(
     }
     let scrubbed = Scrubbed(reporter);
     let reporter: &dyn Reporter = &scrubbed;
+    // one client for every stream of the run, cell or load phase, and so one way to cancel
+    let client = client.with_abort_on_cancel(facts.abort_request);
     let plan = Plan::build(&plan_input(&config, &facts));
     let fresh = skeleton(&client, &facts, &config, &plan);
     let mut retried = None;
@@ -352,12 +354,7 @@ impl Runner<'_> {
     }
 
     fn target(&self) -> Target {
-        Target {
-            client: self.client.clone(),
-            engine: self.facts.engine,
-            metrics: self.facts.metrics_available,
-            abort_request: self.facts.abort_request,
-        }
+        Target { client: self.client.clone(), engine: self.facts.engine, metrics: self.facts.metrics_available }
     }
 
     /// What a prefill row or a load phase samples through its span (methodology §14).

@@ -14,7 +14,6 @@ pub struct Target {
     pub client: Client,
     pub engine: Engine,
     pub metrics: bool,
-    pub abort_request: bool,
 }
 
 /// Whether the server still answers its model list within `timeout`: the one test of "is it

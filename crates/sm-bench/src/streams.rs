@@ -7,7 +7,6 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use sm_client::JsonBody;
-use sm_client::discover;
 use sm_core::record::CellStatus;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -65,15 +64,7 @@ async fn worker(
     let mut logs = Vec::new();
     // a request the cancel would drop before sending it is not sent (nor logged)
     while !*cancel.borrow() {
-        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
-            let target = &target;
-            async move {
-                if let (true, Some(rid)) = (target.abort_request, id) {
-                    let _ = discover::abort_request(&target.client, &rid).await;
-                }
-            }
-        })
-        .await;
+        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer).await;
         let lost = matches!(run.outcome, Outcome::Lost(_));
         run.log.id = run.id.take();
         match run.outcome {

@@ -57,6 +57,9 @@ pub struct Client {
     wire: Option<Arc<wire::Pool>>,
     base: String,
     api_key: Option<String>,
+    /// The server keeps generating for a dropped stream (SGLang): a cancelled stream is aborted
+    /// by its request id first (methodology §6.5).
+    abort_on_cancel: bool,
 }
 
 /// Which reader carries the streamed requests.
@@ -88,7 +91,7 @@ impl Client {
             ));
         }
         let wire = wire::Pool::for_base(&base, pool + 16).map(Arc::new);
-        Ok(Client { http: build(pool + 16)?, fresh: build(0)?, wire, base, api_key })
+        Ok(Client { http: build(pool + 16)?, fresh: build(0)?, wire, base, api_key, abort_on_cancel: false })
     }
 
     /// Streams read by reqwest even where the owned reader could be used (a reference to compare).
@@ -97,6 +100,17 @@ impl Client {
             self.wire = None;
         }
         self
+    }
+
+    /// Whether every stream this client (and each clone) cancels is aborted by its request id
+    /// before it is dropped: for a server that does not stop a request whose stream closed.
+    pub fn with_abort_on_cancel(mut self, abort: bool) -> Client {
+        self.abort_on_cancel = abort;
+        self
+    }
+
+    pub fn aborts_on_cancel(&self) -> bool {
+        self.abort_on_cancel
     }
 
     /// The reader that carries this client's streamed requests.

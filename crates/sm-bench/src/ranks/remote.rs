@@ -71,7 +71,7 @@ impl RemoteCell {
                 streams: share(concurrency, group.ranks, rank),
                 first_token_timeout_ms: timeouts.first_token.as_millis() as u64,
                 stall_timeout_ms: timeouts.stall.as_millis() as u64,
-                abort_request: target.abort_request,
+                abort_request: target.client.aborts_on_cancel(),
             };
             let (tx, rx) = mpsc::unbounded_channel();
             cell.cmds.push(tx);

@@ -90,8 +90,8 @@ async fn drive_cell(conn: &mut Conn, client: &Client, order: CellOrder) -> Resul
         return answer(conn, &live, None).await;
     };
     // the scheduler's gauges are rank 0's to read; this rank only streams
-    let target =
-        Target { client: client.clone(), engine: Engine::Generic, metrics: false, abort_request: order.abort_request };
+    let client = client.clone().with_abort_on_cancel(order.abort_request);
+    let target = Target { client, engine: Engine::Generic, metrics: false };
     let timeouts = StreamTimeouts {
         first_token: Duration::from_millis(order.first_token_timeout_ms),
         stall: Duration::from_millis(order.stall_timeout_ms),

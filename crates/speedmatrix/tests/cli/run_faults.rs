@@ -136,3 +136,52 @@ async fn sglang_streams_are_aborted_and_the_server_drains() {
     let aborted = trace.iter().filter(|t| t["finish"] == "abort").count();
     assert!(aborted >= 2, "the window's streams were aborted, not left generating 8,000 tokens: {trace:?}");
 }
+
+/// A load phase cancels as a cell does: a rate level's requests still running at its grace are
+/// aborted on SGLang (which runs a dropped stream on), not left generating into the next level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_requests_a_rate_level_cancels_are_aborted_before_the_next_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { flavor: Flavor::Sglang, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    // two levels of four requests of 8,000 tokens: each level's are still running when its 5 s
+    // grace runs out
+    let args = [
+        "--url",
+        url.as_str(),
+        "--contexts",
+        "1k",
+        "--request-rate",
+        "50,100",
+        "--requests",
+        "4",
+        "--max-tokens",
+        "8000",
+        "--duration",
+        "1s",
+    ];
+    let r = run(&dir.path().join("out"), &args).await;
+    sim.handle.shutdown().await;
+    let levels = r.record()["phases"]["rate"]["levels"].as_array().unwrap().clone();
+    for level in &levels {
+        assert_eq!(level["counts"]["cancelled"], 4, "{level}");
+    }
+    assert_eq!(r.code, 2, "a level with no completed request is an error: {}", r.stderr);
+    let mut long: Vec<_> = crate::common::trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .filter(|t| t["finish"] != "length")
+        .collect();
+    assert_eq!(long.len(), 8, "the levels' requests, and no other, were cut: {} lines", long.len());
+    long.sort_by(|a, b| a["arrival"].as_f64().partial_cmp(&b["arrival"].as_f64()).unwrap());
+    let second = long[4]["arrival"].as_f64().unwrap();
+    for t in &long[..4] {
+        let end = t["end"].as_f64().unwrap();
+        let (id, finish) = (&t["id"], &t["finish"]);
+        assert!(
+            end < second + 0.5,
+            "first-level request {id} ran on {:.1} s into the second level ({finish})",
+            end - second
+        );
+        assert_eq!(finish, "abort", "request {id}");
+    }
+}

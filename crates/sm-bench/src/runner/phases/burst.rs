@@ -213,9 +213,7 @@ impl Runner<'_> {
             .zip(receivers)
             .map(|(body, mut cancel_rx)| {
                 let client = self.client.clone();
-                tokio::spawn(async move {
-                    stream_request(&client, path, &body, timeouts, &mut cancel_rx, &(), |_| async {}).await
-                })
+                tokio::spawn(async move { stream_request(&client, path, &body, timeouts, &mut cancel_rx, &()).await })
             })
             .collect();
         let mut runs = Vec::with_capacity(tasks.len());

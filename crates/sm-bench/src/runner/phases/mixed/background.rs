@@ -7,7 +7,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sm_client::JsonBody;
-use sm_client::discover;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -163,15 +162,7 @@ async fn worker(
     while !*cancel.borrow() {
         let slot = recorder.open(stream);
         let observer = RequestObserver { recorder: &recorder, stream, slot, last: Mutex::new(None), counted: &counted };
-        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer, |id| {
-            let target = &target;
-            async move {
-                if let (true, Some(rid)) = (target.abort_request, id) {
-                    let _ = discover::abort_request(&target.client, &rid).await;
-                }
-            }
-        })
-        .await;
+        let mut run = stream_request(&target.client, path, &body, timeouts, &mut cancel, &observer).await;
         run.log.id = run.id.take();
         let reason = match run.outcome {
             Outcome::Completed => {

@@ -111,7 +111,7 @@ async fn one(
     mut cancel: watch::Receiver<bool>,
     slot: Option<OwnedSemaphorePermit>,
 ) -> Sent {
-    let run = stream_request(&client, path, &body, timeouts, &mut cancel, &(), |_| async {}).await;
+    let run = stream_request(&client, path, &body, timeouts, &mut cancel, &()).await;
     let over = Instant::now();
     drop(slot);
     let end = match run.outcome {

@@ -83,7 +83,7 @@ async fn turns(u: &mut UserSpec) -> SessionStatus {
         let body = JsonBody::new(&spec.body(&history.prompt(message)));
         let answer = Answer::default();
         let mut stop = u.stop.clone();
-        let run = stream_request(&u.client, spec.path(), &body, u.timeouts, &mut stop, &answer, |_| async {}).await;
+        let run = stream_request(&u.client, spec.path(), &body, u.timeouts, &mut stop, &answer).await;
         if run.outcome == Outcome::Cancelled {
             return SessionStatus::Interrupted;
         }
