@@ -23,9 +23,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use memchr::memmem;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+#[path = "common.rs"]
+mod common;
+use common::{cpu_seconds, request, tokens_in};
 
 struct Args {
     host: String,
@@ -78,31 +81,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-/// This process's CPU seconds (user + system), from /proc/self/stat.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // the fields after the command name, which is in parentheses and may hold spaces
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // utime and stime are fields 14 and 15 of the line: 12 and 13 after the state field's 1
-    (ticks(11) + ticks(12)) / 100.0
-}
-
-fn request(a: &Args) -> Vec<u8> {
-    let body = format!(
-        r#"{{"model":"{}","prompt":"floor","max_tokens":{},"stream":true,"ignore_eos":true,"stream_options":{{"include_usage":true,"continuous_usage_stats":true}}}}"#,
-        a.model, a.max_tokens
-    );
-    format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        a.host,
-        a.port,
-        body.len()
-    )
-    .into_bytes()
-}
-
 /// One stream: request after request on one connection, each read to its chunked body's end.
 async fn stream(host: String, port: u16, req: Arc<Vec<u8>>, tokens: Arc<AtomicU64>) -> std::io::Result<()> {
     let mut tcp = TcpStream::connect((host.as_str(), port)).await?;
@@ -116,10 +94,7 @@ async fn stream(host: String, port: u16, req: Arc<Vec<u8>>, tokens: Arc<AtomicU6
                 return Ok(());
             }
             let read = &buf[..n];
-            // a token's chunk is an event with choices; the usage-only chunk at the end has none
-            let events = memmem::find_iter(read, b"data: {").count();
-            let usage_only = memmem::find_iter(read, b"\"choices\":[]").count();
-            tokens.fetch_add(events.saturating_sub(usage_only) as u64, Ordering::Relaxed);
+            tokens.fetch_add(tokens_in(read), Ordering::Relaxed);
             // the chunked body's last chunk (a response's head never ends so)
             if read.ends_with(b"0\r\n\r\n") {
                 break;
@@ -145,7 +120,7 @@ fn main() {
     }
     let rt = builder.enable_all().build().expect("a tokio runtime");
     rt.block_on(async move {
-        let req = Arc::new(request(&args));
+        let req = Arc::new(request(&format!("{}:{}", args.host, args.port), &args.model, args.max_tokens));
         let tokens = Arc::new(AtomicU64::new(0));
         for _ in 0..args.streams {
             let (host, req, tokens) = (args.host.clone(), Arc::clone(&req), Arc::clone(&tokens));

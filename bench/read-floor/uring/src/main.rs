@@ -9,19 +9,14 @@
 //! Prints one JSON line: the tokens counted over 8 s after 4 s of warm-up, and the process's CPU
 //! per token. Linux only.
 use io_uring::{IoUring, opcode, types};
-use memchr::memmem;
 use std::io::Write;
 use std::net::TcpStream;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (t(11) + t(12)) / 100.0
-}
+#[path = "../../common.rs"]
+mod common;
+use common::{cpu_seconds, request, tokens_in};
 
 fn main() {
     let a: Vec<String> = std::env::args().collect();
@@ -33,11 +28,7 @@ fn main() {
     let streams: usize = a[2].parse().unwrap();
     let sleep_us: u64 = a[3].parse().unwrap();
     let (warmup, seconds) = (4.0, 8.0);
-    let body = r#"{"model":"fidelity","prompt":"floor","max_tokens":100,"stream":true,"ignore_eos":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}"#;
-    let req = format!(
-        "POST /v1/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
+    let req = request(&addr, "fidelity", 100);
     let mut socks: Vec<TcpStream> = (0..streams)
         .map(|_| {
             let s = TcpStream::connect(&addr).unwrap();
@@ -62,7 +53,7 @@ fn main() {
         }
     };
     for i in 0..streams {
-        socks[i].write_all(req.as_bytes()).unwrap();
+        socks[i].write_all(&req).unwrap();
         arm(&mut ring, &mut bufs, &socks, i);
     }
     let start = Instant::now();
@@ -80,11 +71,9 @@ fn main() {
         for &(i, n) in &done {
             assert!(n > 0, "stream {i}: {n}");
             let read = &bufs[i * BUF..i * BUF + n as usize];
-            let ev = memmem::find_iter(read, b"data: {").count();
-            let uo = memmem::find_iter(read, b"\"choices\":[]").count();
-            tokens += ev.saturating_sub(uo) as u64;
+            tokens += tokens_in(read);
             if read.ends_with(b"0\r\n\r\n") {
-                socks[i].write_all(req.as_bytes()).unwrap();
+                socks[i].write_all(&req).unwrap();
             }
             arm(&mut ring, &mut bufs, &socks, i);
         }
