@@ -142,7 +142,7 @@ async fn start(
 ) -> (Option<Result<EventStream, ClientError>>, bool) {
     tokio::select! {
         biased;
-        _ = wait_true(cancel) => (None, false),
+        _ = Cancelled::new(cancel) => (None, false),
         (s, retried) = stream_retrying(client, path, body, idle_timeout) => (Some(s), retried),
     }
 }
@@ -278,11 +278,6 @@ fn record_tokens(log: &mut RequestLog, at: Instant, has_text: bool, usage: Optio
         }
         _ => {}
     }
-}
-
-async fn wait_true(rx: &mut watch::Receiver<bool>) {
-    // An error means the sender is gone: treat it as cancelled.
-    let _ = rx.wait_for(|v| *v).await;
 }
 
 fn failed(e: &ClientError) -> Outcome {
