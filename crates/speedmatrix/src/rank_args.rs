@@ -109,7 +109,7 @@ pub(crate) fn resolve(args: &RankArgs, env: &dyn Fn(&str) -> Option<String>) -> 
 }
 
 /// What a run of several ranks cannot do yet, refused before anything starts.
-pub(crate) fn fits(r: &Ranks, server: bool, phases: bool, precision: bool) -> Result<(), String> {
+pub(crate) fn fits(r: &Ranks, server: bool, phases: bool) -> Result<(), String> {
     let n = r.ranks;
     if !server {
         return Err(format!(
@@ -119,11 +119,6 @@ pub(crate) fn fits(r: &Ranks, server: bool, phases: bool, precision: bool) -> Re
     if phases {
         return Err(format!(
             "the load phases run in one process: measure them without --ranks {n} (ranks share the decode matrix only)"
-        ));
-    }
-    if precision {
-        return Err(format!(
-            "--precision ends a window when the figures settle, which needs every rank's requests as they arrive: use a fixed --duration with --ranks {n}"
         ));
     }
     Ok(())
