@@ -39,6 +39,54 @@ def test_a_ranked_cell_validates():
     raise AssertionError("an unknown field of a rank is refused")
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_run_over_three_ranks_validates(tmp_path):
+    # `--ranks 3` for real: three local processes against the sim, a cell and a rate level, each
+    # listing every rank's part (docs/distributed.md)
+    import socket
+    import time
+    sim_port, coordinator = free_port(), f"127.0.0.1:{free_port()}"
+    sim = subprocess.Popen([BIN, "sim", "--profile", "tiny", "--port", str(sim_port)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", sim_port), timeout=1).close()
+                break
+            except OSError:
+                assert time.time() < deadline, "the sim did not listen within 30 s"
+                time.sleep(0.1)
+        args = ["--url", f"http://127.0.0.1:{sim_port}", "--contexts", "1k", "--concurrency", "3",
+                "--duration", "1s", "--max-tokens", "64", "--ready-stable", "200ms", "--warmup", "0s",
+                "--matrix", "--request-rate", "20", "--requests", "6", "--ranks", "3", "--coordinator", coordinator,
+                "--rank-wait", "60s"]
+        out = tmp_path / "ranked"
+        workers = [subprocess.Popen([BIN, "run", *args, "--rank", str(r)], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for r in (1, 2)]
+        rank0 = subprocess.run([BIN, "run", *args, "--rank", "0", "--out", str(out)], capture_output=True,
+                               text=True, timeout=300)
+        for w in workers:
+            _, err = w.communicate(timeout=60)
+            assert w.returncode == 0, err
+    finally:
+        sim.kill()
+        sim.wait()
+    assert rank0.returncode == 0, rank0.stderr
+    record = json.loads((out / "run.json").read_text())
+    validate(record)
+    cell = next(c for c in record["decode"] if c["status"] == "valid")
+    assert [r["streams"] for r in cell["ranks"]] == [1, 1, 1], cell
+    level = record["phases"]["rate"]["levels"][0]
+    assert [(r["rank"], r["scheduled"]) for r in level["ranks"]] == [(0, 2), (1, 2), (2, 2)], level
+
+
 def test_a_fresh_run_validates(tmp_path):
     out = tmp_path / "run"
     # no --url: the built-in simulated engine, here with the fast "tiny" profile

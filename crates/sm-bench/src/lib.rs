@@ -27,6 +27,7 @@ mod journal;
 mod live;
 mod loopguard;
 mod nvml;
+mod open_loop;
 mod progress;
 mod prompt;
 mod prompt_file;
@@ -58,7 +59,7 @@ pub use progress::{
     controls,
 };
 pub use prompt_file::{FilePrompt, PromptFile, PromptFileError};
-pub use ranks::{RankError, RankGroup, serve as serve_rank, share};
+pub use ranks::{RankError, RankGroup, Served, serve as serve_rank, share};
 pub use runner::{
     BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, RunConfig, RunError, SessionsConfig, run,
 };

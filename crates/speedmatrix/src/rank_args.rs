@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use sm_bench::PhaseConfig;
+
 use crate::limits;
 
 /// The port rank 0 listens on when `--coordinator` names none.
@@ -109,16 +111,26 @@ pub(crate) fn resolve(args: &RankArgs, env: &dyn Fn(&str) -> Option<String>) -> 
 }
 
 /// What a run of several ranks cannot do yet, refused before anything starts.
-pub(crate) fn fits(r: &Ranks, server: bool, phases: bool) -> Result<(), String> {
+pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig) -> Result<(), String> {
     let n = r.ranks;
     if !server {
         return Err(format!(
             "--ranks {n} measures a server every rank can reach: give every rank the same --url (the built-in engine is rank 0's alone)"
         ));
     }
-    if phases {
+    let one_process = [
+        (phases.burst.is_some(), "--burst"),
+        (phases.mixed_prefill.is_some(), "--mixed-prefill"),
+        (phases.sessions.is_some(), "--sessions"),
+    ];
+    if let Some((_, flag)) = one_process.iter().find(|(asked, _)| *asked) {
         return Err(format!(
-            "the load phases run in one process: measure them without --ranks {n} (ranks share the decode matrix only)"
+            "{flag} runs in one process: measure it without --ranks {n} (ranks share the decode matrix and --request-rate)"
+        ));
+    }
+    if let Some(cap) = phases.rate.as_ref().and_then(|c| c.max_concurrency).filter(|&c| c < n) {
+        return Err(format!(
+            "--max-concurrency {cap} is shared out over the {n} ranks: give at least one per rank (--max-concurrency {n} or more)"
         ));
     }
     Ok(())

@@ -12,7 +12,8 @@ use sm_client::Client;
 use crate::rank_args::Ranks;
 use crate::settings::{Engine, Settings};
 
-/// A worker rank: joins rank 0 and holds its share of every decode cell until the run ends.
+/// A worker rank: joins rank 0 and holds its share of every decode cell (and sends its part of
+/// every rate level) until the run ends.
 pub(crate) async fn worker(settings: &Settings, r: &Ranks) -> Result<ExitCode> {
     let Engine::Server { url } = &settings.engine else {
         anyhow::bail!("rank {} needs --url: the server every rank measures", r.rank);
@@ -26,10 +27,13 @@ pub(crate) async fn worker(settings: &Settings, r: &Ranks) -> Result<ExitCode> {
     if !settings.quiet() {
         eprintln!("rank {} of {}: joining rank 0 at {}", r.rank, r.ranks, r.coordinator);
     }
-    let cells = sm_bench::serve_rank(client, r.rank, r.ranks, &r.coordinator, r.wait)
+    let served = sm_bench::serve_rank(client, r.rank, r.ranks, &r.coordinator, r.wait)
         .await
         .with_context(|| format!("rank {} of {}", r.rank, r.ranks))?;
-    println!("rank {}: drove its share of {cells} cell(s); rank 0 writes the results", r.rank);
+    println!(
+        "rank {}: drove its share of {} cell(s) and {} rate level(s); rank 0 writes the results",
+        r.rank, served.cells, served.levels
+    );
     Ok(ExitCode::SUCCESS)
 }
 

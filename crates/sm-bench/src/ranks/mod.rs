@@ -1,11 +1,13 @@
 //! More than one client process (ranks, docs/distributed.md). Rank 0 is an ordinary run; ranks
-//! 1..N−1 are workers that hold their share of every decode cell's streams. Rank 0 gates readiness,
+//! 1..N−1 are workers that hold their share of every decode cell's streams, and send their part of
+//! every `--request-rate` level's schedule. Rank 0 gates readiness,
 //! opens and closes every window, and merges: each worker times its requests on its own monotonic
 //! clock from the moment its window opened, and rank 0 places them on its clock from the moment
 //! its own window opened (monotonic clocks of two machines cannot be compared; the open message's
 //! round trip, kept per rank, bounds the offset this leaves).
 
 mod conn;
+mod level;
 mod remote;
 mod wire;
 mod worker;
@@ -17,9 +19,11 @@ use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 
 pub(crate) use conn::Conn;
+pub(crate) use level::{RemoteLevel, merge as merge_level};
 pub(crate) use remote::{RemoteCell, merge};
+pub(crate) use wire::LevelOrder;
 use wire::{PROTOCOL, ToCoordinator, ToWorker};
-pub use worker::serve;
+pub use worker::{Served, serve};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RankError {

@@ -169,7 +169,8 @@ async fn drive(
                 Ok(Some(ToCoordinator::Report(report))) => {
                     return (Ok(conn), Ok(PeerOutcome { rank, streams, report, rtt }));
                 }
-                Ok(Some(ToCoordinator::Hello { .. })) => {}
+                // a level's messages have no place in a cell
+                Ok(Some(ToCoordinator::Hello { .. } | ToCoordinator::Ready | ToCoordinator::LevelReport(_))) => {}
                 Ok(None) => return lost(rank, "it closed the connection", &live),
                 Err(e) => return lost(rank, &e.to_string(), &live),
             }

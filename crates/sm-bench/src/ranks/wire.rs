@@ -8,10 +8,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sm_core::record::CellStatus;
 
+use crate::open_loop::{End, Sent};
 use crate::request_log::{Point, RequestLog};
 
 /// Bumped on any change of the messages: ranks of two versions refuse each other.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// Rank 0 to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -23,9 +24,11 @@ pub enum ToWorker {
     Refused { reason: String },
     /// A cell: hold `streams` streams of this request until `Close`.
     Cell(CellOrder),
-    /// Open the window now (on the worker's clock).
+    /// A load level (`--request-rate`): send this rank's part of the schedule from `Open` on.
+    Level(LevelOrder),
+    /// Open the window (a level: start the schedule) now, on the worker's clock.
     Open,
-    /// Close the window now, cancel the streams and report.
+    /// Close the window now, cancel the streams and report (a level: it was stopped).
     Close,
     /// The run is over.
     Bye,
@@ -38,6 +41,22 @@ pub struct CellOrder {
     pub path: String,
     pub body: Value,
     pub streams: u32,
+    pub first_token_timeout_ms: u64,
+    pub stall_timeout_ms: u64,
+    pub abort_request: bool,
+}
+
+/// What a worker needs to send its part of a load level (methodology §13.1, docs/distributed.md).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LevelOrder {
+    pub path: String,
+    /// The bodies, sent in turn: request `i` of the schedule sends body `i` modulo their number.
+    pub bodies: Vec<Value>,
+    /// The whole schedule, seconds after the level's start; the worker sends its part.
+    pub due: Vec<f64>,
+    /// This rank's share of `--max-concurrency`.
+    pub max_concurrency: Option<u32>,
+    pub grace_ms: u64,
     pub first_token_timeout_ms: u64,
     pub stall_timeout_ms: u64,
     pub abort_request: bool,
@@ -62,9 +81,12 @@ pub enum ToCoordinator {
         status: CellStatus,
         reason: String,
     },
+    /// A level's order is read and its bodies made: the level may start.
+    Ready,
     /// The answer to `Open`, at once: its round trip bounds how late the worker's window opened.
     Opened,
     Report(RankReport),
+    LevelReport(LevelReport),
 }
 
 /// A worker's requests and health for one cell, sent after `Close`.
@@ -76,6 +98,45 @@ pub struct RankReport {
     pub logs: Vec<WireLog>,
     pub lag_ms_p99: Option<f64>,
     pub cpu_pct: Option<f64>,
+}
+
+/// A worker's part of a level, sent when it ended.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct LevelReport {
+    /// Why the worker could not send its part (nothing was sent).
+    pub failure: Option<String>,
+    /// Its requests, timed from its level's start; empty when the level was stopped.
+    pub requests: Vec<WireSent>,
+}
+
+/// A [`Sent`] with every instant as signed nanoseconds from the level's start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WireSent {
+    pub due: i64,
+    pub log: Option<WireLog>,
+    pub end: End,
+    pub over: Option<i64>,
+}
+
+impl WireSent {
+    pub fn from_sent(s: &Sent, origin: Instant) -> WireSent {
+        WireSent {
+            due: offset(s.due, origin),
+            log: s.log.as_ref().map(|l| WireLog::from_log(l, origin)),
+            end: s.end.clone(),
+            over: s.over.map(|t| offset(t, origin)),
+        }
+    }
+
+    /// The request on this process's clock, `origin` standing for the sender's origin.
+    pub fn to_sent(&self, origin: Instant) -> Sent {
+        Sent {
+            due: at(self.due, origin),
+            log: self.log.as_ref().map(|l| l.to_log(origin)),
+            end: self.end.clone(),
+            over: self.over.map(|ns| at(ns, origin)),
+        }
+    }
 }
 
 /// A [`RequestLog`] with every instant as signed nanoseconds from an origin (the window's open).
@@ -179,6 +240,34 @@ mod tests {
         };
         assert_eq!(moved, expected);
         assert_eq!(back.to_log(origin), log);
+    }
+
+    #[test]
+    fn a_level_request_keeps_its_times_and_its_end() {
+        let start = Instant::now();
+        let mut log = RequestLog::new(start + Duration::from_millis(41));
+        log.first_token = Some(start + Duration::from_millis(90));
+        let cases = [
+            Sent { due: start + Duration::from_millis(40), log: Some(log), end: End::Completed, over: None },
+            Sent { due: start, log: None, end: End::Unsent, over: None },
+            Sent { due: start, log: None, end: End::Failed("HTTP 503".into()), over: Some(start) },
+            Sent { due: start, log: None, end: End::Lost("reset".into()), over: None },
+            Sent { due: start, log: None, end: End::Cancelled, over: None },
+        ];
+        let there = start + Duration::from_secs(7);
+        for sent in cases {
+            let line = serde_json::to_string(&WireSent::from_sent(&sent, start)).unwrap();
+            let back: WireSent = serde_json::from_str(&line).unwrap();
+            let moved = back.to_sent(there);
+            let shift = Duration::from_secs(7);
+            assert_eq!(moved.due, sent.due + shift, "{line}");
+            assert_eq!(moved.end, sent.end, "{line}");
+            assert_eq!(moved.over, sent.over.map(|t| t + shift), "{line}");
+            assert_eq!(
+                moved.log.map(|l| (l.sent, l.first_token)),
+                sent.log.map(|l| (l.sent + shift, l.first_token.map(|t| t + shift)))
+            );
+        }
     }
 
     #[test]

@@ -8,11 +8,15 @@ use std::time::{Duration, Instant};
 use sm_client::{Client, JsonBody};
 use sm_core::engine::Engine;
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 
-use super::wire::{CellOrder, PROTOCOL, RankReport, ToCoordinator, ToWorker, WireLog};
+use super::wire::{
+    CellOrder, LevelOrder, LevelReport, PROTOCOL, RankReport, ToCoordinator, ToWorker, WireLog, WireSent,
+};
 use super::{Conn, RankError};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::live::{Cancel, Live};
+use crate::open_loop::{LevelRun, Part, Ran};
 use crate::request::StreamTimeouts;
 use crate::server::Target;
 use crate::streams;
@@ -20,8 +24,21 @@ use crate::streams;
 /// How often a worker tells rank 0 how many of its streams have a token, and checks for a failure.
 const TELL_EVERY: Duration = Duration::from_millis(20);
 
-/// Serves rank 0 at `coordinator` until it ends the run; returns the cells driven.
-pub async fn serve(client: Client, rank: u32, ranks: u32, coordinator: &str, wait: Duration) -> Result<u32, RankError> {
+/// What a worker drove before rank 0 ended the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Served {
+    pub cells: u32,
+    pub levels: u32,
+}
+
+/// Serves rank 0 at `coordinator` until it ends the run.
+pub async fn serve(
+    client: Client,
+    rank: u32,
+    ranks: u32,
+    coordinator: &str,
+    wait: Duration,
+) -> Result<Served, RankError> {
     let mut conn = connect(rank, coordinator, wait).await?;
     let hello = ToCoordinator::Hello { protocol: PROTOCOL, rank, ranks, version: env!("CARGO_PKG_VERSION").into() };
     conn.send(&hello).await.map_err(broken)?;
@@ -35,14 +52,19 @@ pub async fn serve(client: Client, rank: u32, ranks: u32, coordinator: &str, wai
         }
     }
     tracing::info!("rank {rank} of {ranks} joined rank 0 at {coordinator}");
-    let mut cells = 0;
+    let mut served = Served::default();
+    let part = Part { rank: rank as usize, ranks: ranks as usize };
     loop {
         match conn.recv::<ToWorker>().await.map_err(broken)? {
             Some(ToWorker::Cell(order)) => {
                 drive_cell(&mut conn, &client, order).await?;
-                cells += 1;
+                served.cells += 1;
             }
-            Some(ToWorker::Bye) => return Ok(cells),
+            Some(ToWorker::Level(order)) => {
+                drive_level(&mut conn, &client, order, part).await?;
+                served.levels += 1;
+            }
+            Some(ToWorker::Bye) => return Ok(served),
             // a close for a cell this rank already reported on
             Some(_) => {}
             None => return Err(RankError::Broken("rank 0 closed the connection before the run ended".into())),
@@ -163,4 +185,70 @@ async fn answer(conn: &mut Conn, live: &Live, report: Option<RankReport>) -> Res
         conn.send(&ToCoordinator::Failed { status, reason }).await.map_err(broken)?;
     }
     conn.send(&ToCoordinator::Report(report.unwrap_or_default())).await.map_err(broken)
+}
+
+/// One load level: this rank's part of the schedule, from rank 0's open, until its last request
+/// ended or the grace ran out (or rank 0 stopped the level); then the report.
+async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: Part) -> Result<(), RankError> {
+    let Some(path) = known_path(&order.path) else {
+        let failure = Some(format!(
+            "rank {} cannot send requests to {}: run the same version on every rank",
+            part.rank, order.path
+        ));
+        return conn
+            .send(&ToCoordinator::LevelReport(LevelReport { failure, requests: Vec::new() }))
+            .await
+            .map_err(broken);
+    };
+    let bodies: Arc<[JsonBody]> = order.bodies.iter().map(JsonBody::new).collect();
+    if bodies.is_empty() {
+        let failure = Some("the level's order has no request body".to_string());
+        return conn
+            .send(&ToCoordinator::LevelReport(LevelReport { failure, requests: Vec::new() }))
+            .await
+            .map_err(broken);
+    }
+    let run = LevelRun {
+        client: &client.clone().with_abort_on_cancel(order.abort_request),
+        path,
+        bodies,
+        due: &order.due,
+        part,
+        max_concurrency: order.max_concurrency,
+        grace: Duration::from_millis(order.grace_ms),
+        timeouts: StreamTimeouts {
+            first_token: Duration::from_millis(order.first_token_timeout_ms),
+            stall: Duration::from_millis(order.stall_timeout_ms),
+        },
+    };
+    conn.send(&ToCoordinator::Ready).await.map_err(broken)?;
+    match conn.recv::<ToWorker>().await.map_err(broken)? {
+        Some(ToWorker::Open) => conn.send(&ToCoordinator::Opened).await.map_err(broken)?,
+        // stopped before it began
+        Some(ToWorker::Close) => {
+            return conn.send(&ToCoordinator::LevelReport(LevelReport::default())).await.map_err(broken);
+        }
+        Some(other) => return Err(RankError::Broken(format!("rank 0 sent {other:?} before a level's open"))),
+        None => return Err(RankError::Broken("rank 0 closed the connection before a level began".into())),
+    }
+    let (stop, stopped) = watch::channel(false);
+    let ran = run.run(stopped);
+    tokio::pin!(ran);
+    let ran = loop {
+        tokio::select! {
+            ran = &mut ran => break ran,
+            message = conn.recv::<ToWorker>() => match message {
+                Ok(Some(ToWorker::Close)) => { let _ = stop.send(true); }
+                Ok(Some(other)) => return Err(RankError::Broken(format!("rank 0 sent {other:?} inside a level"))),
+                // dropping the level cancels its requests
+                Ok(None) => return Err(RankError::Broken("rank 0 closed the connection mid-level".into())),
+                Err(e) => return Err(broken(e)),
+            }
+        }
+    };
+    let requests = match ran {
+        Ran::Done { start, requests } => requests.iter().map(|s| WireSent::from_sent(s, start)).collect(),
+        Ran::Stopped => Vec::new(),
+    };
+    conn.send(&ToCoordinator::LevelReport(LevelReport { failure: None, requests })).await.map_err(broken)
 }

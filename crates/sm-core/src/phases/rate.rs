@@ -266,6 +266,9 @@ pub struct RateLevel {
     /// The server's gauges and the GPUs through the level (methodology §14).
     #[serde(flatten)]
     pub telemetry: crate::telemetry::Telemetry,
+    /// With `--ranks N` (1.4): each client process's part of the level; absent with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<crate::ranks::RankLevel>,
 }
 
 impl RateLevel {
@@ -293,6 +296,7 @@ impl RateLevel {
             saturated: false,
             backlog_pct: None,
             telemetry: Default::default(),
+            ranks: Vec::new(),
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod run_phases;
 mod run_plan;
 mod run_precision;
 mod run_ranks;
+mod run_ranks_rate;
 mod run_rate;
 mod run_requests;
 mod run_resume;

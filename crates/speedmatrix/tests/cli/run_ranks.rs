@@ -1,6 +1,7 @@
 //! `speedmatrix run --ranks 3` as three local processes against the simulated engine
-//! (docs/distributed.md): the merged cell must agree with the sim's trace as one process's does,
-//! a worker lost mid-cell fails the cell with a reason, and bad rank settings are refused.
+//! (docs/distributed.md): the merged cell and an adaptive window must agree with the sim's trace
+//! as one process's do, a worker lost mid-cell fails the cell with a reason, and bad rank settings
+//! are refused. The rate levels over ranks: run_ranks_rate.rs.
 
 use std::path::Path;
 use std::process::{Child, Stdio};
@@ -13,12 +14,12 @@ use serde_json::Value;
 const WINDOW_S: f64 = 3.0;
 
 /// A port nobody listens on now (taken from the kernel, then let go).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 /// `speedmatrix run ARGS --rank R --ranks N --coordinator …` as a child process.
-fn spawn_rank(rank: u32, ranks: u32, port: u16, out: &Path, args: &[&str]) -> Child {
+pub(crate) fn spawn_rank(rank: u32, ranks: u32, port: u16, out: &Path, args: &[&str]) -> Child {
     let coordinator = format!("127.0.0.1:{port}");
     let mut cmd = bin();
     cmd.arg("run").args(args).args(["--progress", "plain", "--rank-wait", "60s"]);
@@ -53,7 +54,7 @@ fn cells_of(trace: &[Value]) -> Vec<Vec<Value>> {
         .collect()
 }
 
-async fn wait(child: Child) -> std::process::Output {
+pub(crate) async fn wait(child: Child) -> std::process::Output {
     tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap()
 }
 
@@ -192,6 +193,10 @@ async fn bad_rank_settings_are_refused_with_what_to_do() {
     let e =
         bin().arg("run").args(["--ranks", "2", "--rank", "1"]).env("SPEEDMATRIX_COORDINATOR", "h:1").output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("give every rank the same --url"), "{e:?}");
+    let e = refused(&["--ranks", "2", "--burst"]);
+    assert!(e.contains("--burst runs in one process: measure it without --ranks 2"), "{e}");
+    let e = refused(&["--ranks", "3", "--request-rate", "5", "--max-concurrency", "2"]);
+    assert!(e.contains("--max-concurrency 2 is shared out over the 3 ranks"), "{e}");
     // rank 0 waits for its workers a bounded time, and says which are missing
     let sim = sim(SimSpec::default()).await;
     let (url, coordinator) = (sim.handle.url(), format!("127.0.0.1:{}", free_port()));

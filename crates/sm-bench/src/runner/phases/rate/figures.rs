@@ -7,39 +7,9 @@ use sm_core::phases::rate::{LATE_MS, LevelCounts, LevelStatus, Percentiles, Rate
 use sm_core::slo::{RequestFigures, Slo};
 use sm_core::stats::{Quantiles, median, percentile};
 
+use crate::open_loop::{End, Sent};
 use crate::request_log::RequestLog;
 use crate::tokens::attribute;
-
-/// How a request of a level ended.
-#[derive(Debug, Clone, PartialEq)]
-pub enum End {
-    Completed,
-    Failed(String),
-    /// Failed at the connection (refused, reset): the server may be gone.
-    Lost(String),
-    /// Sent, then dropped: the level's grace ran out.
-    Cancelled,
-    /// Never sent: the grace ran out while it waited for a slot under the cap.
-    Unsent,
-}
-
-/// One request of a level.
-#[derive(Debug, Clone)]
-pub struct Sent {
-    /// When the schedule made it due.
-    pub due: Instant,
-    /// What it saw; `None` when it was never sent.
-    pub log: Option<RequestLog>,
-    pub end: End,
-    /// When the client stopped waiting on it (its end, failure or cancel); `None` if never sent.
-    pub over: Option<Instant>,
-}
-
-impl Sent {
-    fn completed(&self) -> Option<&RequestLog> {
-        self.log.as_ref().filter(|_| self.end == End::Completed)
-    }
-}
 
 /// A backlog (requests not completed by the deadline) above this share of the level, and of at
 /// least [`BACKLOG_MIN`] requests, makes the level saturated.

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s, round_tokens};
 
-use super::figures::{End, Sent};
+use crate::open_loop::{End, Sent};
 use crate::tokens::attribute;
 
 fn secs(t0: Instant, at: Instant) -> f64 {

@@ -9,9 +9,41 @@ use sm_client::http::{Client, JsonBody};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::sleep_until;
 
-use super::figures::{End, Sent};
 use crate::live::Cancel;
 use crate::request::{Outcome, StreamTimeouts, stream_request};
+use crate::request_log::RequestLog;
+
+/// How a request of a level ended (tagged as it travels between ranks).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "end", content = "reason", rename_all = "snake_case")]
+pub enum End {
+    Completed,
+    Failed(String),
+    /// Failed at the connection (refused, reset): the server may be gone.
+    Lost(String),
+    /// Sent, then dropped: the level's grace ran out.
+    Cancelled,
+    /// Never sent: the grace ran out while it waited for a slot under the cap.
+    Unsent,
+}
+
+/// One request of a level.
+#[derive(Debug, Clone)]
+pub struct Sent {
+    /// When the schedule made it due.
+    pub due: Instant,
+    /// What it saw; `None` when it was never sent.
+    pub log: Option<RequestLog>,
+    pub end: End,
+    /// When the client stopped waiting on it (its end, failure or cancel); `None` if never sent.
+    pub over: Option<Instant>,
+}
+
+impl Sent {
+    pub(crate) fn completed(&self) -> Option<&RequestLog> {
+        self.log.as_ref().filter(|_| self.end == End::Completed)
+    }
+}
 
 /// What a level sends, and when.
 pub struct LevelRun<'a> {
@@ -19,11 +51,33 @@ pub struct LevelRun<'a> {
     pub path: &'static str,
     /// The bodies, sent in turn (one for a synthetic prompt; the file's lines with `--prompts`).
     pub bodies: Arc<[JsonBody]>,
-    /// Due times, seconds after the level's start, ascending.
+    /// The level's due times, seconds after its start, ascending: the whole schedule, of which
+    /// this process sends its `part`.
     pub due: &'a [f64],
+    pub part: Part,
+    /// The most in flight in this process (over ranks: its share of `--max-concurrency`).
     pub max_concurrency: Option<u32>,
     pub grace: Duration,
     pub timeouts: StreamTimeouts,
+}
+
+/// The requests of a level's schedule one process sends: every `ranks`-th from `rank`, so that
+/// the ranks' sends together are the schedule (docs/distributed.md). Request `i` of the schedule
+/// sends body `i` (in turn), on whichever rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Part {
+    pub rank: usize,
+    pub ranks: usize,
+}
+
+impl Part {
+    /// The whole schedule, in one process.
+    pub const ALL: Part = Part { rank: 0, ranks: 1 };
+
+    /// The indices of `due` that are this part's.
+    pub fn of(self, due: &[f64]) -> impl Iterator<Item = usize> + '_ {
+        (self.rank..due.len()).step_by(self.ranks.max(1))
+    }
 }
 
 /// How a level ended.
@@ -37,16 +91,18 @@ pub enum Ran {
 impl LevelRun<'_> {
     pub async fn run(&self, mut stop: watch::Receiver<bool>) -> Ran {
         let start = Instant::now();
+        // the whole schedule's last due time: every rank's grace ends together
         let last = self.due.last().copied().unwrap_or(0.0);
         let deadline = tokio::time::Instant::from_std(start + Duration::from_secs_f64(last) + self.grace);
+        let mine: Vec<usize> = self.part.of(self.due).collect();
         // one cancel channel per request, not one for all: each polls its own after every chunk
-        let (cancel, receivers) = Cancel::new(self.due.len());
+        let (cancel, receivers) = Cancel::new(mine.len());
         let mut receivers = receivers.into_iter();
         let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
-        let mut tasks = Vec::with_capacity(self.due.len());
+        let mut tasks = Vec::with_capacity(mine.len());
         let mut unsent = Vec::new();
-        for (i, &d) in self.due.iter().enumerate() {
-            let due = start + Duration::from_secs_f64(d);
+        for (k, &i) in mine.iter().enumerate() {
+            let due = start + Duration::from_secs_f64(self.due[i]);
             let slot = tokio::select! {
                 biased;
                 _ = stop.wait_for(|v| *v) => {
@@ -54,7 +110,7 @@ impl LevelRun<'_> {
                     return Ran::Stopped;
                 }
                 _ = sleep_until(deadline) => {
-                    unsent.extend(self.due[i..].iter().map(|&d| start + Duration::from_secs_f64(d)));
+                    unsent.extend(mine[k..].iter().map(|&j| start + Duration::from_secs_f64(self.due[j])));
                     break;
                 }
                 slot = take_slot(due, slots.clone()) => slot,
@@ -75,7 +131,7 @@ impl LevelRun<'_> {
             cancel.cancel();
             stopped
         });
-        let mut requests = Vec::with_capacity(self.due.len());
+        let mut requests = Vec::with_capacity(mine.len());
         for task in tasks {
             match task.await {
                 Ok(sent) => requests.push(sent),
@@ -134,4 +190,23 @@ async fn one(
         _ => over,
     };
     Sent { due, log: Some(log), end, over: Some(over) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_parts_of_a_schedule_are_all_of_it_once() {
+        let due: Vec<f64> = (0..10).map(f64::from).collect();
+        assert_eq!(Part::ALL.of(&due).collect::<Vec<_>>(), (0..10).collect::<Vec<_>>());
+        for ranks in 1..5 {
+            let mut all: Vec<usize> = (0..ranks).flat_map(|rank| Part { rank, ranks }.of(&due)).collect();
+            all.sort();
+            assert_eq!(all, (0..10).collect::<Vec<_>>(), "{ranks} ranks");
+        }
+        assert_eq!(Part { rank: 1, ranks: 3 }.of(&due).collect::<Vec<_>>(), [1, 4, 7]);
+        // more ranks than requests: the last ones send nothing
+        assert_eq!(Part { rank: 4, ranks: 5 }.of(&due[..3]).count(), 0);
+    }
 }
