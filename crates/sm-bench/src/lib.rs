@@ -12,7 +12,8 @@
 //! * `loopguard` — the exact-repetition guard.
 //! * `server` — scheduler scrapes and the drain barrier.
 //! * `health` — whether the client itself was the bottleneck.
-//! * `streams` — a cell's streams; `ranks` — a cell's streams spread over several processes.
+//! * `streams` — a cell's streams; `open_loop` — a rate level's requests, each sent at its due
+//!   time; `ranks` — a cell's streams and a level's schedule spread over several processes.
 //! * `runner` — the run in order; `journal` — `run.json`, written atomically;
 //!   `resume` — continuing an interrupted run; `progress` — the runner's side of the run protocol
 //!   (`sm-progress`: what a run reports and how it is steered).
