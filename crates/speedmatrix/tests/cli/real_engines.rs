@@ -20,5 +20,6 @@ mod vllm;
 mod vllm_burst;
 mod vllm_gauges;
 mod vllm_mixed;
+mod vllm_ranks;
 mod vllm_rate;
 mod vllm_sessions;
