@@ -8,16 +8,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use super::wire::{LevelOrder, ToCoordinator, ToWorker, WireSent};
-use super::{Conn, RankGroup, share};
+use super::{Cmd, Conn, RankGroup, broadcast, share};
 use sm_core::ranks::RankLevel;
 use sm_core::stats::percentile;
 
 use crate::open_loop::{End, Sent};
-
-enum Cmd {
-    Open,
-    Close,
-}
 
 /// What one worker sent back: its requests, and the open's round trip.
 pub(crate) struct WorkerPart {
@@ -78,16 +73,12 @@ impl RemoteLevel {
 
     /// Every worker starts its part now.
     pub(crate) fn open(&self) {
-        for tx in &self.cmds {
-            let _ = tx.send(Cmd::Open);
-        }
+        broadcast(&self.cmds, Cmd::Open);
     }
 
     /// Every worker stops its part (the user stopped the run).
     pub(crate) fn close(&self) {
-        for tx in &self.cmds {
-            let _ = tx.send(Cmd::Close);
-        }
+        broadcast(&self.cmds, Cmd::Close);
     }
 
     /// The workers' requests on rank 0's clock, `start` standing for each worker's own start. A

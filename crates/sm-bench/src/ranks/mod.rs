@@ -47,6 +47,20 @@ pub enum RankError {
     Broken(String),
 }
 
+/// Rank 0's word to the task driving one worker through a cell or a level.
+#[derive(Debug, Clone, Copy)]
+enum Cmd {
+    Open,
+    Close,
+}
+
+/// Tells every worker's driver at once (a driver already gone has nothing left to be told).
+fn broadcast(drivers: &[tokio::sync::mpsc::UnboundedSender<Cmd>], cmd: Cmd) {
+    for tx in drivers {
+        let _ = tx.send(cmd);
+    }
+}
+
 /// Rank 0's side: the connected workers, held between cells.
 #[derive(Debug)]
 pub struct RankGroup {

@@ -12,18 +12,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use super::wire::{CellOrder, RankReport, ToCoordinator, ToWorker};
-use super::{Conn, RankGroup, share};
+use super::{Cmd, Conn, RankGroup, broadcast, share};
 use crate::live::Live;
 use crate::request::StreamTimeouts;
 use crate::request_log::RequestLog;
 use crate::server::Target;
 use crate::tokens::ChunkRatio;
 use crate::window::{Window, figures};
-
-enum Cmd {
-    Open,
-    Close,
-}
 
 /// What one worker brought back from a cell.
 pub(crate) struct PeerOutcome {
@@ -86,15 +81,11 @@ impl RemoteCell {
     }
 
     pub(crate) fn open(&self) {
-        for tx in &self.cmds {
-            let _ = tx.send(Cmd::Open);
-        }
+        broadcast(&self.cmds, Cmd::Open);
     }
 
     pub(crate) fn close(&self) {
-        for tx in &self.cmds {
-            let _ = tx.send(Cmd::Close);
-        }
+        broadcast(&self.cmds, Cmd::Close);
     }
 
     /// Every worker's report; a worker that is lost or does not report fails the cell (`live`),

@@ -4,7 +4,7 @@
 //! are refused. The rate levels over ranks: run_ranks_rate.rs.
 
 use std::path::Path;
-use std::process::{Child, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::Duration;
 
 use crate::common::{QUICK, SimSpec, bin, result, run, scheduler, sim, trace_lines};
@@ -54,8 +54,23 @@ fn cells_of(trace: &[Value]) -> Vec<Vec<Value>> {
         .collect()
 }
 
-pub(crate) async fn wait(child: Child) -> std::process::Output {
+pub(crate) async fn wait(child: Child) -> Output {
     tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap()
+}
+
+/// Ranks 1 and 2, then rank 0, of `speedmatrix run ARGS`; waits for all three, the workers having
+/// to succeed. Rank 0's output and the workers'.
+pub(crate) async fn three_ranks(port: u16, out: &Path, args: &[&str]) -> (Output, Vec<Output>) {
+    // the workers first: they wait for rank 0 to listen
+    let workers: Vec<Child> = (1..3).map(|r| spawn_rank(r, 3, port, out, args)).collect();
+    let rank0 = wait(spawn_rank(0, 3, port, out, args)).await;
+    let mut outputs = Vec::new();
+    for (i, w) in workers.into_iter().enumerate() {
+        let o = wait(w).await;
+        assert!(o.status.success(), "rank {}: {}", i + 1, String::from_utf8_lossy(&o.stderr));
+        outputs.push(o);
+    }
+    (rank0, outputs)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,13 +82,7 @@ async fn three_ranks_measure_cells_as_the_trace_says() {
     args.extend_from_slice(QUICK);
     args.extend(["--max-tokens", "512"]);
     let (port, out) = (free_port(), dir.path().join("out"));
-    // the workers first: they wait for rank 0 to listen
-    let workers: Vec<Child> = (1..3).map(|r| spawn_rank(r, 3, port, &out, &args)).collect();
-    let rank0 = wait(spawn_rank(0, 3, port, &out, &args)).await;
-    for (i, w) in workers.into_iter().enumerate() {
-        let o = wait(w).await;
-        assert!(o.status.success(), "rank {}: {}", i + 1, String::from_utf8_lossy(&o.stderr));
-    }
+    let (rank0, _) = three_ranks(port, &out, &args).await;
     sim.handle.shutdown().await;
     let r = result(&out, rank0);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
@@ -98,12 +107,7 @@ async fn three_ranks_end_an_adaptive_window_together() {
     args.extend_from_slice(QUICK);
     args.extend(["--max-tokens", "2048", "--precision", "2%", "--min-duration", "1s"]);
     let (port, out) = (free_port(), dir.path().join("out"));
-    let workers: Vec<Child> = (1..3).map(|r| spawn_rank(r, 3, port, &out, &args)).collect();
-    let rank0 = wait(spawn_rank(0, 3, port, &out, &args)).await;
-    for (i, w) in workers.into_iter().enumerate() {
-        let o = wait(w).await;
-        assert!(o.status.success(), "rank {}: {}", i + 1, String::from_utf8_lossy(&o.stderr));
-    }
+    let (rank0, _) = three_ranks(port, &out, &args).await;
     sim.handle.shutdown().await;
     let r = result(&out, rank0);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::{SimSpec, num, request_lines, result, scheduler, sim, trace_lines};
-use crate::run_ranks::{free_port, spawn_rank, wait};
+use crate::run_ranks::{free_port, spawn_rank, three_ranks, wait};
 
 /// `--request-rate` over ranks: each rank sends every third request of the one schedule, and the
 /// merged level is the schedule: the engine saw all of it arrive 1/rate apart, and the level's
@@ -24,12 +24,9 @@ async fn three_ranks_send_one_rate_schedule() {
     args.extend(["--requests", "12", "--max-tokens", "16", "--max-concurrency", "6", "--save-requests"]);
     args.extend(["--ready-stable", "300ms"]);
     let (port, out) = (free_port(), dir.path().join("out"));
-    let workers: Vec<Child> = (1..3).map(|r| spawn_rank(r, 3, port, &out, &args)).collect();
-    let rank0 = wait(spawn_rank(0, 3, port, &out, &args)).await;
-    for (i, w) in workers.into_iter().enumerate() {
-        let o = wait(w).await;
+    let (rank0, workers) = three_ranks(port, &out, &args).await;
+    for (i, o) in workers.iter().enumerate() {
         let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(o.status.success(), "rank {}: {}", i + 1, String::from_utf8_lossy(&o.stderr));
         assert!(stdout.contains("0 cell(s) and 1 rate level(s)"), "rank {}: {stdout}", i + 1);
     }
     sim.handle.shutdown().await;
