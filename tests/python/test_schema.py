@@ -47,7 +47,7 @@ def free_port():
 
 
 def test_a_run_over_three_ranks_validates(tmp_path):
-    # `--ranks 3` for real: three local processes against the sim, a cell and a rate level, each
+    # `--ranks 3` for real: three local processes against the sim, a cell, a rate level and a burst, each
     # listing every rank's part (docs/distributed.md)
     import socket
     import time
@@ -65,7 +65,7 @@ def test_a_run_over_three_ranks_validates(tmp_path):
                 time.sleep(0.1)
         args = ["--url", f"http://127.0.0.1:{sim_port}", "--contexts", "1k", "--concurrency", "3",
                 "--duration", "1s", "--max-tokens", "64", "--ready-stable", "200ms", "--warmup", "0s",
-                "--matrix", "--request-rate", "20", "--requests", "6", "--ranks", "3", "--coordinator", coordinator,
+                "--matrix", "--request-rate", "20", "--requests", "6", "--burst", "--ranks", "3", "--coordinator", coordinator,
                 "--rank-wait", "60s"]
         out = tmp_path / "ranked"
         workers = [subprocess.Popen([BIN, "run", *args, "--rank", str(r)], stdout=subprocess.PIPE,
@@ -85,6 +85,8 @@ def test_a_run_over_three_ranks_validates(tmp_path):
     assert [r["streams"] for r in cell["ranks"]] == [1, 1, 1], cell
     level = record["phases"]["rate"]["levels"][0]
     assert [(r["rank"], r["scheduled"]) for r in level["ranks"]] == [(0, 2), (1, 2), (2, 2)], level
+    burst = record["phases"]["burst"]["bursts"][0]
+    assert [(r["rank"], r["scheduled"]) for r in burst["ranks"]] == [(0, 1), (1, 1), (2, 1)], burst
 
 
 def test_a_fresh_run_validates(tmp_path):

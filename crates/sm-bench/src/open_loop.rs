@@ -1,6 +1,7 @@
 //! Runs one level open-loop (methodology §13.1): every request is sent at its due time (or as soon
 //! as a slot under the cap frees), whatever the server is doing; the level ends when every request
-//! has ended, or its grace after the last due time runs out and the rest are cancelled.
+//! has ended, or its grace after the last due time runs out and the rest are cancelled. A burst
+//! (§13.2) is a level whose requests are all due at its start, without a grace.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +58,8 @@ pub struct LevelRun<'a> {
     pub part: Part,
     /// The most in flight in this process (over ranks: its share of `--max-concurrency`).
     pub max_concurrency: Option<u32>,
-    pub grace: Duration,
+    /// After the last due time; `None` waits for every request to end (a burst).
+    pub grace: Option<Duration>,
     pub timeouts: StreamTimeouts,
 }
 
@@ -93,7 +95,7 @@ impl LevelRun<'_> {
         let start = Instant::now();
         // the whole schedule's last due time: every rank's grace ends together
         let last = self.due.last().copied().unwrap_or(0.0);
-        let deadline = tokio::time::Instant::from_std(start + Duration::from_secs_f64(last) + self.grace);
+        let deadline = self.grace.map(|g| tokio::time::Instant::from_std(start + Duration::from_secs_f64(last) + g));
         let mine: Vec<usize> = self.part.of(self.due).collect();
         // one cancel channel per request, not one for all: each polls its own after every chunk
         let (cancel, receivers) = Cancel::new(mine.len());
@@ -109,7 +111,7 @@ impl LevelRun<'_> {
                     cancel.cancel();
                     return Ran::Stopped;
                 }
-                _ = sleep_until(deadline) => {
+                _ = sleep_until_opt(deadline) => {
                     unsent.extend(mine[k..].iter().map(|&j| start + Duration::from_secs_f64(self.due[j])));
                     break;
                 }
@@ -125,7 +127,7 @@ impl LevelRun<'_> {
         let mut stop_copy = stop.clone();
         let canceller = tokio::spawn(async move {
             let stopped = tokio::select! {
-                _ = sleep_until(deadline) => false,
+                _ = sleep_until_opt(deadline) => false,
                 _ = stop_copy.wait_for(|v| *v) => true,
             };
             cancel.cancel();
@@ -147,9 +149,21 @@ impl LevelRun<'_> {
     }
 }
 
+/// Until `deadline`; forever without one.
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Waits for the due time, then for a slot under the cap (FIFO: the dispatcher asks in due order).
 async fn take_slot(due: Instant, slots: Option<Arc<Semaphore>>) -> Option<OwnedSemaphorePermit> {
-    sleep_until(tokio::time::Instant::from_std(due)).await;
+    // a due time already passed (a burst's, or a dispatcher behind) is not waited for: the timer
+    // would hold it to the driver's next millisecond tick
+    if due > Instant::now() {
+        sleep_until(tokio::time::Instant::from_std(due)).await;
+    }
     match slots {
         // the semaphore is never closed
         Some(s) => s.acquire_owned().await.ok(),

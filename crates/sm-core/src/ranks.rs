@@ -1,4 +1,4 @@
-//! A cell or a rate level measured by several client processes (ranks, `--ranks N`): what each rank
+//! A cell, a rate level or a burst measured by several client processes (ranks, `--ranks N`): what each rank
 //! drove and how healthy it was. The figures are the merge of every rank's requests (methodology
 //! §7.3, §13.1); these are the per-rank facts a reader needs to trust that merge.
 
@@ -29,7 +29,8 @@ pub struct RankCell {
     pub open_rtt_ms: Option<f64>,
 }
 
-/// One rank's part of a rate level (`--request-rate` over ranks): every N-th request of the schedule.
+/// One rank's part of a rate level or a burst (`--request-rate`, `--burst` over ranks): every N-th
+/// request of the schedule.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RankLevel {
     /// 0 is the coordinator (it also sends requests); 1..N−1 are workers.

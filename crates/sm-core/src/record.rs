@@ -14,8 +14,8 @@ use crate::slo::{BoundCheck, Slo};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
 /// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`,
-/// a cell's and a rate level's `ranks`, telemetry on prefill rows and rate levels, and the telemetry
-/// settings.
+/// the `ranks` of a cell, a rate level and a burst, telemetry on prefill rows and rate levels, and the
+/// telemetry settings.
 pub const SCHEMA: &str = "speedmatrix.run/1.4";
 
 /// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.

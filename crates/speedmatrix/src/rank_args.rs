@@ -118,14 +118,10 @@ pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig) -> Result<(), 
             "--ranks {n} measures a server every rank can reach: give every rank the same --url (the built-in engine is rank 0's alone)"
         ));
     }
-    let one_process = [
-        (phases.burst.is_some(), "--burst"),
-        (phases.mixed_prefill.is_some(), "--mixed-prefill"),
-        (phases.sessions.is_some(), "--sessions"),
-    ];
+    let one_process = [(phases.mixed_prefill.is_some(), "--mixed-prefill"), (phases.sessions.is_some(), "--sessions")];
     if let Some((_, flag)) = one_process.iter().find(|(asked, _)| *asked) {
         return Err(format!(
-            "{flag} runs in one process: measure it without --ranks {n} (ranks share the decode matrix and --request-rate)"
+            "{flag} runs in one process: measure it without --ranks {n} (ranks share the decode matrix, --request-rate and --burst)"
         ));
     }
     if let Some(cap) = phases.rate.as_ref().and_then(|c| c.max_concurrency).filter(|&c| c < n) {

@@ -31,7 +31,7 @@ pub(crate) async fn worker(settings: &Settings, r: &Ranks) -> Result<ExitCode> {
         .await
         .with_context(|| format!("rank {} of {}", r.rank, r.ranks))?;
     println!(
-        "rank {}: drove its share of {} cell(s) and {} rate level(s); rank 0 writes the results",
+        "rank {}: drove its share of {} cell(s) and {} rate level(s) or burst(s); rank 0 writes the results",
         r.rank, served.cells, served.levels
     );
     Ok(ExitCode::SUCCESS)

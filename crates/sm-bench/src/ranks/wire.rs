@@ -24,7 +24,7 @@ pub enum ToWorker {
     Refused { reason: String },
     /// A cell: hold `streams` streams of this request until `Close`.
     Cell(CellOrder),
-    /// A load level (`--request-rate`): send this rank's part of the schedule from `Open` on.
+    /// A rate level or a burst: send this rank's part of the schedule from `Open` on.
     Level(LevelOrder),
     /// Open the window (a level: start the schedule) now, on the worker's clock.
     Open,
@@ -46,7 +46,8 @@ pub struct CellOrder {
     pub abort_request: bool,
 }
 
-/// What a worker needs to send its part of a load level (methodology §13.1, docs/distributed.md).
+/// What a worker needs to send its part of a rate level or a burst (methodology §13.1, §13.2,
+/// docs/distributed.md).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LevelOrder {
     pub path: String,
@@ -56,7 +57,8 @@ pub struct LevelOrder {
     pub due: Vec<f64>,
     /// This rank's share of `--max-concurrency`.
     pub max_concurrency: Option<u32>,
-    pub grace_ms: u64,
+    /// After the schedule's last due time; `None` for a burst (every request is read to its end).
+    pub grace_ms: Option<u64>,
     pub first_token_timeout_ms: u64,
     pub stall_timeout_ms: u64,
     pub abort_request: bool,

@@ -28,6 +28,7 @@ const TELL_EVERY: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Served {
     pub cells: u32,
+    /// Rate levels and bursts: schedules of requests.
     pub levels: u32,
 }
 
@@ -215,7 +216,7 @@ async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: 
         due: &order.due,
         part,
         max_concurrency: order.max_concurrency,
-        grace: Duration::from_millis(order.grace_ms),
+        grace: order.grace_ms.map(Duration::from_millis),
         timeouts: StreamTimeouts {
             first_token: Duration::from_millis(order.first_token_timeout_ms),
             stall: Duration::from_millis(order.stall_timeout_ms),

@@ -76,6 +76,9 @@ pub struct Burst {
     /// end (methodology §14); only a valid burst.
     #[serde(flatten)]
     pub telemetry: crate::telemetry::Telemetry,
+    /// With `--ranks N` (1.4): each client process's part of the burst; absent with one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranks: Vec<crate::ranks::RankLevel>,
 }
 
 impl Default for Burst {
@@ -103,6 +106,7 @@ impl Default for Burst {
             total_tok_s: None,
             send_spread_ms: None,
             telemetry: Default::default(),
+            ranks: Vec::new(),
         }
     }
 }
@@ -163,6 +167,8 @@ impl BurstPhase {
             send_spread_ms: med(|b| b.send_spread_ms),
             // each round's telemetry is its own span's; a median of series means nothing
             telemetry: Default::default(),
+            // and each round's parts are in its own record
+            ranks: Vec::new(),
         })
     }
 }

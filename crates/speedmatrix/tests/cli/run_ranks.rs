@@ -197,8 +197,8 @@ async fn bad_rank_settings_are_refused_with_what_to_do() {
     let e =
         bin().arg("run").args(["--ranks", "2", "--rank", "1"]).env("SPEEDMATRIX_COORDINATOR", "h:1").output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("give every rank the same --url"), "{e:?}");
-    let e = refused(&["--ranks", "2", "--burst"]);
-    assert!(e.contains("--burst runs in one process: measure it without --ranks 2"), "{e}");
+    let e = refused(&["--ranks", "2", "--sessions", "4"]);
+    assert!(e.contains("--sessions runs in one process: measure it without --ranks 2"), "{e}");
     let e = refused(&["--ranks", "3", "--request-rate", "5", "--max-concurrency", "2"]);
     assert!(e.contains("--max-concurrency 2 is shared out over the 3 ranks"), "{e}");
     // rank 0 waits for its workers a bounded time, and says which are missing

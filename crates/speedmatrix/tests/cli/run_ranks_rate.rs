@@ -1,7 +1,8 @@
-//! `--request-rate` over `--ranks 3` (docs/distributed.md), three local processes against the
-//! simulated engine: the ranks send one schedule between them, and the merged level agrees with
-//! the sim's trace as a single process's does (run_rate.rs); a worker lost mid-level fails the level
-//! and the ones after, and Ctrl-C on rank 0 stops every rank's part.
+//! `--request-rate` and `--burst` over `--ranks 3` (docs/distributed.md), three local processes
+//! against the simulated engine: the ranks send one schedule between them, and the merged level or
+//! burst agrees with the sim's trace as a single process's does (run_rate.rs, run_burst.rs); a
+//! worker lost mid-level fails the level and the ones after, and Ctrl-C on rank 0 stops every
+//! rank's part.
 
 use std::collections::HashMap;
 use std::process::Child;
@@ -27,7 +28,7 @@ async fn three_ranks_send_one_rate_schedule() {
     let (rank0, workers) = three_ranks(port, &out, &args).await;
     for (i, o) in workers.iter().enumerate() {
         let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(stdout.contains("0 cell(s) and 1 rate level(s)"), "rank {}: {stdout}", i + 1);
+        assert!(stdout.contains("0 cell(s) and 1 rate level(s) or burst(s)"), "rank {}: {stdout}", i + 1);
     }
     sim.handle.shutdown().await;
     let r = result(&out, rank0);
@@ -78,6 +79,53 @@ async fn three_ranks_send_one_rate_schedule() {
     assert!(ttft >= truth - 0.002 && ttft <= truth + 0.05, "TTFT p50 {ttft} s, the trace says {truth} s");
     let tokens: f64 = pairs.iter().map(|(_, t)| num(&t["completion_tokens"])).sum();
     assert!((num(&level["output_tok_s"]) * num(&level["span_s"]) - tokens).abs() < 0.5, "{level}");
+}
+
+/// `--burst` over ranks: each rank sends its third of the C requests at rank 0's open, and the
+/// merged burst's figures agree with the trace, measured from the burst's due instant on rank 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_ranks_send_one_burst() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let mut args = vec!["--url", &url, "--contexts", "1k", "--concurrency", "6", "--burst", "--max-tokens", "40"];
+    args.extend(["--save-requests", "--ready-stable", "300ms"]);
+    let (port, out) = (free_port(), dir.path().join("out"));
+    let (rank0, workers) = three_ranks(port, &out, &args).await;
+    for (i, o) in workers.iter().enumerate() {
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(stdout.contains("0 cell(s) and 1 rate level(s) or burst(s)"), "rank {}: {stdout}", i + 1);
+    }
+    sim.handle.shutdown().await;
+    let r = result(&out, rank0);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let b = &r.record()["phases"]["burst"]["bursts"][0];
+    assert_eq!(b["status"], "valid", "{b}");
+    assert_eq!((b["requests"].as_u64(), b["completed"].as_u64()), (Some(6), Some(6)), "{b}");
+    let parts: Vec<(u64, u64)> = b["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["rank"].as_u64().unwrap(), p["completed"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(parts, [(0, 2), (1, 2), (2, 2)], "{b}");
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines: Vec<Value> = request_lines(&out).into_iter().filter(|l| l["phase"] == "burst").collect();
+    assert_eq!(lines.len(), 6, "one line per request, every rank's");
+    let truth: Vec<&Value> = lines.iter().map(|l| &trace[l["request_id"].as_str().unwrap()]).collect();
+    let tokens: u64 = truth.iter().map(|t| t["completion_tokens"].as_u64().unwrap()).sum();
+    assert_eq!(b["output_tokens"].as_u64(), Some(tokens), "{b}");
+    // from the burst's first arrival at the engine: the client's clock starts before any request
+    // leaves, so it may read a little more, never less
+    let start = truth.iter().map(|t| num(&t["arrival"])).fold(f64::INFINITY, f64::min);
+    let last = truth.iter().map(|t| num(&t["end"])).fold(0.0, f64::max) - start;
+    let got = num(&b["last_completion_ms"]) / 1000.0;
+    assert!(got >= last - 0.002 && got <= last + 0.25, "last completion {got} s, the trace says {last} s");
+    let arrivals: Vec<f64> = truth.iter().map(|t| num(&t["arrival"]) - start).collect();
+    assert!(arrivals.iter().all(|a| *a < 0.1), "every rank's part arrived at once: {arrivals:?}");
 }
 
 /// Rate levels of 12 requests of `tokens` each (2 ms a token on the tiny engine), spread over three

@@ -17,11 +17,12 @@ use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s};
 use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
+use super::send::{Schedule, SentSchedule};
 use crate::burst::{BurstRequest, figures};
 use crate::cell::SERVER_LOST;
-use crate::live::Cancel;
+use crate::open_loop::End;
 use crate::progress::{RunEvent, Step};
-use crate::request::{Outcome, RequestRun, stream_request};
+use crate::request::{Outcome, RequestRun};
 use crate::request_log::RequestLog;
 use crate::server::{DrainError, IDLE_FOR, drain};
 use crate::telemetry::Reads;
@@ -190,53 +191,26 @@ impl Runner<'_> {
         }
         let what = what(step, self.config.phases.burst.as_ref().map_or(1, |c| c.rounds));
         self.reporter.step(&Step::Phase { kind: PhaseKind::Burst, what, started: Instant::now(), length: None });
-        let path = self.spec(1, true).path();
-        let timeouts = self.config.timing.stream_timeouts();
-        // the samplers' first reads before the first request: the server's counters over the
-        // burst then hold all of its tokens (methodology §14)
-        let mut sampling = self.sources(&target).start(Instant::now());
-        sampling.first_taken().await;
-        // every request is due now: the figures count from this instant, so the time the client
-        // takes to send all C is part of each latency
-        let scheduled = Instant::now();
-        // each request polls its own cancel after every chunk, not the run's stop channel, which
-        // every request would share; one task turns the stop into the cancels
-        let (cancel, receivers) = Cancel::new(bodies.len());
-        let mut stop = self.controls.stop_now.clone();
-        let forward = tokio::spawn(async move {
-            // a closed channel counts as a stop, as in the request loop
-            let _ = stop.wait_for(|v| *v).await;
-            cancel.cancel();
-        });
-        let tasks: Vec<_> = bodies
-            .into_iter()
-            .zip(receivers)
-            .map(|(body, mut cancel_rx)| {
-                let client = self.client.clone();
-                tokio::spawn(async move { stream_request(&client, path, &body, timeouts, &mut cancel_rx, &()).await })
-            })
-            .collect();
-        let mut runs = Vec::with_capacity(tasks.len());
-        for task in tasks {
-            match task.await {
-                Ok(run) => runs.push(run),
-                Err(e) => runs.push(RequestRun {
-                    log: RequestLog::new(scheduled),
-                    outcome: Outcome::Failed(format!("a request task crashed: {e}")),
-                    id: None,
-                }),
-            }
-        }
-        forward.abort();
-        let reads = sampling.stop().await;
+        // every request is due at the start: the figures count from that instant, so the time the
+        // client takes to send all C (every rank's part, over ranks) is part of each latency
+        let due = vec![0.0; bodies.len()];
+        let bodies: Arc<[JsonBody]> = bodies.iter().map(|b| JsonBody::clone(b)).collect();
+        let sent = match self.send_schedule(Schedule { bodies, due: &due, cap: None, grace: None }).await {
+            Ok(Some(sent)) => sent,
+            Ok(None) => return None,
+            Err(why) => return Some((failed(step, why), Vec::new(), Seen::Fine)),
+        };
         if self.stopped() {
             return None;
         }
+        let SentSchedule { start: scheduled, requests, ranks, reads } = sent;
+        let runs: Vec<RequestRun> = requests.into_iter().map(request_run).collect();
         // a lost connection: the server may have gone away (asked before the burst is written)
         let seen = Seen::failures_if(runs.iter().any(|r| matches!(r.outcome, Outcome::Lost(_))));
         let lines = burst_lines(step, scheduled, &runs, self.t0);
         let mut burst = self.burst_record(step, scheduled, &runs);
         burst_telemetry(&mut burst, &reads);
+        burst.ranks = ranks;
         Some((burst, lines, seen))
     }
 
@@ -324,6 +298,19 @@ fn failed(step: &Planned, reason: String) -> Burst {
         reason: Some(reason),
         ..base(step)
     }
+}
+
+/// A request of the schedule as the burst's figures read it (a burst has no grace: every request
+/// was read to its end, so none is left unsent).
+fn request_run(s: crate::open_loop::Sent) -> RequestRun {
+    let log = s.log.unwrap_or_else(|| RequestLog::new(s.due));
+    let outcome = match s.end {
+        End::Completed => Outcome::Completed,
+        End::Failed(why) => Outcome::Failed(why),
+        End::Lost(why) => Outcome::Lost(why),
+        End::Cancelled | End::Unsent => Outcome::Cancelled,
+    };
+    RequestRun { id: log.id.clone(), log, outcome }
 }
 
 /// Why a request did not complete, or `None` when it did.

@@ -14,6 +14,7 @@ use crate::prompt_file::PromptFile;
 mod burst;
 mod mixed;
 mod rate;
+mod send;
 mod sessions;
 
 pub use burst::BurstConfig;

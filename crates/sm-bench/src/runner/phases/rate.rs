@@ -16,9 +16,8 @@ use sm_core::requests::RequestLine;
 use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
-use crate::open_loop::{LevelRun, Part, Ran};
+use super::send::{Schedule, SentSchedule};
 use crate::progress::{RunEvent, Step};
-use crate::ranks::{LevelOrder, RemoteLevel, merge_level, share};
 
 mod figures;
 mod lines;
@@ -227,57 +226,19 @@ impl Runner<'_> {
         let what = format!("{} req/s at {}", rate, row.label);
         let length = due.last().map(|&d| Duration::from_secs_f64(d));
         self.reporter.step(&Step::Phase { kind: PhaseKind::Rate, what, started: Instant::now(), length });
-        let path = self.spec(1, true).path();
-        let ranks = self.config.ranks.clone();
-        let unmeasured = |why: String| {
-            let level = RateLevel::unmeasured(row.context, row.label.clone(), rate, LevelStatus::Error, why);
-            Some((level, Vec::new(), false))
-        };
-        let remote = match self.remote_level(&bodies, due, config.max_concurrency, grace, path).await {
-            Ok(r) => r,
-            Err(why) => return unmeasured(why),
-        };
-        let part = ranks.as_ref().map_or(Part::ALL, |g| Part { rank: 0, ranks: g.ranks() as usize });
-        let run = LevelRun {
-            client: &self.client,
-            path,
-            bodies,
-            due,
-            part,
-            max_concurrency: config.max_concurrency.map(|c| share(c, part.ranks as u32, 0)),
-            grace,
-            timeouts: self.config.timing.stream_timeouts(),
-        };
-        let target = self.target();
-        let mut sampling = self.sources(&target).start(Instant::now());
-        sampling.first_taken().await;
-        if let Some(r) = &remote {
-            r.open();
-        }
-        let ran = run.run(self.controls.stop_now.clone()).await;
-        let reads = sampling.stop().await;
-        let mut ranked = Vec::new();
-        let (start, requests) = match (ran, remote.zip(ranks.as_deref())) {
-            (Ran::Done { start, requests }, None) => (start, requests),
-            (Ran::Done { start, requests }, Some((r, group))) => match r.finish(group).await {
-                Ok(parts) => {
-                    let (all, by_rank) = merge_level(requests, parts, start);
-                    ranked = by_rank;
-                    (start, all)
-                }
-                Err(why) => return unmeasured(why),
-            },
-            (Ran::Stopped, remote) => {
-                if let Some((r, group)) = remote {
-                    r.close();
-                    let _ = r.finish(group).await;
-                }
-                return None;
+        let schedule = Schedule { bodies, due, cap: config.max_concurrency, grace: Some(grace) };
+        let sent = match self.send_schedule(schedule).await {
+            Ok(Some(sent)) => sent,
+            Ok(None) => return None,
+            Err(why) => {
+                let level = RateLevel::unmeasured(row.context, row.label.clone(), rate, LevelStatus::Error, why);
+                return Some((level, Vec::new(), false));
             }
         };
+        let SentSchedule { start, requests, ranks, reads } = sent;
         let key = figures::LevelKey { context: row.context, label: row.label.clone(), rate };
         let mut measured = figures::level(key, start, &requests, &self.config.slo);
-        measured.ranks = ranked;
+        measured.ranks = ranks;
         if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {
             let tokens = measured.output_tok_s.map_or(0, |r| (r * span).round() as u64);
             let (mut telemetry, warnings) = reads.figures(Duration::from_secs_f64(span), measured.output_tok_s, tokens);
@@ -290,33 +251,6 @@ impl Runner<'_> {
         }
         let lost = figures::connection_lost(&requests);
         Some((measured, lines::level_lines(row.context, &requests, self.t0), lost))
-    }
-
-    /// With ranks (docs/distributed.md), every worker's part of the level, ready to open; `None`
-    /// without. Each worker is sent the whole schedule and takes every N-th request; `cap` is
-    /// shared out as the streams of a cell are.
-    async fn remote_level(
-        &self,
-        bodies: &[JsonBody],
-        due: &[f64],
-        cap: Option<u32>,
-        grace: Duration,
-        path: &str,
-    ) -> Result<Option<RemoteLevel>, String> {
-        let Some(group) = &self.config.ranks else { return Ok(None) };
-        let timeouts = self.config.timing.stream_timeouts();
-        let bodies = bodies.iter().map(|b| serde_json::from_slice(b.as_bytes()).map_err(|e| e.to_string()));
-        let order = LevelOrder {
-            path: path.to_string(),
-            bodies: bodies.collect::<Result<_, _>>()?,
-            due: due.to_vec(),
-            max_concurrency: None,
-            grace_ms: grace.as_millis() as u64,
-            first_token_timeout_ms: timeouts.first_token.as_millis() as u64,
-            stall_timeout_ms: timeouts.stall.as_millis() as u64,
-            abort_request: self.client.aborts_on_cancel(),
-        };
-        RemoteLevel::start(group, order, cap).await.map(Some)
     }
 
     fn record_level(&mut self, level: RateLevel) -> std::io::Result<()> {

@@ -1,6 +1,6 @@
 //! `--ranks 2` against vLLM serving the tiny model (docs/distributed.md): two local processes hold
 //! one cell's streams between them, rank 0 gating readiness on vLLM's own gauge counting both, and
-//! share one rate level's schedule. A short check of what only a real server can say: its gauge
+//! share one rate level's schedule and one burst. A short check of what only a real server can say: its gauge
 //! sees every rank's streams.
 
 use std::process::{Command, Stdio};
@@ -9,7 +9,7 @@ use super::support::{Vllm, run};
 
 #[test]
 #[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
-fn vllm_two_ranks_share_a_cell_and_a_rate_level() {
+fn vllm_two_ranks_share_a_cell_a_rate_level_and_a_burst() {
     let Some(vllm) = Vllm::from_env() else { return };
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let coordinator = format!("127.0.0.1:{port}");
@@ -29,6 +29,7 @@ fn vllm_two_ranks_share_a_cell_and_a_rate_level() {
         "constant",
         "--requests",
         "4",
+        "--burst",
         "--ready-stable",
         "1s",
         "--warmup",
@@ -80,4 +81,8 @@ fn vllm_two_ranks_share_a_cell_and_a_rate_level() {
         .map(|p| (p["scheduled"].as_u64().unwrap(), p["completed"].as_u64().unwrap()))
         .collect();
     assert_eq!(parts, [(2, 2), (2, 2)], "{level}");
+    let burst = &r.record()["phases"]["burst"]["bursts"][0];
+    assert_eq!(burst["status"], "valid", "{burst}");
+    let parts: Vec<u64> = burst["ranks"].as_array().unwrap().iter().map(|p| p["completed"].as_u64().unwrap()).collect();
+    assert_eq!(parts, [1, 1], "{burst}");
 }
