@@ -149,9 +149,10 @@ impl Runner<'_> {
         })
     }
 
-    /// The body of each request of the burst: the context's prompt C times, or C lines of the file
-    /// in order, each with its own `max_tokens` where it has one.
-    fn burst_bodies(&self, step: &Planned, prompts: &Prompts) -> Result<Vec<Arc<JsonBody>>, String> {
+    /// The bodies of the burst's requests, sent in turn: the context's prompt once (every request
+    /// sends it), or C lines of the file in order, each with its own `max_tokens` where it has one.
+    /// One body, not C copies: over ranks every worker is sent them.
+    fn burst_bodies(&self, step: &Planned, prompts: &Prompts) -> Result<Vec<JsonBody>, String> {
         let max_tokens = self.config.max_tokens.0;
         let ignore_eos = self.config.phases.burst.as_ref().is_none_or(|c| c.ignore_eos);
         let spec = |max_tokens| RequestSpec { ignore_eos, ..self.spec(max_tokens, true) };
@@ -159,21 +160,20 @@ impl Runner<'_> {
             return Ok((0..step.concurrency as usize)
                 .map(|i| {
                     let line = file.get(step.file_offset + i);
-                    Arc::new(JsonBody::new(&spec(line.max_tokens.unwrap_or(max_tokens)).body(&line.prompt)))
+                    JsonBody::new(&spec(line.max_tokens.unwrap_or(max_tokens)).body(&line.prompt))
                 })
                 .collect());
         }
         let ctx = sm_core::Tokens(step.context.unwrap_or(0));
         let prompt = prompts.get(ctx)?;
         let body: Value = spec(max_tokens).body(&prompt);
-        let body = Arc::new(JsonBody::new(&body));
-        Ok(vec![body; step.concurrency as usize])
+        Ok(vec![JsonBody::new(&body)])
     }
 
     /// Sends one burst after the server is idle and reads every request to its end: the burst, its
     /// `requests.jsonl` lines and what it saw of the server. `None` when the user stopped the run
     /// meanwhile: the burst is dropped, and a resume sends it again.
-    async fn send_burst(&mut self, step: &Planned, bodies: Vec<Arc<JsonBody>>) -> Option<Sent> {
+    async fn send_burst(&mut self, step: &Planned, bodies: Vec<JsonBody>) -> Option<Sent> {
         let target = self.target();
         if target.metrics {
             match drain(&target, self.config.timing.drain_timeout, IDLE_FOR).await {
@@ -193,8 +193,8 @@ impl Runner<'_> {
         self.reporter.step(&Step::Phase { kind: PhaseKind::Burst, what, started: Instant::now(), length: None });
         // every request is due at the start: the figures count from that instant, so the time the
         // client takes to send all C (every rank's part, over ranks) is part of each latency
-        let due = vec![0.0; bodies.len()];
-        let bodies: Arc<[JsonBody]> = bodies.iter().map(|b| JsonBody::clone(b)).collect();
+        let due = vec![0.0; step.concurrency as usize];
+        let bodies: Arc<[JsonBody]> = bodies.into();
         let sent = match self.send_schedule(Schedule { bodies, due: &due, cap: None, grace: None }).await {
             Ok(Some(sent)) => sent,
             Ok(None) => return None,
