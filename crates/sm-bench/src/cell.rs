@@ -395,11 +395,6 @@ impl Watcher<'_> {
     }
 
     /// With `--precision`, past the shortest window: whether the figures so far have settled.
-    ///
-    /// With ranks, rank 0's own streams decide (methodology §12.3): they send the same request as
-    /// every other rank's, and a subset's interval is, in expectation, as wide as the whole's or
-    /// wider (fewer tokens, fewer TBT samples): the window ends no sooner than the merged figures
-    /// would allow. The verdict (`precision_met`) is then taken on the merged figures.
     fn settled(&self, start: Instant, now: Instant) -> bool {
         let Some(p) = self.timing.precision else { return false };
         adaptive::settled(self.live.mirrors(), Window { start, end: now }, self.timing.duration, p)
