@@ -51,17 +51,25 @@ pub(crate) fn settled<'a>(
     longest: Duration,
     p: Precision,
 ) -> bool {
-    if window.len() < p.min_duration {
-        return false;
-    }
+    window.len() >= p.min_duration && within(&sums(mirrors, window), window, longest, p)
+}
+
+/// What the check needs of the requests in `mirrors` over `window`; over ranks each worker sends
+/// its own, over the same window length on its clock, and rank 0 adds them ([`Sums::add`]).
+pub(crate) fn sums<'a>(mirrors: impl IntoIterator<Item = &'a Mutex<Vec<RequestLog>>>, window: Window) -> Sums {
     let edges: Vec<Instant> = (0..=BATCHES as u32).map(|i| window.start + window.len() * i / BATCHES as u32).collect();
     let mut sums = Sums::new();
     for mirror in mirrors {
         let logs = mirror.lock().unwrap_or_else(|e| e.into_inner());
         for log in logs.iter() {
-            sums.add(log, &edges);
+            sums.add_log(log, &edges);
         }
     }
+    sums
+}
+
+/// The check on `sums` of a window of `window`'s length (methodology §12.3).
+pub(crate) fn within(sums: &Sums, window: Window, longest: Duration, p: Precision) -> bool {
     let len = window.len().as_secs_f64();
     let within = |center: Option<f64>, batches: Vec<Option<f64>>, trend: Vec<Option<f64>>| {
         let present: Vec<f64> = batches.iter().flatten().copied().collect();
@@ -81,8 +89,9 @@ pub(crate) fn settled<'a>(
 }
 
 /// What the settle check sums over the requests: tokens and TBT(r) per sub-window, and TBT(r) over
-/// the whole window.
-struct Sums {
+/// the whole window. It travels between ranks.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Sums {
     tokens: Vec<f64>,
     /// Tokens per sub-window by [`tokens_by`]: what the total's trend is fitted to.
     smooth: Vec<f64>,
@@ -91,7 +100,7 @@ struct Sums {
 }
 
 impl Sums {
-    fn new() -> Sums {
+    pub(crate) fn new() -> Sums {
         Sums {
             tokens: vec![0.0; BATCHES],
             smooth: vec![0.0; BATCHES],
@@ -100,10 +109,28 @@ impl Sums {
         }
     }
 
+    /// Another process's sums of the same window: the check is then over both's requests. Sums of
+    /// another shape (another version) are not added: the caller's check fails instead.
+    pub(crate) fn add(&mut self, other: Sums) -> bool {
+        let shaped = |s: &Sums| s.tokens.len() == BATCHES && s.smooth.len() == BATCHES && s.tbt.len() == BATCHES;
+        if !shaped(&other) {
+            return false;
+        }
+        for i in 0..BATCHES {
+            self.tokens[i] += other.tokens[i];
+            self.smooth[i] += other.smooth[i];
+        }
+        for (mine, theirs) in self.tbt.iter_mut().zip(other.tbt) {
+            mine.extend(theirs);
+        }
+        self.window_tbt.extend(other.window_tbt);
+        true
+    }
+
     /// One request: its points are in arrival order, so each edge is one binary search. Tokens are
     /// the request's running usage where its chunks carry one, its chunk count otherwise (a usage
     /// total at the end is not spread back: the check needs the noise, not the exact level).
-    fn add(&mut self, log: &RequestLog, edges: &[Instant]) {
+    fn add_log(&mut self, log: &RequestLog, edges: &[Instant]) {
         let points = &log.points;
         let Some(first) = points.first() else { return };
         let by_usage = first.usage.is_some();
@@ -220,9 +247,58 @@ mod tests {
         let f = figures(&all, w, &[], None);
         let edges: Vec<Instant> = (0..=BATCHES as u32).map(|i| w.start + w.len() * i / BATCHES as u32).collect();
         let mut sums = Sums::new();
-        all.iter().for_each(|l| sums.add(l, &edges));
+        all.iter().for_each(|l| sums.add_log(l, &edges));
         assert_eq!(sums.tokens.iter().sum::<f64>(), f.output_tokens as f64);
         assert_eq!(Quantiles::of(&sums.window_tbt).map(|q| q.p50), f.tbt_ms.map(|q| q.p50));
+    }
+
+    /// Over ranks each process sums its own requests over the window on its own clock, and rank 0
+    /// adds them: the check is then the one a single process holding every request would make.
+    #[test]
+    fn sums_of_parts_on_their_own_clocks_add_up_to_the_whole() {
+        let t0 = Instant::now();
+        let all = logs(t0, 6, 400, |k| 10.0 + (k % 5) as f64);
+        let w = Window { start: t0 + Duration::from_millis(300), end: t0 + Duration::from_millis(2300) };
+        let whole = sums(&[Mutex::new(all.clone())], w);
+        // ranks 1 and 2 hold two requests each, timed on clocks 7 s and 9 s ahead of rank 0's
+        let shifted = |logs: &[RequestLog], by: Duration| -> Vec<RequestLog> {
+            logs.iter()
+                .map(|l| {
+                    let mut l = l.clone();
+                    l.sent += by;
+                    l.points.iter_mut().for_each(|p| p.at += by);
+                    l
+                })
+                .collect()
+        };
+        let mut merged = sums(&[Mutex::new(all[..2].to_vec())], w);
+        for (part, secs) in [(&all[2..4], 7), (&all[4..], 9)] {
+            let by = Duration::from_secs(secs);
+            let theirs = sums(&[Mutex::new(shifted(part, by))], Window { start: w.start + by, end: w.end + by });
+            let travelled: Sums = serde_json::from_str(&serde_json::to_string(&theirs).unwrap()).unwrap();
+            assert!(merged.add(travelled));
+        }
+        // equal to the last bits: another clock's instants round differently in floating point
+        let close = |a: &[f64], b: &[f64]| {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() <= 1e-9 * y.abs().max(1.0))
+        };
+        // per sub-window, in order; the samples in any order
+        assert!(close(&merged.tokens, &whole.tokens) && close(&merged.smooth, &whole.smooth), "{merged:?}");
+        let same = |a: &[f64], b: &[f64]| {
+            let sorted = |v: &[f64]| {
+                let mut v = v.to_vec();
+                v.sort_by(f64::total_cmp);
+                v
+            };
+            close(&sorted(a), &sorted(b))
+        };
+        assert!(same(&merged.window_tbt, &whole.window_tbt), "{merged:?}");
+        assert!(merged.tbt.iter().zip(&whole.tbt).all(|(m, w)| same(m, w)), "{merged:?}");
+        let p = Precision { pct: 1.0, min_duration: Duration::from_secs(1) };
+        let longest = Duration::from_secs(5);
+        assert_eq!(within(&merged, w, longest, p), within(&whole, w, longest, p));
+        // sums of another shape are refused, not added
+        assert!(!merged.clone().add(Sums { tokens: vec![1.0], ..Sums::new() }));
     }
 
     #[test]

@@ -343,7 +343,11 @@ impl Watcher<'_> {
                 if let Some(s) = &state {
                     samples.push(RunningSample { at: now, running: s.running });
                 }
-                let w = if now < w.end && self.settled(w.start, now) { Window { start: w.start, end: now } } else { w };
+                let w = if now < w.end && self.settled(w.start, now).await {
+                    Window { start: w.start, end: now }
+                } else {
+                    w
+                };
                 if now >= w.end {
                     let cpu_s = cpu_start.zip(process_cpu_seconds()).map(|(a, b)| b - a);
                     let spec = (spec_start, state.and_then(|s| s.spec));
@@ -394,10 +398,21 @@ impl Watcher<'_> {
         }
     }
 
-    /// With `--precision`, past the shortest window: whether the figures so far have settled.
-    fn settled(&self, start: Instant, now: Instant) -> bool {
+    /// With `--precision`, past the shortest window: whether the figures so far have settled. Over
+    /// ranks the check is over every rank's streams: each worker sends its sums over the same
+    /// window length on its clock, and a check without every worker's does not pass.
+    async fn settled(&self, start: Instant, now: Instant) -> bool {
         let Some(p) = self.timing.precision else { return false };
-        adaptive::settled(self.live.mirrors(), Window { start, end: now }, self.timing.duration, p)
+        let window = Window { start, end: now };
+        let Some(remote) = self.remote else {
+            return adaptive::settled(self.live.mirrors(), window, self.timing.duration, p);
+        };
+        if window.len() < p.min_duration {
+            return false;
+        }
+        let mut sums = adaptive::sums(self.live.mirrors(), window);
+        let Some(theirs) = remote.sums(window.len()).await else { return false };
+        theirs.into_iter().all(|s| sums.add(s)) && adaptive::within(&sums, window, self.timing.duration, p)
     }
 
     fn ramp(&self, last: &mut String, reason: &str) {

@@ -88,6 +88,11 @@ impl Live {
     /// Every stream's requests so far, as their tokens arrived (usage totals at the end are not
     /// spread back: the precision check needs the figures' noise, not their exact level), for the
     /// adaptive window to read in place (`adaptive::settled`).
+    /// Whether each request's tokens are mirrored as they arrive (`--precision`).
+    pub(crate) fn mirrored(&self) -> bool {
+        self.mirrored
+    }
+
     pub(crate) fn mirrors(&self) -> impl Iterator<Item = &Mutex<Vec<RequestLog>>> {
         self.shards.iter().map(|s| &s.mirror)
     }

@@ -111,7 +111,7 @@ pub(crate) fn resolve(args: &RankArgs, env: &dyn Fn(&str) -> Option<String>) -> 
 }
 
 /// What a run of several ranks cannot do yet, refused before anything starts.
-pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig, precision: bool) -> Result<(), String> {
+pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig) -> Result<(), String> {
     let n = r.ranks;
     if !server {
         return Err(format!(
@@ -122,11 +122,6 @@ pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig, precision: boo
     if let Some((_, flag)) = one_process.iter().find(|(asked, _)| *asked) {
         return Err(format!(
             "{flag} runs in one process: measure it without --ranks {n} (ranks share the decode matrix, --request-rate and --burst)"
-        ));
-    }
-    if precision {
-        return Err(format!(
-            "--precision ends a window when the figures settle, which needs every rank's requests as they arrive: use a fixed --duration with --ranks {n}"
         ));
     }
     if let Some(cap) = phases.rate.as_ref().and_then(|c| c.max_concurrency).filter(|&c| c < n) {

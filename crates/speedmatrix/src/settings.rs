@@ -336,7 +336,7 @@ impl Settings {
         let ranks = crate::rank_args::resolve(&args.ranks, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
         if let Some(r) = &ranks {
             let server = matches!(engine, Engine::Server { .. });
-            crate::rank_args::fits(r, server, &phases, layer.precision.is_some()).map_err(anyhow::Error::msg)?;
+            crate::rank_args::fits(r, server, &phases).map_err(anyhow::Error::msg)?;
         }
         let gpu_metrics = gpu_metrics(&args, resumed.as_ref())?;
         let output = match (args.resume, args.out) {

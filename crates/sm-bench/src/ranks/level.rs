@@ -168,6 +168,8 @@ async fn drive(
                         commanded = false;
                         ToWorker::Close
                     }
+                    // a level has no adaptive window
+                    Some(Cmd::Check { .. }) => continue,
                     // rank 0's part ended: the worker's ends on its own (the same deadline)
                     None => {
                         commanded = false;

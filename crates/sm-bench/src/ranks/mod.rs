@@ -51,6 +51,11 @@ pub enum RankError {
 #[derive(Debug, Clone, Copy)]
 enum Cmd {
     Open,
+    /// With `--precision`: ask for the sums over the window's first `len`.
+    Check {
+        id: u64,
+        len: Duration,
+    },
     Close,
 }
 

@@ -2,7 +2,7 @@
 //! window on rank 0's word, and sends its requests back; [`merge`] puts them on rank 0's clock.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -13,6 +13,7 @@ use tokio::task::JoinHandle;
 
 use super::wire::{CellOrder, RankReport, ToCoordinator, ToWorker};
 use super::{Cmd, Conn, RankGroup, broadcast, share};
+use crate::adaptive::Sums;
 use crate::live::Live;
 use crate::request::StreamTimeouts;
 use crate::request_log::RequestLog;
@@ -35,7 +36,13 @@ pub(crate) struct RemoteCell {
     own: u32,
     cmds: Vec<mpsc::UnboundedSender<Cmd>>,
     tasks: Vec<JoinHandle<Driven>>,
+    /// The workers' answers to `--precision`'s checks, by check.
+    answers: tokio::sync::Mutex<mpsc::UnboundedReceiver<(u64, Sums)>>,
+    checks: AtomicU64,
 }
+
+/// How long rank 0 waits for every worker's sums at a check; a check without them does not pass.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// How long a worker gets to send its requests after the close (they may be many).
 const REPORT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -56,7 +63,14 @@ impl RemoteCell {
         if let Some((i, Err(why))) = peers.iter().enumerate().find(|(_, p)| p.is_err()) {
             return Err(format!("rank {} is gone ({why}): the cell cannot hold its concurrency", i + 1));
         }
-        let mut cell = RemoteCell { own: share(concurrency, group.ranks, 0), cmds: Vec::new(), tasks: Vec::new() };
+        let (answer, answers) = mpsc::unbounded_channel();
+        let mut cell = RemoteCell {
+            own: share(concurrency, group.ranks, 0),
+            cmds: Vec::new(),
+            tasks: Vec::new(),
+            answers: tokio::sync::Mutex::new(answers),
+            checks: AtomicU64::new(0),
+        };
         for (i, slot) in peers.iter_mut().enumerate() {
             let rank = i as u32 + 1;
             let Ok(conn) = std::mem::replace(slot, Err("busy with a cell".into())) else { unreachable!() };
@@ -67,10 +81,11 @@ impl RemoteCell {
                 first_token_timeout_ms: timeouts.first_token.as_millis() as u64,
                 stall_timeout_ms: timeouts.stall.as_millis() as u64,
                 abort_request: target.client.aborts_on_cancel(),
+                mirrored: live.mirrored(),
             };
             let (tx, rx) = mpsc::unbounded_channel();
             cell.cmds.push(tx);
-            cell.tasks.push(tokio::spawn(drive(rank, conn, order, rx, live.clone())));
+            cell.tasks.push(tokio::spawn(drive(rank, conn, order, rx, live.clone(), answer.clone())));
         }
         Ok(cell)
     }
@@ -82,6 +97,25 @@ impl RemoteCell {
 
     pub(crate) fn open(&self) {
         broadcast(&self.cmds, Cmd::Open);
+    }
+
+    /// With `--precision`: every worker's sums over its window's first `len`, the same window on
+    /// its clock (methodology §12.3); `None` when one did not answer within a second.
+    pub(crate) async fn sums(&self, len: Duration) -> Option<Vec<Sums>> {
+        let id = self.checks.fetch_add(1, Ordering::Relaxed);
+        broadcast(&self.cmds, Cmd::Check { id, len });
+        let mut answers = self.answers.lock().await;
+        let deadline = tokio::time::Instant::now() + CHECK_TIMEOUT;
+        let mut got = Vec::with_capacity(self.cmds.len());
+        while got.len() < self.cmds.len() {
+            match tokio::time::timeout_at(deadline, answers.recv()).await {
+                Ok(Some((answered, sums))) if answered == id => got.push(sums),
+                // a late answer to an earlier check
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => return None,
+            }
+        }
+        Some(got)
     }
 
     pub(crate) fn close(&self) {
@@ -127,6 +161,7 @@ async fn drive(
     order: CellOrder,
     mut cmds: mpsc::UnboundedReceiver<Cmd>,
     live: Arc<Live>,
+    answers: mpsc::UnboundedSender<(u64, Sums)>,
 ) -> Driven {
     let streams = order.streams;
     if let Err(e) = conn.send(&ToWorker::Cell(order)).await {
@@ -141,6 +176,7 @@ async fn drive(
                         open_sent = Some(Instant::now());
                         ToWorker::Open
                     }
+                    Some(Cmd::Check { id, len }) => ToWorker::Check { id, len_ns: len.as_nanos() as u64 },
                     Some(Cmd::Close) | None => {
                         commanded = false;
                         ToWorker::Close
@@ -157,6 +193,9 @@ async fn drive(
                 }
                 Ok(Some(ToCoordinator::Failed { status, reason })) => live.fail(status, format!("rank {rank}: {reason}")),
                 Ok(Some(ToCoordinator::Opened)) => rtt = open_sent.map(|t: Instant| t.elapsed()),
+                Ok(Some(ToCoordinator::Sums { id, sums })) => {
+                    let _ = answers.send((id, sums));
+                }
                 Ok(Some(ToCoordinator::Report(report))) => {
                     return (Ok(conn), Ok(PeerOutcome { rank, streams, report, rtt }));
                 }

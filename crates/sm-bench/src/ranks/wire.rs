@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sm_core::record::CellStatus;
 
+use crate::adaptive::Sums;
 use crate::open_loop::{End, Sent};
 use crate::request_log::{Point, RequestLog};
 
@@ -28,6 +29,8 @@ pub enum ToWorker {
     Level(LevelOrder),
     /// Open the window (a level: start the schedule) now, on the worker's clock.
     Open,
+    /// With `--precision`: the sums of the check over the window's first `len_ns` (methodology §12.3).
+    Check { id: u64, len_ns: u64 },
     /// Close the window now, cancel the streams and report (a level: it was stopped).
     Close,
     /// The run is over.
@@ -44,6 +47,9 @@ pub struct CellOrder {
     pub first_token_timeout_ms: u64,
     pub stall_timeout_ms: u64,
     pub abort_request: bool,
+    /// With `--precision`: keep each request's tokens as they arrive, for rank 0's checks.
+    #[serde(default)]
+    pub mirrored: bool,
 }
 
 /// What a worker needs to send its part of a rate level or a burst (methodology §13.1, §13.2,
@@ -87,6 +93,11 @@ pub enum ToCoordinator {
     Ready,
     /// The answer to `Open`, at once: its round trip bounds how late the worker's window opened.
     Opened,
+    /// The answer to `Check`: this rank's sums over its window's first `len_ns`.
+    Sums {
+        id: u64,
+        sums: Sums,
+    },
     Report(RankReport),
     LevelReport(LevelReport),
 }

@@ -14,12 +14,14 @@ use super::wire::{
     CellOrder, LevelOrder, LevelReport, PROTOCOL, RankReport, ToCoordinator, ToWorker, WireLog, WireSent,
 };
 use super::{Conn, RankError};
+use crate::adaptive::{self, Sums};
 use crate::health::{Probe, process_cpu_seconds};
 use crate::live::{Cancel, Live};
 use crate::open_loop::{LevelRun, Part, Ran};
 use crate::request::StreamTimeouts;
 use crate::server::Target;
 use crate::streams;
+use crate::window::Window;
 
 /// How often a worker tells rank 0 how many of its streams have a token, and checks for a failure.
 const TELL_EVERY: Duration = Duration::from_millis(20);
@@ -106,7 +108,7 @@ fn known_path(path: &str) -> Option<&'static str> {
 /// One cell: the streams from the order until rank 0's close, the window between its open and
 /// close, and the report.
 async fn drive_cell(conn: &mut Conn, client: &Client, order: CellOrder) -> Result<(), RankError> {
-    let live = Arc::new(Live::new(order.streams, false));
+    let live = Arc::new(Live::new(order.streams, order.mirrored));
     let Some(path) = known_path(&order.path) else {
         let reason = format!("this rank cannot send requests to {}: run the same version on every rank", order.path);
         live.fail(sm_core::record::CellStatus::Error, reason);
@@ -169,6 +171,16 @@ async fn follow(conn: &mut Conn, live: &Live) -> (Option<(Instant, Option<f64>)>
                     conn.send(&ToCoordinator::Opened).await
                 }
                 Ok(Some(ToWorker::Close)) => return (window, Ok(())),
+                Ok(Some(ToWorker::Check { id, len_ns })) => {
+                    let sums = match window {
+                        Some((opened, _)) => {
+                            let w = Window { start: opened, end: opened + Duration::from_nanos(len_ns) };
+                            adaptive::sums(live.mirrors(), w)
+                        }
+                        None => Sums::new(),
+                    };
+                    conn.send(&ToCoordinator::Sums { id, sums }).await
+                }
                 Ok(Some(other)) => return (window, Err(RankError::Broken(format!("rank 0 sent {other:?} inside a cell")))),
                 Ok(None) => return (window, Err(RankError::Broken("rank 0 closed the connection mid-cell".into()))),
                 Err(e) => return (window, Err(broken(e))),

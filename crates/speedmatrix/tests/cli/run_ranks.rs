@@ -1,6 +1,7 @@
 //! `speedmatrix run --ranks 3` as three local processes against the simulated engine
-//! (docs/distributed.md): the merged cell must agree with the sim's trace as one process's does, a
-//! worker lost mid-cell fails the cell with a reason, and bad rank settings are refused. The rate levels over ranks: run_ranks_rate.rs.
+//! (docs/distributed.md): the merged cell and an adaptive window must agree with the sim's trace
+//! as one process's do, a worker lost mid-cell fails the cell with a reason, and bad rank settings
+//! are refused. The rate levels over ranks: run_ranks_rate.rs.
 
 use std::path::Path;
 use std::process::{Child, Output, Stdio};
@@ -93,6 +94,37 @@ async fn three_ranks_measure_cells_as_the_trace_says() {
     }
 }
 
+/// `--precision` over ranks: at each check rank 0 adds every worker's sums to its own, so the
+/// window ends when the whole cell's figures are within the precision (methodology §12.3), every
+/// rank's window closes then, and the verdict is the merged cell's. On the quiet sim the window
+/// ends well before the longest, within the precision, and the merged figures agree with the trace
+/// over the window it had. (With rank 0's own streams deciding, a CI run stopped at 1.5 s with the
+/// merged total tok/s 2.4 % from its interval's end: `precision_met` false here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_ranks_end_an_adaptive_window_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let mut args = vec!["--url", &url, "--contexts", "1k", "--concurrency", "12", "--duration", "10s"];
+    args.extend_from_slice(QUICK);
+    args.extend(["--max-tokens", "2048", "--precision", "2%", "--min-duration", "1s"]);
+    let (port, out) = (free_port(), dir.path().join("out"));
+    let (rank0, _) = three_ranks(port, &out, &args).await;
+    sim.handle.shutdown().await;
+    let r = result(&out, rank0);
+    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    assert_eq!(r.record()["settings"]["precision_pct"], 2.0);
+    let cell = r.cell(1024, 12);
+    let measured = cell["measured_s"].as_f64().unwrap();
+    eprintln!("adaptive window over 3 ranks: {measured} s");
+    assert!((1.0..9.0).contains(&measured), "the quiet cell's window ends early: {measured} s\n{cell}");
+    assert_eq!(cell["precision_met"], true, "{cell}");
+    // every rank's streams were cancelled at the one close: the trace shows one cell
+    let cells = cells_of(&trace_lines(&dir.path().join("trace.jsonl")));
+    assert_eq!(cells.len(), 1, "one cell in the trace");
+    check_cell(cell, 12, &cells[0], measured);
+}
+
 /// One merged cell against its trace: each rank's share, exact token sums, and the figures within
 /// the single-process fidelity test's bounds.
 fn check_cell(cell: &Value, c: u64, trace: &[Value], window_s: f64) {
@@ -167,8 +199,6 @@ async fn bad_rank_settings_are_refused_with_what_to_do() {
     let e =
         bin().arg("run").args(["--ranks", "2", "--rank", "1"]).env("SPEEDMATRIX_COORDINATOR", "h:1").output().unwrap();
     assert!(String::from_utf8_lossy(&e.stderr).contains("give every rank the same --url"), "{e:?}");
-    let e = refused(&["--ranks", "2", "--precision", "5%"]);
-    assert!(e.contains("use a fixed --duration with --ranks 2"), "{e}");
     let e = refused(&["--ranks", "2", "--sessions", "4"]);
     assert!(e.contains("--sessions runs in one process: measure it without --ranks 2"), "{e}");
     let e = refused(&["--ranks", "3", "--request-rate", "5", "--max-concurrency", "2"]);
