@@ -10,22 +10,19 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{SimSpec, num, request_lines, result, scheduler, sim, trace_lines};
+use crate::common::{RunResult, SimSpec, num, request_lines, result, scheduler, sim, trace_lines};
 use crate::run_ranks::{free_port, spawn_rank, three_ranks, wait};
 
-/// `--request-rate` over ranks: each rank sends every third request of the one schedule, and the
-/// merged level is the schedule: the engine saw all of it arrive 1/rate apart, and the level's
-/// counts, due times and latencies agree with the trace as a single process's do (run_rate.rs).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_ranks_send_one_rate_schedule() {
+/// One rate level or burst (`args`) at 1K over three ranks against a sim writing its trace into the
+/// returned directory (the results in its `out`); every worker must say it drove one.
+async fn one_schedule(args: &[&str]) -> (RunResult, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
     let url = sim.handle.url();
-    let mut args = vec!["--url", &url, "--contexts", "1k", "--request-rate", "25", "--arrival", "constant"];
-    args.extend(["--requests", "12", "--max-tokens", "16", "--max-concurrency", "6", "--save-requests"]);
-    args.extend(["--ready-stable", "300ms"]);
+    let mut all = vec!["--url", &url, "--contexts", "1k", "--save-requests", "--ready-stable", "300ms"];
+    all.extend_from_slice(args);
     let (port, out) = (free_port(), dir.path().join("out"));
-    let (rank0, workers) = three_ranks(port, &out, &args).await;
+    let (rank0, workers) = three_ranks(port, &out, &all).await;
     for (i, o) in workers.iter().enumerate() {
         let stdout = String::from_utf8_lossy(&o.stdout);
         assert!(stdout.contains("0 cell(s) and 1 rate level(s) or burst(s)"), "rank {}: {stdout}", i + 1);
@@ -33,6 +30,17 @@ async fn three_ranks_send_one_rate_schedule() {
     sim.handle.shutdown().await;
     let r = result(&out, rank0);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    (r, dir)
+}
+
+/// `--request-rate` over ranks: each rank sends every third request of the one schedule, and the
+/// merged level is the schedule: the engine saw all of it arrive 1/rate apart, and the level's
+/// counts, due times and latencies agree with the trace as a single process's do (run_rate.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_ranks_send_one_rate_schedule() {
+    let args = ["--request-rate", "25", "--arrival", "constant", "--requests", "12", "--max-tokens", "16"];
+    let (r, dir) = one_schedule(&[&args[..], &["--max-concurrency", "6"]].concat()).await;
+    let out = dir.path().join("out");
     let level = &r.record()["phases"]["rate"]["levels"][0];
     assert_eq!(level["status"], "measured", "{level}");
     let c = &level["counts"];
@@ -85,20 +93,8 @@ async fn three_ranks_send_one_rate_schedule() {
 /// merged burst's figures agree with the trace, measured from the burst's due instant on rank 0.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_ranks_send_one_burst() {
-    let dir = tempfile::tempdir().unwrap();
-    let sim = sim(SimSpec { trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
-    let url = sim.handle.url();
-    let mut args = vec!["--url", &url, "--contexts", "1k", "--concurrency", "6", "--burst", "--max-tokens", "40"];
-    args.extend(["--save-requests", "--ready-stable", "300ms"]);
-    let (port, out) = (free_port(), dir.path().join("out"));
-    let (rank0, workers) = three_ranks(port, &out, &args).await;
-    for (i, o) in workers.iter().enumerate() {
-        let stdout = String::from_utf8_lossy(&o.stdout);
-        assert!(stdout.contains("0 cell(s) and 1 rate level(s) or burst(s)"), "rank {}: {stdout}", i + 1);
-    }
-    sim.handle.shutdown().await;
-    let r = result(&out, rank0);
-    assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
+    let (r, dir) = one_schedule(&["--concurrency", "6", "--burst", "--max-tokens", "40"]).await;
+    let out = dir.path().join("out");
     let b = &r.record()["phases"]["burst"]["bursts"][0];
     assert_eq!(b["status"], "valid", "{b}");
     assert_eq!((b["requests"].as_u64(), b["completed"].as_u64()), (Some(6), Some(6)), "{b}");
