@@ -1,4 +1,4 @@
-//! Rank 0's side of a load level over ranks (`--request-rate`, docs/distributed.md): every worker
+//! Rank 0's side of a rate level or a burst over ranks (docs/distributed.md): every worker
 //! sends its part of the one schedule from rank 0's open, and its requests come back timed from its
 //! own start, which rank 0 places at its own (as a cell's are placed at its window's open).
 
@@ -40,21 +40,13 @@ impl RemoteLevel {
     pub(crate) async fn start(group: &RankGroup, order: LevelOrder, cap: Option<u32>) -> Result<RemoteLevel, String> {
         let mut readies = Vec::new();
         let mut level = RemoteLevel { cmds: Vec::new(), tasks: Vec::new() };
-        {
-            let mut peers = group.peers.lock().await;
-            if let Some((i, Err(why))) = peers.iter().enumerate().find(|(_, p)| p.is_err()) {
-                return Err(format!("rank {} is gone ({why}): the level cannot keep its rate", i + 1));
-            }
-            for (i, slot) in peers.iter_mut().enumerate() {
-                let rank = i as u32 + 1;
-                let Ok(conn) = std::mem::replace(slot, Err("busy with a level".into())) else { unreachable!() };
-                let order = LevelOrder { max_concurrency: cap.map(|c| share(c, group.ranks, rank)), ..order.clone() };
-                let (tx, rx) = mpsc::unbounded_channel();
-                let (ready_tx, ready_rx) = oneshot::channel();
-                level.cmds.push(tx);
-                level.tasks.push(tokio::spawn(drive(rank, conn, order, ready_tx, rx)));
-                readies.push(ready_rx);
-            }
+        for (rank, conn) in group.take("level", "the level cannot keep its rate").await? {
+            let order = LevelOrder { max_concurrency: cap.map(|c| share(c, group.ranks, rank)), ..order.clone() };
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (ready_tx, ready_rx) = oneshot::channel();
+            level.cmds.push(tx);
+            level.tasks.push(tokio::spawn(drive(rank, conn, order, ready_tx, rx)));
+            readies.push(ready_rx);
         }
         for (i, ready) in readies.into_iter().enumerate() {
             let why = match tokio::time::timeout(READY_TIMEOUT, ready).await {

@@ -122,6 +122,19 @@ impl RankGroup {
         self.ranks
     }
 
+    /// Every worker's connection, `(rank, conn)`, for a cell or a level (`what`) to drive; their
+    /// drivers give them back at its end. `Err` names the first worker gone, `why` filling in what
+    /// that stops: nothing is taken then, and nothing runs short of a rank.
+    async fn take(&self, what: &str, why: &str) -> Result<Vec<(u32, Conn)>, String> {
+        let mut peers = self.peers.lock().await;
+        if let Some((i, Err(gone))) = peers.iter().enumerate().find(|(_, p)| p.is_err()) {
+            return Err(format!("rank {} is gone ({gone}): {why}", i + 1));
+        }
+        let busy = || Err(format!("busy with a {what}"));
+        let taken = peers.iter_mut().map(|slot| std::mem::replace(slot, busy()));
+        Ok(taken.enumerate().filter_map(|(i, c)| Some((i as u32 + 1, c.ok()?))).collect())
+    }
+
     /// Tells every worker the run is over.
     pub async fn dismiss(&self) {
         for conn in self.peers.lock().await.iter_mut().flatten() {

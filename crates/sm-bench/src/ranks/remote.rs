@@ -59,10 +59,7 @@ impl RemoteCell {
         timeouts: StreamTimeouts,
         live: Arc<Live>,
     ) -> Result<RemoteCell, String> {
-        let mut peers = group.peers.lock().await;
-        if let Some((i, Err(why))) = peers.iter().enumerate().find(|(_, p)| p.is_err()) {
-            return Err(format!("rank {} is gone ({why}): the cell cannot hold its concurrency", i + 1));
-        }
+        let peers = group.take("cell", "the cell cannot hold its concurrency").await?;
         let (answer, answers) = mpsc::unbounded_channel();
         let mut cell = RemoteCell {
             own: share(concurrency, group.ranks, 0),
@@ -71,9 +68,7 @@ impl RemoteCell {
             answers: tokio::sync::Mutex::new(answers),
             checks: AtomicU64::new(0),
         };
-        for (i, slot) in peers.iter_mut().enumerate() {
-            let rank = i as u32 + 1;
-            let Ok(conn) = std::mem::replace(slot, Err("busy with a cell".into())) else { unreachable!() };
+        for (rank, conn) in peers {
             let order = CellOrder {
                 path: path.to_string(),
                 body: body.clone(),
