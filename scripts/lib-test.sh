@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Tests the build cache of scripts/lib.sh with small stand-in artefacts (seconds, no network): a
 # first call builds, a second is a hit, a changed input is a new key, an interrupted or failed
-# build leaves nothing that counts as an entry, two callers of one key build once, and a venv
-# built in its entry works through the entry's path. Run by scripts/test.sh.
+# build leaves nothing that counts as an entry, two callers of one key build once, a venv
+# built in its entry works through the entry's path, and the engine scripts' tools venv is
+# found whatever the caller's own variables are named. Run by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPEEDMATRIX_CACHE=$(mktemp -d "${TMPDIR:-/tmp}/speedmatrix-lib-test.XXXXXX")
@@ -116,6 +117,20 @@ cache_ensure venv "venv 1" build_venv 2>/dev/null
 entry=$(cache_path venv "$(cache_key "venv 1")")
 check "a venv built in its entry runs through the entry's path" quietly "$entry/bin/pip" --version
 check "and is a venv there" "$entry/bin/python" -c 'import sys; assert sys.prefix != sys.base_prefix'
+
+# The engine scripts' tools venv, asked for with the caller's own TOOLS in the environment (as
+# `TOOLS=speedmatrix,vllm bench/fidelity/run.sh` runs vllm-cpu.sh): the scripts still set UV.
+# cache_ensure is a stand-in here: the real tools venv needs the network.
+# shellcheck disable=SC2016 # the inner shell expands it
+tools_uv() {
+  TOOLS=speedmatrix,vllm SPEEDMATRIX_ENGINES_DIR=$SPEEDMATRIX_CACHE/engines bash -c 'set -euo pipefail
+    source scripts/engines/common.sh
+    cache_ensure() { CACHE_DIR=$SPEEDMATRIX_CACHE/tools; }
+    ensure_tools
+    echo "$UV"'
+}
+check "a caller's TOOLS does not stop the engine scripts setting UV" \
+  test "$(tools_uv 2>"$LOGS/tools")" = "$SPEEDMATRIX_CACHE/tools/bin/uv"
 
 [ "$FAILED" = 0 ] || exit 1
 echo "lib-test: all passed"

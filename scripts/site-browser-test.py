@@ -9,9 +9,10 @@ Bounded: every wait has a deadline.
           waits for the run's page and screenshots it; prints its path.
   filter-compare: opens /, types GPU into the filter form and sets the dates,
           presses Filter, checks the filtered list (EXPECT runs, without
-          ABSENT), ticks the first two runs' checkboxes, presses "Compare
-          selected", checks the comparison of those two and screenshots it;
-          prints the comparison's path and query.
+          ABSENT), ticks the first two runs' checkboxes (the second row's first),
+          presses "Compare selected", checks the comparison of those two with the
+          first ticked as the baseline (A) and screenshots it; prints the
+          comparison's path and query.
 
 Usage: site-browser-test.py upload SITE_URL TOKEN FILE SCREENSHOT.png [CHROMIUM ARGS...]
        site-browser-test.py filter-compare SITE_URL GPU FROM TO EXPECT ABSENT SHOT.png [CHROMIUM ARGS...]
@@ -177,7 +178,8 @@ def filter_compare(b, site, gpu, day_from, day_to, expect, absent, shot):
         raise RuntimeError(f"the filtered list shows {shown}, expected {expect}")
     if absent in shown:
         raise RuntimeError(f"the filtered list shows {absent}")
-    chosen = shown[:2]
+    # ticked against the table's order: the first run ticked is the baseline (A)
+    chosen = list(reversed(shown[:2]))
     for run in chosen:
         p.click(f"table.runs input[name=ids][value='{run}']")
     ticked = p.evaluate("[...document.querySelectorAll('table.runs input[name=ids]:checked')].map(c => c.value)")
@@ -186,10 +188,14 @@ def filter_compare(b, site, gpu, day_from, day_to, expect, absent, shot):
     p.click("button[form=compare][type=submit]")
     p.wait_for("location.pathname === '/compare' && document.readyState === 'complete'", "the comparison")
     query = p.evaluate("location.search")
-    if sorted(query.lstrip("?").split("&")) != sorted(f"ids={run}" for run in chosen):
-        raise RuntimeError(f"the comparison's query is {query}, expected the ids {chosen}")
+    sent = p.evaluate("new URLSearchParams(location.search).getAll('ids').join(',')")
+    if sent != ",".join(chosen):
+        raise RuntimeError(f"the comparison's query is {query}, expected the ids {chosen} in the order ticked")
     if "Comparing 2 runs" not in p.evaluate("document.body.innerText"):
         raise RuntimeError(f"/compare{query} is not a comparison of 2 runs")
+    baseline = p.evaluate("document.querySelector('ol.runkey li a').getAttribute('href')")
+    if baseline != f"/runs/{chosen[0]}":
+        raise RuntimeError(f"the baseline (A) is {baseline}, expected the first run ticked, {chosen[0]}")
     p.screenshot(shot)
     return f"/compare{query}"
 

@@ -42,14 +42,17 @@ build_tools() {
 tools_key() {
   printf 'tools venv\npython %s\n%s\n%s\n' "$(python_id "$PY")" "$(cat "$TOOLS_LOCK")" "$(declare -f build_tools make_venv)"
 }
-# ensure_tools: sets TOOLS (the venv) and UV. The llama.cpp build runs in the background while
-# vLLM installs, and both need this venv: the cache's lock makes the second wait for the first.
+# ensure_tools: sets ENGINE_TOOLS_VENV (the venv) and UV. The llama.cpp build runs in the
+# background while vLLM installs, and both need this venv: the cache's lock makes the second wait
+# for the first. The name is the scripts' own and is emptied here, when this file is sourced: a
+# caller's variable (bench/fidelity/run.sh's TOOLS list, say) never counts as the venv being set.
+ENGINE_TOOLS_VENV=
 ensure_tools() {
-  [ -z "${TOOLS:-}" ] || return 0
+  [ -z "$ENGINE_TOOLS_VENV" ] || return 0
   cache_ensure tools-venv "$(tools_key)" build_tools
-  TOOLS=$CACHE_DIR
+  ENGINE_TOOLS_VENV=$CACHE_DIR
   # shellcheck disable=SC2034 # used by vllm-cpu.sh
-  UV=$TOOLS/bin/uv
+  UV=$ENGINE_TOOLS_VENV/bin/uv
 }
 
 # start_bg NAME LOG CMD…: starts CMD in its own session (so `stop` can end the whole process

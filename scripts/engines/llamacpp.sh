@@ -39,7 +39,7 @@ build_llama_server() {
   need_disk 2 "the llama.cpp build tree (~0.7 GB)" "$dir"
   say "downloading the llama-cpp-python $VERSION source package (76 MB)"
   # --no-binary on this package only: for all packages it would build cmake itself from source.
-  "$TOOLS/bin/pip" download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$dir/dl" || {
+  "$ENGINE_TOOLS_VENV/bin/pip" download -q --no-deps --no-binary llama-cpp-python "llama-cpp-python==$VERSION" -d "$dir/dl" || {
     say "could not download llama-cpp-python==$VERSION from the package registry"
     exit $EXTERNAL
   }
@@ -47,8 +47,8 @@ build_llama_server() {
   tar xzf "$dir/dl/llama_cpp_python-$VERSION.tar.gz" -C "$dir/src" --strip-components=1
   t0=$(date +%s)
   say "building llama-server with $jobs jobs (about 4 minutes on 2 idle cores); log $log"
-  if ! PATH=$TOOLS/bin:$PATH cmake -S "$dir/src/vendor/llama.cpp" -B "$dir/build" "${CMAKE_FLAGS[@]}" >"$log" 2>&1 ||
-    ! PATH=$TOOLS/bin:$PATH cmake --build "$dir/build" --target llama-server -j "$jobs" >>"$log" 2>&1; then
+  if ! PATH=$ENGINE_TOOLS_VENV/bin:$PATH cmake -S "$dir/src/vendor/llama.cpp" -B "$dir/build" "${CMAKE_FLAGS[@]}" >"$log" 2>&1 ||
+    ! PATH=$ENGINE_TOOLS_VENV/bin:$PATH cmake --build "$dir/build" --target llama-server -j "$jobs" >>"$log" 2>&1; then
     tail -n 40 "$log" >&2
     say "the pinned llama.cpp tree did not configure or compile (log $log)"
     exit 1
@@ -73,8 +73,8 @@ llama_key() {
 # build_gguf DIR: the tiny model as GGUF (DIR/tiny.gguf), with the tokenizer of make_model.py.
 build_gguf() {
   local dir=$1
-  "$TOOLS/bin/python" "$ENGINES_SRC/make_model.py" --tokenizer-only "$dir/tokenizer"
-  "$TOOLS/bin/python" "$ENGINES_SRC/make_gguf.py" "$dir/tokenizer" "$dir/tiny.gguf"
+  "$ENGINE_TOOLS_VENV/bin/python" "$ENGINES_SRC/make_model.py" --tokenizer-only "$dir/tokenizer"
+  "$ENGINE_TOOLS_VENV/bin/python" "$ENGINES_SRC/make_gguf.py" "$dir/tokenizer" "$dir/tiny.gguf"
 }
 gguf_key() {
   printf 'tiny.gguf\npython %s\n' "$(python_id "$PY")"

@@ -127,7 +127,7 @@ case "$cmd" in
         ;;
       tools)
         ensure_tools
-        echo "$TOOLS"
+        echo "$ENGINE_TOOLS_VENV"
         ;;
       *) die "path what? venv, model [tiny|small100m] or tools" ;;
     esac

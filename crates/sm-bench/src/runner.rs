@@ -19,21 +19,25 @@ use sm_core::record::{
 use sm_core::requests::{RequestLine, RequestPhase};
 use sm_core::slo::Slo;
 
+use crate::cell::server::Target;
+use crate::cell::verdict::CellOutcome;
 use crate::cell::{CellSpec, CellTiming, run_cell};
-use crate::journal::Journal;
-use crate::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
-use crate::requests::{self, LineCell, RequestsFile};
-use crate::resume;
-use crate::scout::scout;
-use crate::server::Target;
-use crate::tokenizer::LocalTokenizer;
-use crate::verdict::CellOutcome;
+use crate::prompts::tokenizer::LocalTokenizer;
+use crate::runner::journal::Journal;
+use crate::runner::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
+use crate::runner::requests::{LineCell, RequestsFile};
+use crate::stream::scout::scout;
 
 mod cell_record;
-mod phases;
+pub(crate) mod journal;
+pub(crate) mod phases;
 mod prefill;
+pub(crate) mod progress;
 mod prompts;
 mod repeats;
+pub(crate) mod requests;
+pub(crate) mod resume;
+mod runnable;
 mod search;
 mod server_lost;
 mod warmup;
@@ -87,7 +91,7 @@ pub struct RunConfig {
     /// Whether the decode matrix runs, and the load phases asked for (issue 17).
     pub phases: PhaseConfig,
     /// GPU telemetry through each decode cell: `--gpu-metrics` (DCGM) or the local NVML.
-    pub gpu: Option<Arc<crate::gpu_sampler::GpuReader>>,
+    pub gpu: Option<Arc<crate::telemetry::gpu_sampler::GpuReader>>,
     /// `--ranks N`: the worker ranks that hold their share of every decode cell's streams
     /// (docs/distributed.md); prefill rows, scouts and the warm-up are rank 0's alone.
     pub ranks: Option<Arc<crate::ranks::RankGroup>>,
@@ -104,6 +108,8 @@ pub enum RunError {
         .0.join("\n  - ")
     )]
     Mismatch(Vec<String>),
+    #[error("refused before sending anything: nothing asked for could be measured in\n  - {}", .0.join("\n  - "))]
+    NothingToRun(Vec<String>),
     #[error(transparent)]
     Secret(#[from] sm_core::secrets::ScrubError),
 }
@@ -141,6 +147,18 @@ pub async fn run(
     // one client for every stream of the run, cell or load phase, and so one way to cancel
     let client = client.with_abort_on_cancel(facts.abort_request);
     let plan = Plan::build(&plan_input(&config, &facts));
+    if !config.dry_run {
+        let asked = runnable::Asked {
+            phases: &config.phases,
+            api: config.api,
+            max_model_len: facts.max_model_len,
+            max_tokens: config.max_tokens,
+        };
+        let why = runnable::nothing_to_run(&plan, &asked);
+        if !why.is_empty() {
+            return Err(RunError::NothingToRun(why));
+        }
+    }
     let fresh = skeleton(&client, &facts, &config, &plan);
     let mut retried = None;
     let (mut record, run_id, mut diffs) = match config.resume.take() {
@@ -241,7 +259,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Pla
             name: "speedmatrix".into(),
             version: config.tool_version.clone(),
             commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string),
-            client_threads: crate::health::client_threads(),
+            client_threads: crate::cell::health::client_threads(),
         },
         status: RunStatus::Planned,
         started: now_rfc3339(),

@@ -130,8 +130,8 @@ pub enum DiscoverError {
         "GET /v1/models did not answer within {secs:.0} s — the server may be starting or overloaded; retry, or check --url"
     )]
     Timeout { secs: f64 },
-    #[error("the server refused the request (HTTP {status} from /v1/models) — pass --api-key or set OPENAI_API_KEY")]
-    Unauthorized { status: u16 },
+    #[error("HTTP {status} from /v1/models — {}", crate::error::refusal(*status, *key_sent).unwrap_or("the server refused the request"))]
+    Unauthorized { status: u16, key_sent: bool },
     #[error("{url} is not an OpenAI-compatible server (no /v1/models) — check the URL")]
     NotOpenAi { url: String },
     #[error("GET /v1/models answered HTTP {status}: {body} — check --url and the server's log")]
@@ -330,7 +330,7 @@ async fn read_models(client: &Client) -> Result<Vec<ModelEntry>, DiscoverError> 
     let resp = client.get("/v1/models", PROBE_TIMEOUT).await.map_err(|e| unreachable(client.base(), e))?;
     match resp.status {
         401 | 403 => {
-            return Err(DiscoverError::Unauthorized { status: resp.status });
+            return Err(DiscoverError::Unauthorized { status: resp.status, key_sent: client.has_api_key() });
         }
         404 => {
             return Err(DiscoverError::NotOpenAi { url: client.base().to_string() });
@@ -435,7 +435,7 @@ mod tests {
         let errors = [
             DiscoverError::Unreachable { url: "http://h:1".into(), reason: "refused".into() },
             DiscoverError::Timeout { secs: 10.0 },
-            DiscoverError::Unauthorized { status: 401 },
+            DiscoverError::Unauthorized { status: 401, key_sent: false },
             DiscoverError::NotOpenAi { url: "http://h:1".into() },
             DiscoverError::ModelsFailed { status: 500, body: "boom".into() },
             DiscoverError::ModelsMalformed { reason: "x".into() },
@@ -446,7 +446,11 @@ mod tests {
             let s = e.to_string();
             assert!(s.contains(" — "), "no remedy in: {s}");
         }
-        assert!(DiscoverError::Unauthorized { status: 403 }.to_string().contains("OPENAI_API_KEY"));
+        assert!(DiscoverError::Unauthorized { status: 403, key_sent: false }.to_string().contains("OPENAI_API_KEY"));
+        let refused = DiscoverError::Unauthorized { status: 401, key_sent: true }.to_string();
+        assert!(refused.contains("refused the API key") && refused.contains("--api-key"), "{refused}");
+        let forbidden = DiscoverError::Unauthorized { status: 403, key_sent: true }.to_string();
+        assert!(forbidden.contains("does not allow this request"), "{forbidden}");
     }
 
     #[test]

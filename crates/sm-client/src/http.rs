@@ -118,6 +118,11 @@ impl Client {
         if self.wire.is_some() { StreamReader::Owned } else { StreamReader::Reqwest }
     }
 
+    /// Whether requests carry an API key (a 401 then means the key was refused, not missing).
+    pub fn has_api_key(&self) -> bool {
+        self.api_key.is_some()
+    }
+
     /// The base URL, without credentials.
     pub fn base(&self) -> &str {
         &self.base
@@ -158,7 +163,7 @@ impl Client {
 
     /// GET that must succeed with JSON.
     pub async fn get_json(&self, path: &str, timeout: Duration) -> Result<Value, ClientError> {
-        json_of(path, self.get(path, timeout).await?)
+        json_of(path, self.get(path, timeout).await?, self.api_key.is_some())
     }
 
     /// POST JSON that must succeed with JSON.
@@ -170,7 +175,7 @@ impl Client {
             .send()
             .await
             .map_err(|e| self.send_error(path, e, timeout))?;
-        json_of(path, read_text(path, resp).await?)
+        json_of(path, read_text(path, resp).await?, self.api_key.is_some())
     }
 
     /// Starts a streamed POST of a body serialised beforehand (see [`JsonBody`]). `sent_at` is taken
@@ -227,7 +232,13 @@ impl Client {
                 reason,
                 before_response: false,
             })?;
-            return Err(ClientError::Status { path: path.to_string(), status: resp.status, body: excerpt(&body) });
+            let key_sent = self.api_key.is_some();
+            return Err(ClientError::Status {
+                path: path.to_string(),
+                status: resp.status,
+                body: excerpt(&body),
+                key_sent,
+            });
         }
         let mut stream = EventStream::new(path, resp.sent_at, Body::Owned(resp.conn), idle_timeout);
         // body bytes that came with the head arrived when the head did
@@ -253,7 +264,13 @@ impl Client {
             .map_err(|e| self.send_error(path, e, idle_timeout))?;
         if !resp.status().is_success() {
             let t = read_text(path, resp).await?;
-            return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body) });
+            let key_sent = self.api_key.is_some();
+            return Err(ClientError::Status {
+                path: path.to_string(),
+                status: t.status,
+                body: excerpt(&t.body),
+                key_sent,
+            });
         }
         Ok(EventStream::new(path, sent_at, Body::Reqwest(resp), idle_timeout))
     }
@@ -445,9 +462,9 @@ async fn read_text(path: &str, resp: reqwest::Response) -> Result<TextResponse, 
     Ok(TextResponse { status, content_type, body })
 }
 
-fn json_of(path: &str, t: TextResponse) -> Result<Value, ClientError> {
+fn json_of(path: &str, t: TextResponse, key_sent: bool) -> Result<Value, ClientError> {
     if !t.is_success() {
-        return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body) });
+        return Err(ClientError::Status { path: path.to_string(), status: t.status, body: excerpt(&t.body), key_sent });
     }
     serde_json::from_str(&t.body).map_err(|e| ClientError::NotJson { path: path.to_string(), reason: e.to_string() })
 }

@@ -237,5 +237,4 @@ pub fn usd_per_million_tokens(usd_per_hour: f64, total_tok_s: f64) -> Option<f64
 }
 
 #[cfg(test)]
-#[path = "answer_tests.rs"]
 mod tests;

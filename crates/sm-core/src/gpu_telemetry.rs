@@ -360,5 +360,4 @@ impl From<NvmlValues> for GpuSample {
 }
 
 #[cfg(test)]
-#[path = "gpu_telemetry_tests.rs"]
 mod tests;

@@ -32,6 +32,7 @@ pub mod precision;
 pub mod ranks;
 pub mod record;
 pub mod redact;
+pub mod rejudge;
 pub mod requests;
 pub mod roofline;
 pub mod roofline_record;

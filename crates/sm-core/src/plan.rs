@@ -148,6 +148,16 @@ pub fn planned_label(plan: &[PlannedCell], kind: PlanKind, context: u64) -> Stri
         .map_or_else(|| label(Tokens(context)), |p| p.label.clone())
 }
 
+/// A context of the plan as every view names it ([`crate::context::shown`]): the name the user
+/// asked for (a row of `kind`, else of the other kind) with the exact tokens where it does not say
+/// them: `256K (257,984)`, never the `251K` a label made from the fitted tokens would give.
+pub fn shown_context(plan: &[PlannedCell], kind: PlanKind, context: u64) -> String {
+    let other = if kind == PlanKind::Decode { PlanKind::Prefill } else { PlanKind::Decode };
+    let planned = |k| plan.iter().find(|p| p.kind == k && p.context == context && p.context > 0);
+    let name = planned(kind).or_else(|| planned(other)).map_or_else(|| label(Tokens(context)), |p| p.label.clone());
+    crate::context::shown(&name, context)
+}
+
 /// What a plan holds, counted once for every view of it (the console, the `--dry-run` table, the
 /// dashboard, the page).
 #[derive(Debug, Clone, PartialEq, Default)]

@@ -168,6 +168,17 @@ pub fn quantile_interval(sorted: &[f64], p: f64) -> Option<Interval> {
     Some(Interval { lo: sorted[l], hi: sorted[u] })
 }
 
+/// The fewest independent samples whose `p`-th percentile (0–100) has a distribution-free 95 %
+/// interval ([`quantile_interval`]): 6 at p50, 36 at p90. `None` for a percentile no count up to
+/// 100,000 covers.
+pub fn quantile_min_samples(p: f64) -> Option<usize> {
+    let q = (p / 100.0).clamp(0.0, 1.0);
+    if q <= 0.0 || q >= 1.0 {
+        return None;
+    }
+    (1..=100_000).find(|&n| if n <= 1000 { binomial_ranks(n, q).is_some() } else { normal_ranks(n, q).is_some() })
+}
+
 /// 0-based ranks `(l, u)` with `P(l < B ≤ u) ≥ 0.95` for `B ~ binomial(n, q)`, each tail ≤ 2.5 %.
 fn binomial_ranks(n: usize, q: f64) -> Option<(usize, usize)> {
     // cdf[k] = P(B ≤ k), by the pmf's recurrence in logs: (1 − q)^n alone underflows at n = 500
@@ -236,5 +247,4 @@ fn chi2_99(k: usize) -> f64 {
 }
 
 #[cfg(test)]
-#[path = "precision_tests.rs"]
 mod tests;

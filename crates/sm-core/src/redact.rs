@@ -1,4 +1,4 @@
-//! Secrets never reach a result, a log, a page or a database (README, "Secrets").
+//! Secrets never reach a result, a log, a page or a database (docs/run.md, "Secrets").
 //!
 //! Redaction by *shape* replaces a secret's value where it stands and nothing else: the value of
 //! a secret flag (`--api-key`, `--hf-token`, `--admin-api-key`, … see [`names`]), of a secret

@@ -201,5 +201,4 @@ pub enum ShapeSource {
 }
 
 #[cfg(test)]
-#[path = "roofline_tests.rs"]
 mod tests;

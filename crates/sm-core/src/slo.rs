@@ -358,5 +358,4 @@ impl SummaryFigures {
 }
 
 #[cfg(test)]
-#[path = "slo_tests.rs"]
 mod tests;

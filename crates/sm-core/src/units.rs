@@ -58,6 +58,12 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// A count and its noun, in the singular for one: `1 row`, `2 rows`, `1,024 cells`. `noun` is the
+/// singular; its plural adds an s (every noun the tool counts does).
+pub fn plural(n: u64, noun: &str) -> String {
+    if n == 1 { format!("1 {noun}") } else { format!("{} {noun}s", thousands(n)) }
+}
+
 #[derive(Debug, Error, PartialEq)]
 pub enum ParseError {
     #[error("'{input}' is not a token count: use a number with an optional k or m suffix, e.g. 8192, 8k, 1m")]
@@ -66,6 +72,8 @@ pub enum ParseError {
     Integer { input: String },
     #[error("'{input}' is not a duration: use a number with s, m or ms, e.g. 30s, 2m, 500ms")]
     Duration { input: String },
+    #[error("'{input}' has no unit: write {input}s for seconds (or {input}m, {input}ms); only 0 may go without one")]
+    DurationUnit { input: String },
     #[error("the list is empty: give at least one value, e.g. 1,2,4")]
     EmptyList,
     #[error("{value} appears twice in the list")]
@@ -124,10 +132,14 @@ fn check_list(values: impl Iterator<Item = u64>) -> Result<(), ParseError> {
     Ok(())
 }
 
-/// Parses `30s`, `2m`, `500ms`, `1.5s`, or a bare number of seconds.
+/// Parses `30s`, `2m`, `500ms`, `1.5s`, `1h`, or a bare `0`. Any other bare number is refused:
+/// `--duration 5` could mean seconds or minutes, and a guess measures the wrong window silently.
 pub fn parse_duration(input: &str) -> Result<Duration, ParseError> {
     let s = input.trim();
     let err = || ParseError::Duration { input: input.to_string() };
+    if s.parse::<f64>().is_ok_and(|v| v.is_finite() && v > 0.0) {
+        return Err(ParseError::DurationUnit { input: s.to_string() });
+    }
     let (num, scale) = if let Some(n) = s.strip_suffix("ms") {
         (n, 0.001)
     } else if let Some(n) = s.strip_suffix('s') {
@@ -174,9 +186,32 @@ mod tests {
         assert_eq!(parse_duration("30s").unwrap(), Duration::from_secs(30));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("0.0").unwrap(), Duration::ZERO);
         assert!(parse_duration("-1s").is_err());
+        assert_eq!(parse_duration("-1"), Err(ParseError::Duration { input: "-1".into() }));
         assert!(parse_duration("soon").is_err());
+    }
+
+    #[test]
+    fn a_bare_number_other_than_zero_needs_a_unit() {
+        for bare in ["5", "1.5", " 30 ", "1e3"] {
+            assert_eq!(
+                parse_duration(bare),
+                Err(ParseError::DurationUnit { input: bare.trim().to_string() }),
+                "{bare}"
+            );
+        }
+        let text = parse_duration("5").unwrap_err().to_string();
+        assert!(text.contains("write 5s"), "{text}");
+    }
+
+    #[test]
+    fn one_row_two_rows() {
+        assert_eq!(plural(1, "row"), "1 row");
+        assert_eq!(plural(0, "row"), "0 rows");
+        assert_eq!(plural(2_000, "cell"), "2,000 cells");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sm_core::record::{CellStatus, PromptSource, RunStatus};
 use sm_core::secrets::scrub;
+use sm_core::units::plural;
 
 /// Something the run did, in the order it did it.
 #[derive(Debug, Clone, PartialEq)]
@@ -190,10 +191,12 @@ impl fmt::Display for RunEvent {
                 wait.as_secs_f64()
             ),
             SessionsStarted { users, turns, to_run } => {
-                write!(f, "sessions: {users} users × {turns} turns started ({to_run} conversations to hold)")
+                let (users, turns) = (plural(u64::from(*users), "user"), plural(u64::from(*turns), "turn"));
+                let to_run = plural(u64::from(*to_run), "conversation");
+                write!(f, "sessions: {users} × {turns} started ({to_run} to hold)")
             }
             SessionsDone { completed, failed, cache_hit_pct } => {
-                write!(f, "sessions done: {completed} turns answered, {failed} failed")?;
+                write!(f, "sessions done: {} answered, {failed} failed", plural(*completed, "turn"))?;
                 match cache_hit_pct {
                     Some(p) => write!(f, ", {p:.1} % of prompt tokens from the prefix cache"),
                     None => f.write_str(", the server reported no cached tokens"),
@@ -296,8 +299,14 @@ fn rate_level(f: &mut fmt::Formatter<'_>, l: &sm_core::phases::rate::RateLevel) 
     if let Some(lag) = l.send_lag_ms.filter(|_| c.late > 0) {
         write!(f, ", {} late (send lag max {:.0} ms)", c.late, lag.max)?;
     }
-    if l.saturated {
-        f.write_str(", saturated")?;
+    match l.verdict() {
+        Some(sm_core::phases::rate::Saturation::Saturated) => f.write_str(", saturated")?,
+        Some(sm_core::phases::rate::Saturation::Unknown) => f.write_str(", saturation unknown")?,
+        _ => {}
+    }
+    let note = l.note().to_string();
+    if !note.is_empty() {
+        write!(f, " — {note}")?;
     }
     Ok(())
 }

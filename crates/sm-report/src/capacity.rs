@@ -256,5 +256,4 @@ pub fn verdict(cell: &sm_core::record::DecodeCell) -> Option<String> {
 }
 
 #[cfg(test)]
-#[path = "capacity_tests.rs"]
 mod tests;

@@ -17,7 +17,7 @@ const PREFILL_FIELDS: [&str; 4] = ["prompt_tokens", "prompt_tok_s", "ttft_ms", "
 /// (`warnings` joined with "; "), its nested fields flattened by [`flat`]. A
 /// field added to the record must be added here: tests/csv_columns.rs fails
 /// until it is.
-const DECODE_FIELDS: [&str; 77] = [
+const DECODE_FIELDS: [&str; 79] = [
     "total_tok_s",
     "per_request_tok_s",
     "ttft_ms_p50",
@@ -91,7 +91,9 @@ const DECODE_FIELDS: [&str; 77] = [
     "server_metrics_prompt_tokens",
     "server_metrics_generation_tokens",
     "server_metrics_server_tok_s",
+    "server_metrics_measured_tokens",
     "server_metrics_tok_s_diff_pct",
+    "server_metrics_tok_s_timing_pct",
     "server_metrics_queue_time_ms_p50",
     "server_metrics_queue_time_ms_mean",
     "rank_count",

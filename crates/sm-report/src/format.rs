@@ -14,6 +14,18 @@ pub fn fixed1(x: f64) -> String {
     with_decimals(x, 1)
 }
 
+/// A whole number with thousands separators, never `-0`: `5,216`, a share `90`.
+pub fn whole(x: f64) -> String {
+    with_decimals(x, 0)
+}
+
+/// A change with its sign and one decimal: `+0.4`, `-1.2`; a change that rounds to nothing is
+/// `0.0`, never `-0.0` or `+0.0`, which would read as a direction.
+pub fn signed1(x: f64) -> String {
+    let s = with_decimals(x, 1);
+    if x > 0.0 && s.chars().any(|c| c.is_ascii_digit() && c != '0') { format!("+{s}") } else { s }
+}
+
 /// Prompt tok/s as the page prints it: thousands with one decimal and the
 /// decimal dropped when it is 0 (`26.1K`, `26K`); plain below 1,000.
 pub fn kilo(x: f64) -> String {
@@ -136,6 +148,11 @@ mod tests {
         assert_eq!(opt(None::<f64>, fixed1), "—");
         assert_eq!(fixed1(-1.0), "-1.0");
         assert_eq!(fixed1(-0.01), "0.0");
+        assert_eq!(
+            (signed1(0.4), signed1(-1.25), signed1(-0.04), signed1(0.04)),
+            ("+0.4".into(), "-1.2".into(), "0.0".into(), "0.0".into())
+        );
+        assert_eq!((whole(-0.4), whole(89.6)), ("0".to_string(), "90".to_string()));
         assert_eq!(secs_setting(30.0), "30 s");
         assert_eq!(secs_setting(2.5), "2.5 s");
     }

@@ -19,6 +19,7 @@ mod html;
 pub use html::CSS;
 pub mod gpu;
 pub mod import;
+mod judged;
 mod markdown;
 pub mod meta;
 mod methodology;
@@ -29,6 +30,7 @@ pub mod svg;
 mod telemetry;
 mod terminal;
 pub mod view;
+mod wrap;
 
 use std::path::{Path, PathBuf};
 
@@ -36,7 +38,8 @@ use sm_core::record::RunRecord;
 
 pub use csv::csv;
 pub use html::html_page;
-pub use import::{ImportError, import_str, judge, load_any};
+pub use import::ImportError;
+pub use judged::{Judging, import_str, judge, load, load_any};
 pub use markdown::markdown;
 pub use terminal::{capacity_text, terminal};
 
@@ -81,4 +84,15 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<PathBuf> {
     std::fs::write(&tmp, sm_core::secrets::scrub(text).as_bytes())?;
     std::fs::rename(&tmp, path)?;
     Ok(path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_page_and_the_markdown_report_carry_a_phase_section() {
+        let r = crate::phases::sample_with_rate();
+        assert!(crate::html_page(&r, &[]).contains("<h2>Arrivals at a rate</h2>"));
+        assert!(crate::markdown(&r).contains("## Arrivals at a rate"));
+        assert!(crate::html::CSS.contains("td.verdict"), "the page wraps the verdict column");
+    }
 }

@@ -9,8 +9,16 @@ use sm_core::server_metrics::ServerMetrics;
 use crate::escape::html;
 use crate::svg::{self, Chart, Series};
 
+/// The valid cells with gauges, in the matrix's reading order (by context, then concurrency), not
+/// the order they were measured in (each context at the first concurrency first).
 fn valid(cells: &[DecodeCell]) -> impl Iterator<Item = (&DecodeCell, &ServerMetrics)> {
-    cells.iter().filter(|c| c.status() == CellStatus::Valid).filter_map(|c| c.server_metrics.as_ref().map(|m| (c, m)))
+    let mut valid: Vec<_> = cells
+        .iter()
+        .filter(|c| c.status() == CellStatus::Valid)
+        .filter_map(|c| c.server_metrics.as_ref().map(|m| (c, m)))
+        .collect();
+    valid.sort_by_key(|(c, _)| (c.context, c.concurrency));
+    valid.into_iter()
 }
 
 /// "server 412.3 tok/s (+0.4 % vs measured), 4.0 running, 0 waiting at most, KV cache up to 35 %,
@@ -18,7 +26,8 @@ fn valid(cells: &[DecodeCell]) -> impl Iterator<Item = (&DecodeCell, &ServerMetr
 pub fn summary(m: &ServerMetrics) -> String {
     let mut parts = Vec::new();
     if let Some(t) = m.server_tok_s {
-        let vs = m.tok_s_diff_pct.map(|d| format!(" ({d:+.1} % vs measured)")).unwrap_or_default();
+        let vs =
+            m.tok_s_diff_pct.map(|d| format!(" ({} % vs measured)", crate::format::signed1(d))).unwrap_or_default();
         parts.push(format!("server {t:.1} tok/s{vs}"));
     }
     parts.push(format!("{:.1} running, {} waiting at most", m.running_mean, m.waiting_max));
@@ -48,6 +57,13 @@ pub fn markdown_lines(decode: &[DecodeCell]) -> Vec<String> {
 pub fn html_section(s: &mut String, decode: &[DecodeCell]) {
     let cells: Vec<_> = valid(decode).map(|(c, m)| (format!("{} × {}", c.label, c.concurrency), m)).collect();
     html_details(s, "The server's gauges per cell", &cells);
+}
+
+/// The summary as a line among other sources' (the GPU's): it starts with the word "server"
+/// whether or not the server counted its tokens, and says it once.
+pub fn labelled(m: &ServerMetrics) -> String {
+    let text = summary(m);
+    if m.server_tok_s.is_some() { text } else { format!("server: {text}") }
 }
 
 /// HTML: a titled block with a `<details>` per labelled span that has a series (nothing when

@@ -189,8 +189,9 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
     let mut s = String::new();
     let _ = write!(
         s,
-        r#"<svg class="chart" viewBox="0 0 {W} {height}" role="img" aria-labelledby="{id}" xmlns="http://www.w3.org/2000/svg"><title id="{id}">{title}</title>"#,
-        id = chart_id(chart.title),
+        // named by aria-label, not by an id: the same chart (the server's gauges) appears once per
+        // span, and an id made from its title would be on the page as many times
+        r#"<svg class="chart" viewBox="0 0 {W} {height}" role="img" aria-label="{title}" xmlns="http://www.w3.org/2000/svg"><title>{title}</title>"#,
         title = html(chart.title),
     );
     let _ = write!(s, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, html(chart.title));
@@ -307,12 +308,6 @@ fn series_marks(
             );
         }
     }
-}
-
-fn chart_id(title: &str) -> String {
-    let slug: String =
-        title.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
-    format!("chart-{}", slug.trim_matches('-'))
 }
 
 #[cfg(test)]

@@ -4,8 +4,9 @@
 
 use std::fmt::Write;
 
+use sm_core::context::shown;
 use sm_core::phases::rate::LevelStatus;
-use sm_core::record::{CellStatus, RunRecord};
+use sm_core::record::{CellStatus, PlanKind, RunRecord};
 use sm_core::telemetry::Telemetry;
 
 use crate::escape::{html, markdown_cell};
@@ -16,15 +17,22 @@ const TITLE: &str = "Telemetry of the prefill rows and the load phases";
 fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
     let mut prefill: Vec<_> = record.prefill.iter().filter(|p| p.status == CellStatus::Valid).collect();
     prefill.sort_by_key(|p| p.context);
-    let rows = prefill.into_iter().map(|p| (format!("prefill {}", p.label), &p.telemetry));
+    let rows = prefill.into_iter().map(|p| (format!("prefill {}", shown(&p.label, p.context)), &p.telemetry));
     let levels = record.phases.rate.iter().flat_map(|r| &r.levels).filter(|l| l.status == LevelStatus::Measured);
     let levels = levels.map(|l| (format!("{} req/s at {}", l.rate, l.label), &l.telemetry));
     let bursts = record.phases.burst.iter().flat_map(|p| &p.bursts).filter(|b| b.status == CellStatus::Valid);
-    let bursts = bursts.map(|b| (format!("burst {} × {} round {}", b.label, b.concurrency, b.round), &b.telemetry));
+    let bursts = bursts.map(|b| {
+        let at = shown(&b.label, b.context.unwrap_or_default());
+        (format!("burst {at} × {} round {}", b.concurrency, b.round), &b.telemetry)
+    });
     let mixed = record.phases.mixed_prefill.iter().flat_map(|p| &p.levels).filter(|l| l.error.is_none());
     let mixed = mixed.map(|l| {
         (
-            format!("mixed prefill {}@{}", sm_core::context::label(sm_core::Tokens(l.prompt_context)), l.background),
+            format!(
+                "mixed prefill {}@{}",
+                sm_core::plan::shown_context(&record.plan, PlanKind::Decode, l.prompt_context),
+                l.background
+            ),
             &l.telemetry,
         )
     });
@@ -32,7 +40,7 @@ fn spans(record: &RunRecord) -> Vec<(String, &Telemetry)> {
     rows.chain(levels).chain(bursts).chain(mixed).chain(sessions).filter(|(_, t)| !t.is_empty()).collect()
 }
 
-/// "GPU: 160 W · 12.4 J (dcgm, …); server: 1.0 running, …": what a span's sources said.
+/// "GPU: 160 W · 12.4 J (dcgm, …); server 291.1 tok/s, 1.0 running, …": what a span's sources said.
 fn line(t: &Telemetry) -> String {
     let mut parts = Vec::new();
     if let Some(g) = &t.gpu {
@@ -44,7 +52,7 @@ fn line(t: &Telemetry) -> String {
         parts.push(format!("GPU: {gpu}{}", crate::gpu::details(g)));
     }
     if let Some(m) = &t.server_metrics {
-        parts.push(format!("server: {}", crate::server_metrics::summary(m)));
+        parts.push(crate::server_metrics::labelled(m));
     }
     parts.join("; ")
 }

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use crate::wrap::{clip, wrap};
+
 use sm_core::record::RunRecord;
 
 use crate::format::{self, opt};
@@ -191,30 +193,4 @@ fn marked(text: &str, footnote: Option<usize>) -> String {
         Some(n) => format!("{text} [{n}]"),
         None => text.to_string(),
     }
-}
-
-fn clip(line: &str, width: usize) -> String {
-    if line.chars().count() <= width {
-        line.to_string()
-    } else {
-        line.chars().take(width.saturating_sub(1)).chain(['…']).collect()
-    }
-}
-
-fn wrap(text: &str, width: usize) -> String {
-    let mut lines = Vec::new();
-    let mut cur = String::new();
-    for word in text.split_whitespace() {
-        if !cur.is_empty() && cur.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut cur));
-        }
-        if !cur.is_empty() {
-            cur.push(' ');
-        }
-        cur.push_str(word);
-    }
-    if !cur.is_empty() {
-        lines.push(cur);
-    }
-    lines.iter().map(|l| clip(l, width)).collect::<Vec<_>>().join("\n")
 }

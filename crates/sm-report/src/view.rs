@@ -324,7 +324,11 @@ fn subtitle(record: &RunRecord, matrix: &Matrix, prefill: &[PrefillLine]) -> Vec
     let mut parts = vec![engine_name(record)];
     parts.extend(record.server.engine_version.clone());
     parts.extend(meta::text(record, meta::QUANTIZATION).map(str::to_string));
-    if let (Some(first), Some(last)) = (matrix.rows.first(), matrix.rows.last()) {
+    if !record.settings.matrix {
+        // the plan's contexts and concurrency levels were not measured as a matrix: name what ran
+        let phases: Vec<String> = record.phases.kinds().iter().map(|k| k.title().to_lowercase()).collect();
+        parts.push(format!("load phases only: {}", phases.join(", ")));
+    } else if let (Some(first), Some(last)) = (matrix.rows.first(), matrix.rows.last()) {
         let ctx_range = if matrix.rows.len() == 1 { first.1.clone() } else { format!("{}–{}", first.1, last.1) };
         let c_first = matrix.cols.first().copied().unwrap_or(0);
         let c_last = matrix.cols.last().copied().unwrap_or(0);

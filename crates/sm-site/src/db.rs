@@ -9,9 +9,10 @@ use sqlx::Connection;
 use sqlx::Row;
 use sqlx::any::AnyPoolOptions;
 
+use sm_core::context::ContextQuery;
+
 use crate::SiteError;
 
-#[path = "db_capacity.rs"]
 mod capacity;
 pub use capacity::CapacityRow;
 
@@ -21,6 +22,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../migrations/0002_filter_indexes.sql")),
     (3, include_str!("../migrations/0003_content_hash.sql")),
     (4, include_str!("../migrations/0004_capacity.sql")),
+    (5, include_str!("../migrations/0005_context_names.sql")),
 ];
 
 /// How long opening the database may take before it is reported unreachable.
@@ -92,8 +94,47 @@ pub struct Filter {
     pub label: Option<String>,
     pub from: Option<time::Date>,
     pub to: Option<time::Date>,
-    /// Only runs whose answer covers this decode context (tokens, exactly).
-    pub context: Option<i64>,
+    /// Only runs whose answer covers this decode context: by the name it was asked as (`256K`),
+    /// its exact tokens, or both.
+    pub context: Option<ContextQuery>,
+    /// The viewer's SLO (its expression as [`sm_core::slo::Slo`] writes it): ranked by users,
+    /// the runs judged under it come first; the others follow in their own SLOs' groups, and the
+    /// page re-judges them under it where their figures can ([`crate::rejudge`]).
+    pub slo: Option<String>,
+}
+
+/// A value bound to a statement's numbered parameter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bind {
+    Text(String),
+    Int(i64),
+}
+
+impl Bind {
+    fn onto<'q>(
+        self,
+        q: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>,
+    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
+        match self {
+            Bind::Text(t) => q.bind(t),
+            Bind::Int(n) => q.bind(n),
+        }
+    }
+}
+
+/// The condition on `capacity`'s columns that picks the filter's context, its values appended
+/// to `binds` (numbered after those already there).
+pub(crate) fn context_condition(c: &ContextQuery, binds: &mut Vec<Bind>) -> String {
+    let mut parts = Vec::new();
+    if let Some(label) = &c.label {
+        binds.push(Bind::Text(label.clone()));
+        parts.push(format!("capacity.context_label = ${}", binds.len()));
+    }
+    if let Some(tokens) = c.tokens {
+        binds.push(Bind::Int(i64::try_from(tokens).unwrap_or(i64::MAX)));
+        parts.push(format!("capacity.context = ${}", binds.len()));
+    }
+    if parts.is_empty() { "1 = 0".into() } else { parts.join(" AND ") }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -200,12 +241,12 @@ fn like_pattern(text: &str) -> String {
 }
 
 /// A WHERE clause with its bound values, numbered from `$1`.
-fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
+fn where_clause(f: &Filter) -> (String, Vec<Bind>) {
     let mut parts = Vec::new();
     let mut binds = Vec::new();
     let mut like = |column: &str, value: &Option<String>, parts: &mut Vec<String>| {
         if let Some(v) = value.as_deref().filter(|v| !v.trim().is_empty()) {
-            binds.push(like_pattern(v));
+            binds.push(Bind::Text(like_pattern(v)));
             parts.push(format!("LOWER({column}) LIKE ${} ESCAPE '\\'", binds.len()));
         }
     };
@@ -215,7 +256,7 @@ fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
     like("label", &f.label, &mut parts);
     for (column, value) in [("uploader", &f.uploader), ("engine_version", &f.engine_version)] {
         if let Some(v) = value.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
-            binds.push(v.to_string());
+            binds.push(Bind::Text(v.to_string()));
             parts.push(format!("{column} = ${}", binds.len()));
         }
     }
@@ -224,27 +265,37 @@ fn where_clause(f: &Filter) -> (String, Vec<String>, Option<i64>) {
     let until = f.to.and_then(|d| d.next_day());
     for (day, op) in [(f.from, ">="), (until, "<")] {
         if let Some(day) = day {
-            binds.push(day.to_string());
+            binds.push(Bind::Text(day.to_string()));
             parts.push(format!("measured_at {op} ${}", binds.len()));
         }
     }
-    if f.gpu_count.is_some() {
-        parts.push(format!("gpu_count = ${}", binds.len() + 1));
+    if let Some(count) = f.gpu_count {
+        binds.push(Bind::Int(count));
+        parts.push(format!("gpu_count = ${}", binds.len()));
     }
     let clause = if parts.is_empty() { String::new() } else { format!(" WHERE {}", parts.join(" AND ")) };
-    (clause, binds, f.gpu_count)
+    (clause, binds)
 }
 
-/// The runs list's one statement and its parameters: the text ones first, then the numbers
-/// (the GPU count, the context, the page's size and offset), numbered in that order.
-fn list_statement(q: &ListQuery) -> (String, Vec<String>, Vec<i64>) {
-    let (clause, texts, gpu_count) = where_clause(&q.filter);
-    let mut numbers: Vec<i64> = gpu_count.into_iter().collect();
-    let from = match q.filter.context {
+/// The runs list's one statement and its parameters (the filter's, then the page's size and
+/// offset), numbered in that order. Filtered by a context, each run is joined to its answer there
+/// (the shorter where two of its contexts share the name); sorted by users, the runs are
+/// ranked within the SLO each was judged under (methodology §11.3): by SLO first (the viewer's
+/// first, when they name one), then users.
+fn list_statement(q: &ListQuery) -> (String, Vec<Bind>) {
+    let (clause, mut binds) = where_clause(&q.filter);
+    let from = match &q.filter.context {
         Some(c) => {
-            numbers.push(c);
-            let n = texts.len() + numbers.len();
-            format!("runs JOIN capacity ON capacity.run_id = runs.id AND capacity.context = ${n}")
+            let condition = context_condition(c, &mut binds);
+            // by name alone two contexts of a run may match (10,000 and 10,100 tokens are both 9K):
+            // the run is listed once, at the shorter, which its primary key finds
+            let once = if c.tokens.is_none() {
+                " AND NOT EXISTS (SELECT 1 FROM capacity twin WHERE twin.run_id = capacity.run_id \
+                 AND twin.context < capacity.context AND twin.context_label = capacity.context_label)"
+            } else {
+                ""
+            };
+            format!("runs JOIN capacity ON capacity.run_id = runs.id AND {condition}{once}")
         }
         None => "runs".to_string(),
     };
@@ -252,18 +303,27 @@ fn list_statement(q: &ListQuery) -> (String, Vec<String>, Vec<i64>) {
     let dir = if q.descending { "DESC" } else { "ASC" };
     // without a context there is no one answer to sort by: the page refuses that earlier
     let column = if q.sort == Sort::Users && users.is_empty() { Sort::default().column() } else { q.sort.column() };
-    let n = texts.len() + numbers.len();
+    let (group, outer) = match (&q.filter.slo, column == Sort::Users.column()) {
+        (Some(viewer), true) => {
+            binds.push(Bind::Text(viewer.clone()));
+            let first = |col: &str| format!("CASE WHEN {col} = ${} THEN 0 ELSE 1 END ASC, {col} ASC, ", binds.len());
+            (first("slo"), first("r.slo"))
+        }
+        (None, true) => ("slo ASC, ".to_string(), "r.slo ASC, ".to_string()),
+        (_, false) => (String::new(), String::new()),
+    };
+    let n = binds.len();
     // the filter's parameters are numbered, so both sides share them
     let sql = format!(
         "SELECT t.total, r.* FROM (SELECT COUNT(*) AS total FROM {from}{clause}) t LEFT JOIN \
-         (SELECT {SUMMARY_COLUMNS}{users} FROM {from}{clause} ORDER BY {column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
-         ON 1 = 1 ORDER BY r.{column} {dir}, r.id {dir}",
+         (SELECT {SUMMARY_COLUMNS}{users} FROM {from}{clause} ORDER BY {group}{column} {dir}, id {dir} LIMIT ${} OFFSET ${}) r \
+         ON 1 = 1 ORDER BY {outer}r.{column} {dir}, r.id {dir}",
         n + 1,
         n + 2
     );
     let per_page = q.per_page.clamp(1, 200);
-    numbers.extend([per_page, (q.page.max(1) - 1).saturating_mul(per_page)]);
-    (sql, texts, numbers)
+    binds.extend([Bind::Int(per_page), Bind::Int((q.page.max(1) - 1).saturating_mul(per_page))]);
+    (sql, binds)
 }
 
 fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx::Error> {
@@ -381,13 +441,10 @@ impl Db {
     /// sort by users); each run's answers then come in one more query, bounded
     /// by the page's size.
     pub async fn list_runs(&self, q: &ListQuery) -> Result<(Vec<StoredRun>, i64), SiteError> {
-        let (sql, texts, numbers) = list_statement(q);
+        let (sql, binds) = list_statement(q);
         let mut list = sqlx::query(&sql);
-        for b in texts {
-            list = list.bind(b);
-        }
-        for n in numbers {
-            list = list.bind(n);
+        for b in binds {
+            list = b.onto(list);
         }
         let rows = list.fetch_all(&self.pool).await?;
         let total: i64 = match rows.first() {
@@ -401,7 +458,7 @@ impl Db {
             }
         }
         let ids: Vec<String> = runs.iter().map(|r| r.id.clone()).collect();
-        let mut answers = self.capacity_of(&ids, q.filter.context).await?;
+        let mut answers = self.capacity_of(&ids, q.filter.context.as_ref()).await?;
         for run in &mut runs {
             run.capacity = answers.remove(&run.id).unwrap_or_default();
         }
@@ -538,5 +595,4 @@ fn statements(sql: &str) -> Vec<String> {
 }
 
 #[cfg(test)]
-#[path = "db_tests.rs"]
 mod tests;

@@ -14,6 +14,7 @@ pub mod db;
 pub mod identity;
 pub mod ingest;
 pub mod pages;
+pub mod rejudge;
 mod routes;
 pub mod scrub;
 pub mod server;

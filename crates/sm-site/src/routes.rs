@@ -132,7 +132,7 @@ async fn security_headers(mut r: Response) -> Response {
     h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
     h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    if let Ok(csp) = HeaderValue::from_str(pages::CSP) {
+    if let Ok(csp) = HeaderValue::from_str(&pages::csp()) {
         h.insert(header::CONTENT_SECURITY_POLICY, csp);
     }
     r
@@ -192,8 +192,12 @@ async fn runs_page(State(db): State<Db>, Query(p): Query<runs::ListParams>) -> R
         Err(e) => (ListQuery::default(), Some(e)),
     };
     let status = if notice.is_some() { StatusCode::BAD_REQUEST } else { StatusCode::OK };
-    match db.list_runs(&q).await {
-        Ok((list, total)) => (status, Html(runs::page(&p, &q, &list, total, notice.as_deref()))).into_response(),
+    let listed = match db.list_runs(&q).await {
+        Ok(listed) => listed,
+        Err(e) => return Failure::from(e).page(Nav::Runs, "Runs"),
+    };
+    match crate::rejudge::page(&db, &listed.0, q.filter.slo.as_deref()).await {
+        Ok(again) => (status, Html(runs::page(&p, &q, &listed.0, &again, listed.1, notice.as_deref()))).into_response(),
         Err(e) => Failure::from(e).page(Nav::Runs, "Runs"),
     }
 }
@@ -283,17 +287,25 @@ async fn run_markdown(State(db): State<Db>, Path(id): Path<String>) -> Response 
 }
 
 async fn compare_page(State(db): State<Db>, Query(pairs): Query<Vec<(String, String)>>) -> Response {
+    // the runs in the order the address gives them: the first is the baseline (A)
     let mut ids: Vec<String> = Vec::new();
-    for (k, v) in pairs.iter().filter(|(k, _)| k == "ids" || k == "id") {
-        let _ = k;
+    let mut bad: Option<String> = None;
+    for (_, v) in pairs.iter().filter(|(k, _)| k == "ids" || k == "id") {
         for id in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            if !ids.iter().any(|x| x == id) {
+            if !compare::is_run_id(id) {
+                bad.get_or_insert_with(|| {
+                    format!("\"{}\" is not a run's id: choose runs below.", id.chars().take(40).collect::<String>())
+                });
+            } else if !ids.iter().any(|x| x == id) && ids.len() <= compare::MAX_RUNS {
                 ids.push(id.to_string());
             }
         }
     }
-    let notice = if ids.len() > compare::MAX_RUNS {
-        Some(format!("Choose at most {} runs ({} were chosen).", compare::MAX_RUNS, ids.len()))
+    let notice = if bad.is_some() {
+        ids.clear();
+        bad
+    } else if ids.len() > compare::MAX_RUNS {
+        Some(format!("Choose at most {} runs.", compare::MAX_RUNS))
     } else if ids.len() == 1 {
         Some("Choose at least one more run.".to_string())
     } else {
@@ -488,13 +500,20 @@ async fn api_list(State(db): State<Db>, headers: HeaderMap, Query(p): Query<runs
         Ok(q) => q,
         Err(e) => return Failure::new(StatusCode::BAD_REQUEST, e).json(),
     };
-    match db.list_runs(&q).await {
-        Ok((list, total)) => {
+    let listed = match db.list_runs(&q).await {
+        Ok(listed) => crate::rejudge::page(&db, &listed.0, q.filter.slo.as_deref()).await.map(|a| (listed, a)),
+        Err(e) => Err(e),
+    };
+    match listed {
+        Ok(((list, total), again)) => {
             let runs: Vec<serde_json::Value> = list
                 .iter()
                 .map(|r| {
                     let mut v = serde_json::to_value(r).unwrap_or_default();
                     v["url"] = json!(run_url(&headers, &r.id));
+                    if let Some(a) = again.get(&r.id) {
+                        v["rejudged"] = serde_json::to_value(a).unwrap_or_default();
+                    }
                     v
                 })
                 .collect();

@@ -9,21 +9,14 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
-#[path = "validate_answer.rs"]
 mod answer;
 pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
-#[path = "validate_gpu.rs"]
 mod gpu;
-#[path = "validate_phases.rs"]
 mod phases;
-#[path = "validate_precision.rs"]
 mod precision;
 pub use precision::MAX_REPEATS;
-#[path = "validate_roofline.rs"]
 mod roofline;
-#[path = "validate_server_metrics.rs"]
 mod server_metrics;
-#[path = "validate_spec_decode.rs"]
 mod spec_decode;
 
 /// Values one list flag of `speedmatrix run` may hold (`--contexts`, `--concurrency`,

@@ -128,7 +128,7 @@ fn resolve(arg: &str, site: Option<&str>) -> anyhow::Result<Input> {
 
 async fn load(arg: &str, site: Option<&str>) -> anyhow::Result<RunRecord> {
     match resolve(arg, site)? {
-        Input::File(path) => Ok(sm_report::load_any(&path)?),
+        Input::File(path) => Ok(sm_report::load(&path, &sm_report::Judging::default())?),
         Input::Url(url) => {
             let text = fetch(&url).await?;
             sm_report::import_str(&text).with_context(|| format!("{url} is not a run this version reads"))

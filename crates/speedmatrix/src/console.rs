@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use sm_bench::{LiveSample, Reporter, RunEvent, Step, WarmupFailure, WarmupStage};
 use sm_core::plan::PlanSummary;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
+use sm_core::units::plural;
 
 use crate::table;
 
@@ -112,9 +113,9 @@ impl Console {
             inner.decode.ended = true;
             let word = if inner.decode.outcomes.len() >= inner.cells_left { "done" } else { "stopped" };
             let text = format!(
-                "decode matrix {word}: {} of {} cells measured ({})",
+                "decode matrix {word}: {} of {} measured ({})",
                 inner.decode.outcomes.len(),
-                inner.cells_left,
+                plural(inner.cells_left as u64, "cell"),
                 inner.decode.counts()
             );
             self.line(inner, &text);
@@ -124,8 +125,7 @@ impl Console {
 
 impl Phase {
     fn summary(&self, unit: &str) -> String {
-        let n = self.outcomes.len();
-        format!("{n} {unit}{} ({})", if n == 1 { "" } else { "s" }, self.counts())
+        format!("{} ({})", plural(self.outcomes.len() as u64, unit), self.counts())
     }
 
     /// "3 valid, 1 error".
@@ -160,10 +160,10 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
     let phases: Vec<&str> = record.phases.kinds().into_iter().map(|k| k.name()).collect();
     let mut text = if s.matrix {
         format!(
-            "plan: {} decode cells to measure, {} over capacity, {} prefill rows, {windows}{times}",
-            plan.decode_planned,
+            "plan: {} to measure, {} over capacity, {}, {windows}{times}",
+            plural(plan.decode_planned as u64, "decode cell"),
             plan.over_capacity.len(),
-            rows,
+            plural(rows as u64, "prefill row"),
         )
     } else {
         format!("plan: the load phases only ({}); no decode matrix (--matrix adds it)", phases.join(", "))
@@ -172,7 +172,8 @@ fn plan_text(record: &RunRecord) -> (String, usize, usize) {
         text.push_str(&format!("; then the load phases: {}", phases.join(", ")));
     }
     if done > 0 || rows_left < rows {
-        text.push_str(&format!(" ({done} cells and {} rows already measured)", rows - rows_left));
+        let (cells, rows) = (plural(done as u64, "cell"), plural((rows - rows_left) as u64, "row"));
+        text.push_str(&format!(" ({cells} and {rows} already measured)"));
     }
     if let Some(slo) = &record.settings.slo {
         let search = if record.settings.find_capacity { "; then a capacity search" } else { "" };
@@ -212,7 +213,7 @@ impl Reporter for Console {
             Step::Prefill { .. } => {
                 if !inner.prefill.started {
                     inner.prefill.started = true;
-                    let text = format!("prefill phase started: {} rows to measure", inner.rows_left);
+                    let text = format!("prefill phase started: {} to measure", plural(inner.rows_left as u64, "row"));
                     self.line(inner, &text);
                 }
                 return;
@@ -227,7 +228,7 @@ impl Reporter for Console {
         match step {
             Step::Scout { .. } if !inner.warmup && !inner.decode.started => {
                 inner.decode.started = true;
-                let text = format!("decode matrix started: {} cells to measure", inner.cells_left);
+                let text = format!("decode matrix started: {} to measure", plural(inner.cells_left as u64, "cell"));
                 self.line(inner, &text);
             }
             Step::Ramp { waiting_for, .. } => {

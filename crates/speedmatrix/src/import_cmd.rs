@@ -18,7 +18,7 @@ pub struct ImportArgs {
 }
 
 pub fn main(args: ImportArgs) -> ExitCode {
-    let record = match crate::report_cmd::load(&args.file, args.slo.as_ref()) {
+    let record = match sm_report::load(&args.file, &sm_report::Judging { slo: args.slo.clone(), shape: None }) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
@@ -36,8 +36,10 @@ pub fn main(args: ImportArgs) -> ExitCode {
     let written = std::fs::create_dir_all(&args.out).and_then(|()| sm_report::write_atomic(&path, &json));
     match written {
         Ok(p) => {
-            let cells = record.decode.len();
-            println!("wrote {} ({} prefill rows, {cells} decode cells)", p.display(), record.prefill.len());
+            let plural = sm_core::units::plural;
+            let (rows, cells) =
+                (plural(record.prefill.len() as u64, "prefill row"), plural(record.decode.len() as u64, "decode cell"));
+            println!("wrote {} ({rows}, {cells})", p.display());
             ExitCode::SUCCESS
         }
         Err(e) => {

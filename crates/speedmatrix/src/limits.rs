@@ -69,6 +69,13 @@ pub const SERVER_WAIT: DurationLimit = DurationLimit {
     zero: None,
     hint: "how long to wait for a server that stopped answering; the default is 5m",
 };
+pub const DRAIN_MAX: DurationLimit = DurationLimit {
+    flag: "--drain-max",
+    min: SECOND,
+    max: DAY,
+    zero: None,
+    hint: "the longest a rate level waits after its last due time for requests still running; the default is 10m",
+};
 pub const RANK_WAIT: DurationLimit = DurationLimit {
     flag: "--rank-wait",
     min: SECOND,

@@ -19,14 +19,15 @@ pub(crate) const DEFAULT_RANK_WAIT: Duration = Duration::from_secs(300);
 pub struct RankArgs {
     /// This process's rank, 0..N−1, in a run spread over N processes (docs/distributed.md); rank 0
     /// runs the plan and writes the results, the others drive their share of every decode cell's
-    /// streams [env: SPEEDMATRIX_RANK, JOB_COMPLETION_INDEX, SLURM_PROCID].
+    /// streams [env: SPEEDMATRIX_RANK, JOB_COMPLETION_INDEX, SLURM_PROCID] [default: 0].
     #[arg(long)]
     pub(crate) rank: Option<u32>,
-    /// How many processes the run is spread over [env: SPEEDMATRIX_RANKS, SLURM_NTASKS; default: 1].
+    /// How many processes the run is spread over [env: SPEEDMATRIX_RANKS, SLURM_NTASKS] [default: 1].
     #[arg(long)]
     pub(crate) ranks: Option<u32>,
-    /// HOST:PORT of rank 0, the same on every rank; rank 0 listens on PORT on every interface
-    /// [env: SPEEDMATRIX_COORDINATOR; default port 7478].
+    /// HOST:PORT of rank 0, the same on every rank (a HOST alone gets port 7478); rank 0 listens on
+    /// PORT on every interface [env: SPEEDMATRIX_COORDINATOR] [default: 0.0.0.0:7478 on rank 0; the
+    /// other ranks need it].
     #[arg(long, value_name = "HOST:PORT")]
     pub(crate) coordinator: Option<String>,
     /// How long rank 0 waits for every worker to join, and a worker for rank 0 [default: 5m].

@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use sm_core::record::RunRecord;
 use sm_core::slo::Slo;
 
 /// Renders a record as one output format.
@@ -38,38 +37,27 @@ pub struct ReportArgs {
     pub roofline: crate::roofline_args::RooflineArgs,
 }
 
-/// The roofline of the model the flags describe (methodology §14.4), replacing any recorded one;
-/// nothing without the flags.
-fn roofline(record: &mut RunRecord, flags: &crate::roofline_args::RooflineArgs) -> anyhow::Result<()> {
-    let Some(shape) = flags.shape()? else { return Ok(()) };
-    sm_core::roofline_record::apply(record, shape).map_err(|e| anyhow::anyhow!("no roofline: {e}"))
-}
-
 pub(crate) fn parse_slo(s: &str) -> Result<Slo, String> {
     s.parse::<Slo>().map_err(|e| e.to_string())
 }
 
-/// Reads `path` in any accepted format, judged against `slo` when one is given.
-pub(crate) fn load(path: &Path, slo: Option<&Slo>) -> Result<RunRecord, sm_report::ImportError> {
-    let mut record = sm_report::load_any(path)?;
-    if let Some(slo) = slo {
-        sm_report::judge(&mut record, slo)?;
-    }
-    Ok(record)
-}
-
 pub fn main(args: ReportArgs) -> ExitCode {
-    let mut record = match load(&args.run, args.slo.as_ref()) {
+    // the model shape (for the roofline) is read first: a bad --model-config is the flag's error
+    let shape = match args.roofline.shape() {
+        Ok(shape) => shape,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let judging = sm_report::Judging { slo: args.slo.clone(), shape };
+    let record = match sm_report::load(&args.run, &judging) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
             return ExitCode::from(2);
         }
     };
-    if let Err(e) = roofline(&mut record, &args.roofline) {
-        eprintln!("error: {e:#}");
-        return ExitCode::from(2);
-    }
     let written = if args.html.is_none() && args.md.is_none() && args.csv.is_none() {
         let dir = default_dir(&args.run);
         sm_report::write_all(&record, &dir)

@@ -44,6 +44,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         (shape, _) => shape,
     };
     let settings = Settings::resolve(args)?;
+    for w in &settings.warnings {
+        eprintln!("warning: {w}");
+    }
     if let Some(r) = settings.ranks.as_ref().filter(|r| r.rank > 0) {
         return crate::rank_cmd::worker(&settings, r).await;
     }
@@ -151,10 +154,10 @@ async fn discover_server(
 /// and written at once; an unknown GPU is a note, not a failed run.
 fn apply_roofline(record: &mut RunRecord, shape: Option<RecordedShape>, journal: &Journal) -> Result<()> {
     let Some(shape) = shape else { return Ok(()) };
-    match sm_core::roofline_record::apply(record, shape) {
+    match sm_report::judge(record, &sm_report::Judging { slo: None, shape: Some(shape) }) {
         Ok(()) => journal.write(record).context("cannot write run.json with the roofline"),
         Err(e) => {
-            eprintln!("no roofline: {e}");
+            eprintln!("{e}");
             Ok(())
         }
     }

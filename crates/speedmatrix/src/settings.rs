@@ -293,6 +293,8 @@ pub(crate) struct Settings {
     pub phases: sm_bench::PhaseConfig,
     /// `--rank R --ranks N` (or a launcher's variables): this process's place in a run of several.
     pub ranks: Option<crate::rank_args::Ranks>,
+    /// What the user should know before the run starts: flags given that nothing asked for uses.
+    pub warnings: Vec<String>,
 }
 
 impl Settings {
@@ -333,6 +335,7 @@ impl Settings {
             None => "a setting is out of range".to_string(),
         })?;
         let phases = args.phases.resolve(resumed.as_ref())?;
+        let warnings = crate::phase_args::unused(matrix_flags(&args), &phases);
         let ranks = crate::rank_args::resolve(&args.ranks, &|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
         if let Some(r) = &ranks {
             let server = matches!(engine, Engine::Server { .. });
@@ -386,11 +389,26 @@ impl Settings {
             progress: if args.quiet { Progress::Quiet } else { args.progress },
             resumed,
             ranks,
+            warnings,
         })
     }
 
     pub(crate) fn quiet(&self) -> bool {
         self.progress == Progress::Quiet
+    }
+}
+
+/// Which of the decode matrix's flags were given on the command line.
+fn matrix_flags(args: &RunArgs) -> crate::phase_args::MatrixFlags {
+    crate::phase_args::MatrixFlags {
+        contexts: args.contexts.as_ref().map(|l| l.0.len()),
+        concurrency: args.concurrency.is_some(),
+        duration: args.duration.is_some(),
+        prefill_contexts: args.prefill_contexts.is_some(),
+        warmup: args.warmup.is_some(),
+        find_capacity: args.find_capacity,
+        precision: args.precision.is_some(),
+        repeats: args.repeats.is_some(),
     }
 }
 

@@ -80,7 +80,8 @@ pub fn plan(record: &RunRecord) -> String {
     };
     let times = s.repeats.filter(|&n| n > 1).map_or(String::new(), |n| format!(", each {n} times"));
     lines.push(format!(
-        "{runnable} cells to measure{times}, {} over capacity; estimated {est} (plus prefill)",
+        "{} to measure{times}, {} over capacity; estimated {est} (plus prefill)",
+        sm_core::units::plural(runnable as u64, "cell"),
         over.len(),
     ));
     lines.join("\n")

@@ -53,6 +53,51 @@ fn text_of(bytes: &[u8]) -> Result<String, String> {
     String::from_utf8(plain).map_err(|e| e.to_string())
 }
 
+/// `--site` as a message may show it: scheme, host and port only. A token may sit in the user
+/// part, the path or the query of what the user typed, and is never printed.
+fn shown_site(site: &str) -> String {
+    match reqwest::Url::parse(site) {
+        Ok(u) => match (u.host_str(), u.port_or_known_default()) {
+            (Some(host), Some(port)) => format!("{}://{host}:{port}", u.scheme()),
+            (Some(host), None) => format!("{}://{host}", u.scheme()),
+            _ => "the --site address".to_string(),
+        },
+        Err(_) => "the --site address".to_string(),
+    }
+}
+
+/// Why the upload reached no site, in words: which address did not answer and how. reqwest's own
+/// text ("error sending request for url (…)") names neither the cause nor the fix, and quotes the
+/// whole URL.
+fn unreachable(site: &str, e: &reqwest::Error) -> String {
+    let at = shown_site(site);
+    let mut cause: &dyn std::error::Error = e;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    let cause = sm_core::secrets::scrub(&cause.to_string()).into_owned();
+    let lower = cause.to_lowercase();
+    if e.is_timeout() {
+        format!("{at} did not answer within 120 s")
+    } else if lower.contains("refused") {
+        format!("nothing answered at {at} (connection refused)")
+    } else if lower.contains("dns") || lower.contains("resolve") || lower.contains("name or service") {
+        format!("cannot find the host of {at} ({cause})")
+    } else if e.is_connect() {
+        format!("cannot connect to {at} ({cause})")
+    } else {
+        format!("{at} broke off the upload ({cause})")
+    }
+}
+
+/// What to do when the site cannot be reached.
+fn what_to_do(site: &str) -> String {
+    format!(
+        "Check that the results site is running at {} (`speedmatrix serve` starts one) and that --site is its address, e.g. http://127.0.0.1:8080",
+        shown_site(site)
+    )
+}
+
 pub async fn main(args: UploadArgs) -> ExitCode {
     let path = file_of(&args.run);
     let bytes = match std::fs::read(&path) {
@@ -124,10 +169,10 @@ pub async fn main(args: UploadArgs) -> ExitCode {
                 eprintln!("error: the site refused the upload ({status}): {message}");
                 return ExitCode::from(1);
             }
-            Err(e) => format!("cannot reach {endpoint}: {e}"),
+            Err(e) => unreachable(&args.site, &e),
         };
         if attempt == attempts {
-            eprintln!("error: {why}; gave up after {attempts} attempts");
+            eprintln!("error: {why}; gave up after {attempts} attempts. {}", what_to_do(&args.site));
             return ExitCode::from(1);
         }
         eprintln!("upload: {why}; retrying in {:.1} s (attempt {attempt} of {attempts})", delay.as_secs_f64());
@@ -135,4 +180,16 @@ pub async fn main(args: UploadArgs) -> ExitCode {
         delay = (delay * 2).min(Duration::from_secs(8));
     }
     ExitCode::from(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_site_is_shown_without_anything_that_may_hold_a_token() {
+        assert_eq!(shown_site("http://127.0.0.1:8080"), "http://127.0.0.1:8080");
+        assert_eq!(shown_site("https://bot:tok-123@results.example/base?token=tok-456"), "https://results.example:443");
+        assert_eq!(shown_site("not a url"), "the --site address");
+    }
 }

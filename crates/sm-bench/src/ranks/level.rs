@@ -12,7 +12,7 @@ use super::{Cmd, Conn, RankGroup, broadcast, share};
 use sm_core::ranks::RankLevel;
 use sm_core::stats::percentile;
 
-use crate::open_loop::{End, Sent};
+use crate::runner::phases::open_loop::{End, Sent};
 
 /// What one worker sent back: its requests, and the open's round trip.
 pub(crate) struct WorkerPart {

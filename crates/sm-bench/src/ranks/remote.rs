@@ -13,13 +13,13 @@ use tokio::task::JoinHandle;
 
 use super::wire::{CellOrder, RankReport, ToCoordinator, ToWorker};
 use super::{Cmd, Conn, RankGroup, broadcast, share};
-use crate::adaptive::Sums;
-use crate::live::Live;
-use crate::request::StreamTimeouts;
-use crate::request_log::RequestLog;
-use crate::server::Target;
-use crate::tokens::ChunkRatio;
-use crate::window::{Window, figures};
+use crate::cell::adaptive::Sums;
+use crate::cell::server::Target;
+use crate::cell::window::{Window, figures};
+use crate::stream::live::Live;
+use crate::stream::request::StreamTimeouts;
+use crate::stream::request_log::RequestLog;
+use crate::stream::tokens::ChunkRatio;
 
 /// What one worker brought back from a cell.
 pub(crate) struct PeerOutcome {
@@ -240,5 +240,4 @@ pub(crate) fn merge(
 }
 
 #[cfg(test)]
-#[path = "remote_tests.rs"]
 mod tests;

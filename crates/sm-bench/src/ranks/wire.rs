@@ -8,12 +8,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sm_core::record::CellStatus;
 
-use crate::adaptive::Sums;
-use crate::open_loop::{End, Sent};
-use crate::request_log::{Point, RequestLog};
+use crate::cell::adaptive::Sums;
+use crate::runner::phases::open_loop::{End, Sent};
+use crate::stream::request_log::{Point, RequestLog};
 
 /// Bumped on any change of the messages: ranks of two versions refuse each other.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// Rank 0 to a worker.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -63,8 +63,10 @@ pub struct LevelOrder {
     pub due: Vec<f64>,
     /// This rank's share of `--max-concurrency`.
     pub max_concurrency: Option<u32>,
-    /// After the schedule's last due time; `None` for a burst (every request is read to its end).
-    pub grace_ms: Option<u64>,
+    /// `--drain-max`: the longest a rank waits after the schedule's last due time (its own bound,
+    /// from its own requests, ends the wait sooner); `None` for a burst (every request is read to
+    /// its end). Protocol 3: before, a fixed grace.
+    pub drain_max_ms: Option<u64>,
     pub first_token_timeout_ms: u64,
     pub stall_timeout_ms: u64,
     pub abort_request: bool,

@@ -14,14 +14,14 @@ use super::wire::{
     CellOrder, LevelOrder, LevelReport, PROTOCOL, RankReport, ToCoordinator, ToWorker, WireLog, WireSent,
 };
 use super::{Conn, RankError};
-use crate::adaptive::{self, Sums};
-use crate::health::{Probe, process_cpu_seconds};
-use crate::live::{Cancel, Live};
-use crate::open_loop::{LevelRun, Part, Ran};
-use crate::request::StreamTimeouts;
-use crate::server::Target;
-use crate::streams;
-use crate::window::Window;
+use crate::cell::adaptive::{self, Sums};
+use crate::cell::health::{Probe, process_cpu_seconds};
+use crate::cell::server::Target;
+use crate::cell::window::Window;
+use crate::runner::phases::open_loop::{LevelRun, Part, Ran};
+use crate::stream::live::{Cancel, Live};
+use crate::stream::request::StreamTimeouts;
+use crate::stream::streams;
 
 /// How often a worker tells rank 0 how many of its streams have a token, and checks for a failure.
 const TELL_EVERY: Duration = Duration::from_millis(20);
@@ -201,7 +201,7 @@ async fn answer(conn: &mut Conn, live: &Live, report: Option<RankReport>) -> Res
 }
 
 /// One load level: this rank's part of the schedule, from rank 0's open, until its last request
-/// ended or the grace ran out (or rank 0 stopped the level); then the report.
+/// ended or its wait after the last due time ran out (or rank 0 stopped the level); then the report.
 async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: Part) -> Result<(), RankError> {
     let Some(path) = known_path(&order.path) else {
         let failure = Some(format!(
@@ -228,7 +228,7 @@ async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: 
         due: &order.due,
         part,
         max_concurrency: order.max_concurrency,
-        grace: order.grace_ms.map(Duration::from_millis),
+        drain_max: order.drain_max_ms.map(Duration::from_millis),
         timeouts: StreamTimeouts {
             first_token: Duration::from_millis(order.first_token_timeout_ms),
             stall: Duration::from_millis(order.stall_timeout_ms),
@@ -260,7 +260,7 @@ async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: 
         }
     };
     let requests = match ran {
-        Ran::Done { start, requests } => requests.iter().map(|s| WireSent::from_sent(s, start)).collect(),
+        Ran::Done { start, requests, .. } => requests.iter().map(|s| WireSent::from_sent(s, start)).collect(),
         Ran::Stopped => Vec::new(),
     };
     conn.send(&ToCoordinator::LevelReport(LevelReport { failure: None, requests })).await.map_err(broken)

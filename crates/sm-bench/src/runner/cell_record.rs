@@ -11,7 +11,7 @@ use sm_core::precision::Interval;
 use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell};
 use sm_core::slo::{BoundCheck, Slo};
 
-use crate::verdict::CellOutcome;
+use crate::cell::verdict::CellOutcome;
 
 pub(super) fn round1(v: f64) -> f64 {
     (v * 10.0).round() / 10.0

@@ -10,10 +10,10 @@ use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, PrefillRow};
 
 use super::{Prompts, Runner, round1, round3};
-use crate::progress::{RunEvent, Step};
-use crate::prompt;
-use crate::requests::{self, PrefillRequest};
-use crate::scout::{ScoutResult, scout};
+use crate::prompts::prompt;
+use crate::runner::progress::{RunEvent, Step};
+use crate::runner::requests::{self, PrefillRequest};
+use crate::stream::scout::{ScoutResult, scout};
 
 impl Runner<'_> {
     /// The rows not measured yet, in order. Ctrl-C or `q` lets the row in progress finish (its
@@ -211,7 +211,7 @@ mod tests {
             chunks: 1,
             completion_tokens: None,
             id: None,
-            times: crate::scout::ScoutTimes {
+            times: crate::stream::scout::ScoutTimes {
                 sent: std::time::Instant::now(),
                 first_token: std::time::Instant::now(),
                 last_token: std::time::Instant::now(),

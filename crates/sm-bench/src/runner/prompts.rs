@@ -10,9 +10,9 @@ use sm_core::plan::Plan;
 use sm_core::record::{PromptInfo, fnv1a64};
 
 use super::Runner;
-use crate::progress::Step;
-use crate::prompt::{self, MEASURED};
-use crate::sizing::Sizer;
+use crate::prompts::prompt::{self, MEASURED};
+use crate::prompts::sizing::Sizer;
+use crate::runner::progress::Step;
 
 /// The sizer and the prompt of each context, or why that context has none.
 pub(super) struct Prompts {

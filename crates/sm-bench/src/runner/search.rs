@@ -10,7 +10,7 @@ use sm_core::plan::{Cell, Plan};
 use sm_core::record::RunStatus;
 
 use super::{Prompts, RunError, Runner};
-use crate::progress::RunEvent;
+use crate::runner::progress::RunEvent;
 
 impl Runner<'_> {
     pub(super) async fn find_capacity(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {

@@ -11,8 +11,8 @@ use sm_core::record::RunStatus;
 
 use super::{RunError, Runner};
 use crate::cell::SERVER_LOST;
-use crate::progress::RunEvent;
-use crate::server::answers;
+use crate::cell::server::answers;
+use crate::runner::progress::RunEvent;
 
 /// How long a server the runner waits for gets to answer each time it is asked.
 const SERVER_ANSWER_TIMEOUT: Duration = Duration::from_secs(10);

@@ -11,11 +11,11 @@ use sm_core::requests::RequestPhase;
 
 use super::Runner;
 use crate::cell::CellTiming;
-use crate::progress::{RunEvent, WarmupFailure, WarmupStage};
-use crate::prompt::{self, WARMUP};
-use crate::requests::{self, LineCell};
-use crate::scout::scout;
-use crate::sizing::Sizer;
+use crate::prompts::prompt::{self, WARMUP};
+use crate::prompts::sizing::Sizer;
+use crate::runner::progress::{RunEvent, WarmupFailure, WarmupStage};
+use crate::runner::requests::{self, LineCell};
+use crate::stream::scout::scout;
 
 impl Runner<'_> {
     /// One short request so that JIT compilation or graph capture is not measured.

@@ -73,6 +73,7 @@ pub(super) async fn fetch_metrics(client: &Client) -> Result<Metrics, ClientErro
             path: "/metrics".into(),
             status: resp.status,
             body: crate::http::excerpt(&resp.body),
+            key_sent: client.has_api_key(),
         });
     }
     Ok(Metrics::parse(&resp.body))

@@ -147,11 +147,12 @@ async fn overrides_win_over_the_server() {
 #[tokio::test]
 async fn api_key_errors_say_what_to_do() {
     let h = sim_with(Flavor::Vllm, |o| o.api_key = Some("s3cret-key".into())).await;
-    for key in [None, Some("wrong")] {
+    for (key, says) in [(None, "asks for an API key"), (Some("wrong"), "refused the API key")] {
         let err = discover::discover(&client(&h, key), &Overrides::default()).await.unwrap_err();
-        assert!(matches!(err, DiscoverError::Unauthorized { status: 401 }), "{err:?}");
+        assert!(matches!(err, DiscoverError::Unauthorized { status: 401, key_sent } if key_sent == key.is_some()));
         let msg = err.to_string();
-        assert!(msg.contains("--api-key") && msg.contains("OPENAI_API_KEY"), "{msg}");
+        assert!(msg.contains("--api-key") && msg.contains("OPENAI_API_KEY") && msg.contains(says), "{msg}");
+        assert!(!msg.contains("wrong"), "{msg}");
     }
     let f = discover::discover(&client(&h, Some("s3cret-key")), &Overrides::default()).await.unwrap();
     assert_eq!(f.engine, Engine::Vllm);

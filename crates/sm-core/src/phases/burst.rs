@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::CellStatus;
+use crate::record::status::CellStatus;
 
 /// The burst phase: its settings and every burst measured so far.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

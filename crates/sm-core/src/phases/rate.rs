@@ -172,11 +172,23 @@ pub struct RateSettings {
     pub window_s: Option<f64>,
     /// The seed of the schedule's generator.
     pub seed: u64,
-    /// How long after its last due time a level waits for requests still running before it
-    /// cancels them (methodology §13.1).
-    pub grace_s: f64,
+    /// `--drain-max`: the longest a level waits, after its last due time, for requests still
+    /// running before the client cuts them (methodology §13.1). Within it the level's own bound
+    /// ends the wait. Records before 1.5 have `grace_s`, the fixed wait of those runs, instead.
+    #[serde(default = "default_drain_max_s")]
+    pub drain_max_s: f64,
+    /// Before 1.5: the fixed wait after the last due time (`max(--duration, 5 s)`); kept as read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_s: Option<f64>,
     /// `--max-tokens` of the synthetic prompts (a `--prompts` line's own `max_tokens` wins).
     pub max_tokens: u64,
+}
+
+/// The default of `--drain-max`, s.
+pub const DEFAULT_DRAIN_MAX_S: f64 = 600.0;
+
+fn default_drain_max_s() -> f64 {
+    DEFAULT_DRAIN_MAX_S
 }
 
 /// p50, p90, p99 of a distribution, ms.
@@ -202,8 +214,40 @@ pub enum LevelStatus {
     Measured,
     /// Not run: the two levels below it were saturated, or its prompt could not be made.
     Skipped,
-    /// No request of the level completed; `reason` says why.
+    /// No request of the level completed, and some failed (or the server went away); `reason`
+    /// says why. Never saturated: a fault, not load.
     Error,
+}
+
+/// Whether the server kept up with a measured level (methodology §13.1), from queueing evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Saturation {
+    /// The requests' wait for their first token did not grow beyond one service time.
+    KeptUp,
+    /// Requests waited longer and longer for their first token: a queue grew (at the server, or
+    /// at the client's cap).
+    Saturated,
+    /// Not enough evidence either way: the client cut requests before they ended (and the rest
+    /// show no queue), or too few requests got a first token to judge.
+    Unknown,
+}
+
+impl Saturation {
+    /// In a sentence's middle: "kept up", "saturated", "unknown".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Saturation::KeptUp => "kept up",
+            Saturation::Saturated => "saturated",
+            Saturation::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for Saturation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Every request of a level by how it ended.
@@ -215,9 +259,10 @@ pub struct LevelCounts {
     pub sent: u64,
     pub completed: u64,
     pub failed: u64,
-    /// Sent, then cut at the level's end (its grace ran out) or by a stop.
+    /// Sent, then cut by the client: still running when the level's wait ran out (methodology
+    /// §13.1). Never counted against the server: not failed, not behind.
     pub cancelled: u64,
-    /// Due but never sent (the grace ran out, or a stop, while they waited for a slot).
+    /// Due but never sent: the client's wait ran out while they waited for a slot under the cap.
     pub unsent: u64,
     /// Sent more than [`LATE_MS`] after their due time.
     pub late: u64,
@@ -258,11 +303,23 @@ pub struct RateLevel {
     pub goodput_pct: Option<f64>,
     /// Those requests ÷ `span_s`.
     pub goodput_rps: Option<f64>,
-    /// The server (or the cap) did not keep up (methodology §13.1).
+    /// The server (or the cap) did not keep up (methodology §13.1): `saturation` is `saturated`.
     #[serde(default)]
     pub saturated: bool,
-    /// Of the scheduled requests, the share (%) not ended by the saturation deadline.
+    /// The verdict (1.5); absent in older records, where `saturated` alone was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saturation: Option<Saturation>,
+    /// Of the requests that got a first token, the share (%) that waited for it longer than the
+    /// level's base wait plus one service time (methodology §13.1).
     pub backlog_pct: Option<f64>,
+    /// How long the level waited after its last due time for requests still running, s (1.5):
+    /// the level's own bound, at most `--drain-max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_s: Option<f64>,
+    /// The first failure's reason when requests of a measured level failed (1.5): a fault, named
+    /// as one, not load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_failure: Option<String>,
     /// The server's gauges and the GPUs through the level (methodology §14).
     #[serde(flatten)]
     pub telemetry: crate::telemetry::Telemetry,
@@ -294,11 +351,85 @@ impl RateLevel {
             goodput_pct: None,
             goodput_rps: None,
             saturated: false,
+            saturation: None,
             backlog_pct: None,
+            drain_s: None,
+            first_failure: None,
             telemetry: Default::default(),
             ranks: Vec::new(),
         }
     }
+}
+
+impl RateLevel {
+    /// The verdict of a measured level; a record before 1.5 kept only `saturated`.
+    pub fn verdict(&self) -> Option<Saturation> {
+        (self.status == LevelStatus::Measured)
+            .then(|| self.saturation.unwrap_or(if self.saturated { Saturation::Saturated } else { Saturation::KeptUp }))
+    }
+
+    /// The requests the client cut: still running when the level's wait ran out, or never sent.
+    pub fn cut(&self) -> u64 {
+        self.counts.cancelled + self.counts.unsent
+    }
+
+    /// What a reader must know beside a measured level's figures (empty when nothing).
+    pub fn note(&self) -> LevelNote<'_> {
+        LevelNote(self)
+    }
+}
+
+/// A measured level's failures (a fault, not load), the requests the client cut, and why the
+/// verdict is unknown, in words (methodology §13.1).
+pub struct LevelNote<'a>(&'a RateLevel);
+
+impl fmt::Display for LevelNote<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = self.0;
+        if l.status != LevelStatus::Measured {
+            return Ok(());
+        }
+        let c = &l.counts;
+        let mut sep = "";
+        if c.failed > 0 {
+            write!(f, "{} of {} requests failed (a fault, not load", c.failed, c.scheduled)?;
+            if let Some(why) = &l.first_failure {
+                write!(f, "; the first: {why}")?;
+            }
+            f.write_str(")")?;
+            sep = "; ";
+        }
+        if l.cut() > 0 {
+            f.write_str(sep)?;
+            f.write_str("the client cut ")?;
+            match (c.cancelled, c.unsent) {
+                (n, 0) => write!(f, "{n} {} still running", plural(n, "request", "requests"))?,
+                (0, u) => write!(f, "{u} {} still waiting for a slot", plural(u, "request", "requests"))?,
+                (n, u) => {
+                    write!(f, "{n} {} still running and {u} waiting for a slot", plural(n, "request", "requests"))?
+                }
+            }
+            if let Some(d) = l.drain_s {
+                write!(f, " {d:.1} s after the last due time")?;
+            }
+            write!(
+                f,
+                " (the level's own bound, at most --drain-max): the figures rest on the {} completed",
+                c.completed
+            )?;
+            if l.verdict() == Some(Saturation::Unknown) {
+                f.write_str(", and whether the server kept up is unknown")?;
+            }
+        } else if l.verdict() == Some(Saturation::Unknown) {
+            f.write_str(sep)?;
+            write!(f, "too few requests got a first token to judge whether the server kept up")?;
+        }
+        Ok(())
+    }
+}
+
+fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
+    if n == 1 { one } else { many }
 }
 
 /// The phase's section of `run.json`.

@@ -283,5 +283,4 @@ pub fn summary(sessions: &[Session]) -> Option<SessionsSummary> {
 }
 
 #[cfg(test)]
-#[path = "sessions_tests.rs"]
 mod tests;

@@ -68,9 +68,23 @@ pub fn pct_text(pct: Option<f64>) -> String {
     }
 }
 
-/// A figure's difference with its mark: `-5.1 %*`, `+0.2 %`, `+0.3 %?`.
+/// A figure's difference with its mark: `-5.1 %*`, `+0.2 %`, `+0.3 %?`; `— (n < 6)` where either
+/// figure rests on fewer requests than a change in it needs (methodology §12.5).
 pub fn diff_text(d: &FigureDiff) -> String {
-    format!("{}{}", pct_text(d.pct), d.significance.mark())
+    match d.figure.min_requests().filter(|_| d.too_few) {
+        Some(min) => format!("{} (n < {min})", format::NONE),
+        None => format!("{}{}", pct_text(d.pct), d.significance.mark()),
+    }
+}
+
+/// What `— (n < 6)` means, for legends and tooltips.
+pub const TOO_FEW_MEANING: &str = "n < 6 (or 36): TTFT has one sample per request, and a run's cell rests on \
+     fewer requests than its percentile's interval needs (6 for p50, 36 for p90), so no change is given";
+
+/// The requests each run's cell rests on: `40/38`, `?` where a run does not say.
+pub fn requests_text(requests: (Option<u64>, Option<u64>)) -> String {
+    let n = |r: Option<u64>| r.map_or_else(|| "?".to_string(), |n| n.to_string());
+    format!("{}/{}", n(requests.0), n(requests.1))
 }
 
 /// What a cell that was not compared says in place of its figures; `b` is the other run's letter.
@@ -142,9 +156,16 @@ fn figure_texts(diffs: &[FigureDiff]) -> Vec<String> {
 }
 
 fn legend(report: &Report) -> Vec<String> {
-    let mut out = vec![format!("differences in % of A; * {}", Significance::Significant.meaning())];
+    let mut out = vec![format!(
+        "differences in % of A; requests: each run's requests in the cell (A/B); contexts within 1 % are paired \
+         (A's ≈ the other's); * {}",
+        Significance::Significant.meaning()
+    )];
     if report.any(Significance::NoInterval) {
         out.push(format!("? {}", Significance::NoInterval.meaning()));
+    }
+    if report.comparisons.iter().any(|c| c.compared().any(|(_, f)| f.iter().any(|d| d.too_few))) {
+        out.push(TOO_FEW_MEANING.to_string());
     }
     out
 }
@@ -198,14 +219,14 @@ fn table(rows: &[Vec<String>], left: usize) -> String {
 
 fn text_rows(c: &Comparison, b: &str) -> Vec<Vec<String>> {
     let mut rows = vec![
-        ["context", "users"]
+        ["context", "users", "requests"]
             .iter()
             .map(|s| s.to_string())
             .chain(Figure::ALL.iter().map(|f| f.title().to_string()))
             .collect::<Vec<_>>(),
     ];
     for cell in &c.cells {
-        let mut row = vec![plain(&cell.label), cell.concurrency.to_string()];
+        let mut row = vec![plain(&cell.label), cell.concurrency.to_string(), requests_text(cell.requests)];
         match &cell.outcome {
             Outcome::Compared(d) => row.extend(figure_texts(d)),
             other => row.push(outcome_text(other, b)),
@@ -248,7 +269,7 @@ fn md_row(cells: &[String]) -> String {
 }
 
 fn md_cell_row(cell: &CellComparison, b: &str, failed: bool) -> String {
-    let mut row = vec![markdown_cell(&cell.label), cell.concurrency.to_string()];
+    let mut row = vec![markdown_cell(&cell.label), cell.concurrency.to_string(), requests_text(cell.requests)];
     match &cell.outcome {
         Outcome::Compared(diffs) => {
             row.extend(Figure::ALL.iter().map(|f| match diffs.iter().find(|d| d.figure == *f) {
@@ -279,13 +300,13 @@ pub fn markdown(report: &Report) -> String {
     for (i, c) in report.comparisons.iter().enumerate() {
         let letter = LETTERS[i + 1];
         let _ = writeln!(s, "\n### {letter} compared with A\n\n{}\n", counts(c, letter));
-        let head: Vec<String> = ["Context", "Users"]
+        let head: Vec<String> = ["Context", "Users", "Requests"]
             .iter()
             .map(|h| h.to_string())
             .chain(Figure::ALL.iter().map(|f| f.title().to_string()))
             .collect();
         s.push_str(&md_row(&head));
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|\n");
+        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         for cell in &c.cells {
             let failed =
                 report.failures[i].iter().any(|f| f.context == cell.context && f.concurrency == cell.concurrency);
@@ -317,7 +338,11 @@ pub fn markdown(report: &Report) -> String {
 }
 
 fn json_cell(cell: &CellComparison) -> Value {
-    let mut v = json!({ "context": cell.context, "label": cell.label, "concurrency": cell.concurrency });
+    let mut v = json!({ "context": cell.context, "label": cell.label, "concurrency": cell.concurrency,
+                        "requests": { "a": cell.requests.0, "b": cell.requests.1 } });
+    if let Some(b) = cell.b_context {
+        v["b_context"] = json!(b);
+    }
     match &cell.outcome {
         Outcome::Compared(diffs) => {
             v["outcome"] = json!("compared");
@@ -327,7 +352,8 @@ fn json_cell(cell: &CellComparison) -> Value {
                     let pct = d.pct.filter(|p| p.is_finite());
                     (
                         d.figure.name().to_string(),
-                        json!({ "a": d.a, "b": d.b, "diff_pct": pct, "significance": d.significance.name() }),
+                        json!({ "a": d.a, "b": d.b, "diff_pct": pct, "significance": d.significance.name(),
+                               "too_few_requests": d.too_few }),
                     )
                 })
                 .collect();
@@ -382,7 +408,9 @@ pub fn json(report: &Report) -> String {
             let capacity: Vec<Value> = c
                 .capacity
                 .iter()
-                .map(|p| json!({ "context": p.context, "label": p.label, "a": p.a, "b": p.b }))
+                .map(
+                    |p| json!({ "context": p.context, "b_context": p.b_context, "label": p.label, "a": p.a, "b": p.b }),
+                )
                 .collect();
             json!({
                 "run": LETTERS[i + 1],

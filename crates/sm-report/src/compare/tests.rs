@@ -196,10 +196,105 @@ fn the_renderings_agree_and_name_the_failures() {
     );
     let md = render::markdown(&report);
     assert!(
-        md.contains("| Context | Users | total tok/s |") && md.contains("**-4.8 %\\***") && md.contains("❌ 8K"),
+        md.contains("| Context | Users | Requests | total tok/s |")
+            && md.contains("**-4.8 %\\***")
+            && md.contains("❌ 8K"),
         "{md}"
     );
     // the capacity answers side by side, in every format
     assert!(text.contains("capacity, max users (bounded by)") && md.contains("Capacity, max users"), "{text}");
     assert_eq!(cmp["capacity"][0]["a"]["max_users"], json!(a.capacity[0].max_users));
+}
+
+/// The same run measured at contexts 0.4 % away (a 256K fitted to the model against the reference
+/// tool's 251K row): one context, compared, named with both runs' names and tokens.
+#[test]
+fn contexts_within_one_percent_are_paired_and_show_both_counts() {
+    let a = with_intervals(sample(), 1.0);
+    let mut b = a.clone();
+    for c in &mut b.decode {
+        // 131,072 → 130,548 (−0.4 %), named as the reference tool names it: 127K
+        if c.context == 131_072 {
+            c.context = 130_548;
+            c.label = "127K".into();
+        }
+    }
+    for cap in &mut b.capacity {
+        if cap.context == 131_072 {
+            cap.context = 130_548;
+            cap.label = "127K".into();
+        }
+    }
+    let c = compare(&a, &b);
+    let at = |ctx: u64| c.cells.iter().filter(|x| x.context == ctx).collect::<Vec<_>>();
+    assert!(at(130_548).is_empty(), "{:?}", c.cells);
+    let paired = at(131_072);
+    assert_eq!(paired.len(), 3, "{paired:?}");
+    assert!(paired.iter().all(|x| x.label == "128K ≈ 127K (130,548)" && x.b_context == Some(130_548)), "{paired:?}");
+    assert!(paired.iter().all(|x| !matches!(x.outcome, Outcome::OnlyInA(_) | Outcome::OnlyInB(_))), "{paired:?}");
+    assert_eq!(c.compared().count(), valid_cells(&a));
+    let unpaired = c.cells.iter().filter(|x| x.context == 8192).all(|x| x.label == "8K" && x.b_context.is_none());
+    assert!(unpaired, "{:?}", c.cells);
+    if a.capacity.iter().any(|k| k.context == 131_072) {
+        assert!(c.capacity.iter().any(|p| p.label == "128K ≈ 127K (130,548)"), "{:?}", c.capacity);
+    }
+    // 2 % away is another context: each only in its run
+    for cell in &mut b.decode {
+        if cell.context == 130_548 {
+            cell.context = 128_450;
+        }
+    }
+    let c = compare(&a, &b);
+    assert!(c.cells.iter().filter(|x| x.context == 131_072).all(|x| matches!(x.outcome, Outcome::OnlyInA(_))));
+    assert!(c.cells.iter().filter(|x| x.context == 128_450).all(|x| matches!(x.outcome, Outcome::OnlyInB(_))));
+}
+
+/// TTFT has one sample per request: from 2 requests a cell gives no percentage change, says how
+/// many requests each run's cell rests on, and fails no bound however large the difference.
+#[test]
+fn a_ttft_from_too_few_requests_gives_no_percentage() {
+    let a = sample();
+    let mut b = a.clone();
+    for c in &mut b.decode {
+        c.ttft_ms_p50 = c.ttft_ms_p50.map(|v| v * 50.0);
+    }
+    let c = compare(&a, &b);
+    let one = |conc: u32, f: Figure| {
+        let (cell, diffs) = c.compared().find(|(x, _)| x.context == 8192 && x.concurrency == conc).unwrap();
+        (cell.requests, *diffs.iter().find(|d| d.figure == f).unwrap())
+    };
+    // 8K × 1 rests on 2 requests in each run: no change is given
+    let (requests, ttft) = one(1, Figure::TtftP50);
+    assert_eq!(requests, (Some(2), Some(2)));
+    assert!(ttft.too_few && ttft.pct.is_none(), "{ttft:?}");
+    assert_eq!(render::diff_text(&ttft), "— (n < 6)");
+    assert_eq!(render::requests_text(requests), "2/2");
+    // its total tok/s rests on the window's tokens, not on a count of requests
+    assert!(one(1, Figure::TotalTokS).1.pct.is_some());
+    // 8K × 64 rests on 64: the change is given (p90 needs 36)
+    let (_, ttft) = one(64, Figure::TtftP90);
+    assert!(!ttft.too_few, "{ttft:?}");
+    let (_, ttft) = one(64, Figure::TtftP50);
+    assert!((ttft.pct.unwrap() - 4900.0).abs() < 0.01, "{ttft:?}");
+    // a run with intervals but none for its TTFT had too few requests for one
+    let mut few = with_intervals(a.clone(), 1.0);
+    for cell in &mut few.decode {
+        if let Some(ci) = cell.ci.as_mut() {
+            ci.ttft_ms_p90 = None;
+        }
+    }
+    let c2 = compare(&few, &few);
+    assert!(c2.compared().all(|(_, d)| d.iter().find(|d| d.figure == Figure::TtftP90).is_none_or(|d| d.too_few)));
+    let runs = vec![Run { source: "a".into(), record: a }, Run { source: "b".into(), record: b }];
+    let report = Report::new(&runs, None);
+    let text = render::text(&report);
+    assert!(text.contains("— (n < 6)") && text.contains("fewer requests than") && text.contains("2/2"), "{text}");
+    assert!(!text.contains("+4900.0 %?") || text.contains("64/64"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&render::json(&report)).unwrap();
+    let cell = &json["comparisons"][0]["cells"][0];
+    assert_eq!(cell["requests"], json!({ "a": 2, "b": 2 }));
+    assert_eq!(cell["figures"]["ttft_p50"]["diff_pct"], serde_json::Value::Null);
+    assert_eq!(cell["figures"]["ttft_p50"]["too_few_requests"], true);
+    let gate: Gate = "ttft_p50>+1%".parse().unwrap();
+    assert!(gate.check(&compare(&with_intervals(runs[0].record.clone(), 1.0), &runs[1].record)).is_empty());
 }

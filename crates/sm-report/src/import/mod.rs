@@ -11,11 +11,7 @@ mod value;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
-use sm_core::answer::judge_from_summaries;
-use sm_core::record::{CellStatus, Engine, RunRecord, schema_readable};
-use sm_core::slo::Slo;
-
-use crate::meta;
+use sm_core::record::{Engine, RunRecord, schema_readable};
 
 /// The formats `load_any` and `import_str` accept, for error messages.
 pub const ACCEPTED: &str = "a speedmatrix run (run.json, schema speedmatrix.run/1 or /1.N, or its run directory), \
@@ -58,6 +54,8 @@ pub enum ImportError {
          the file, e.g. in an error text that echoed it; remove it there and try again"
     )]
     SecretElsewhere,
+    #[error("no roofline: {0}")]
+    NoRoofline(#[from] sm_core::roofline_record::RooflineError),
 }
 
 /// What an imported record came from, recorded under `server.extra.imported_from`.
@@ -68,8 +66,8 @@ pub struct Source {
 }
 
 /// Reads a `run.json`, a run directory (its `run.json`), or a reference-tool
-/// file, and returns a speedmatrix record.
-pub fn load_any(path: &Path) -> Result<RunRecord, ImportError> {
+/// file, and returns a speedmatrix record as it is, not judged yet ([`crate::load_any`] judges it).
+pub fn read_any(path: &Path) -> Result<RunRecord, ImportError> {
     let file = if path.is_dir() {
         let candidate = path.join("run.json");
         if !candidate.is_file() {
@@ -82,11 +80,6 @@ pub fn load_any(path: &Path) -> Result<RunRecord, ImportError> {
     let text = std::fs::read_to_string(&file).map_err(|source| ImportError::Io { path: file.clone(), source })?;
     let source = Source { file: file.file_name().map(|n| n.to_string_lossy().into_owned()) };
     import_with(&text, &source)
-}
-
-/// Reads a record from text in any accepted format.
-pub fn import_str(text: &str) -> Result<RunRecord, ImportError> {
-    import_with(text, &Source::default())
 }
 
 /// What kind of file `value` is, if any accepted one.
@@ -121,58 +114,14 @@ pub fn detect(value: &Value) -> Result<Format, ImportError> {
     Err(ImportError::UnknownFormat { what: format!("a JSON object with keys {}", keys.join(", ")) })
 }
 
+/// Reads a record from text in any accepted format, as it is, not judged yet.
 pub fn import_with(text: &str, source: &Source) -> Result<RunRecord, ImportError> {
     let value: Value = serde_json::from_str(text).map_err(|source| ImportError::NotJson { source })?;
-    let mut record = match detect(&value)? {
-        Format::Speedmatrix => serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source })?,
-        Format::LilBench => lil::import(&value, source)?,
-        Format::LlmInferenceBench => bench::import(&value, source, None)?,
-    };
-    if record.settings.slo.is_none() {
-        let (slo, medians) = default_slo(&record);
-        judge(&mut record, &slo)?;
-        if medians {
-            record.server.extra.insert(meta::SLO_JUDGED_FROM.into(), meta::MEDIANS.into());
-        }
+    match detect(&value)? {
+        Format::Speedmatrix => serde_json::from_value(value).map_err(|source| ImportError::InvalidRun { source }),
+        Format::LilBench => lil::import(&value, source),
+        Format::LlmInferenceBench => bench::import(&value, source, None),
     }
-    Ok(record)
-}
-
-/// The SLO an unjudged record is judged against: the default, or, for a file whose cells carry
-/// medians only (the reference tool's older files: no p90 or p99), the default's bounds taken at
-/// the median, so that its cells get an answer rather than none (`true`: the page says so).
-fn default_slo(record: &RunRecord) -> (Slo, bool) {
-    let slo = Slo::default();
-    let valid = || record.decode.iter().filter(|c| c.status() == CellStatus::Valid);
-    let gives = |slo: &Slo| valid().all(|c| slo.judge_summary(&sm_core::answer::summary(c)).is_ok());
-    if gives(&slo) {
-        return (slo, false);
-    }
-    let medians = Slo { bounds: slo.bounds.iter().map(|b| sm_core::slo::Bound { percentile: 50, ..*b }).collect() };
-    if valid().next().is_some() && gives(&medians) { (medians, true) } else { (slo, false) }
-}
-
-/// Judges a record that was not judged while it was measured (an imported file, a run recorded
-/// before speedmatrix.run/1.1) against `slo`, from its cells' summary figures, replacing any
-/// judgement made that way before (`speedmatrix report --slo`). A run judged per request while it
-/// was measured is refused: its summaries would give a different answer than its requests did.
-pub fn judge(record: &mut RunRecord, slo: &Slo) -> Result<(), ImportError> {
-    if record.settings.slo.is_some() && !meta::slo_from_summaries(record) {
-        let slo = record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default();
-        return Err(ImportError::SloJudgedWhenMeasured { slo });
-    }
-    let missing = slo.unjudgeable_from_summary();
-    if !missing.is_empty() {
-        return Err(ImportError::SloNotInSummaries { missing });
-    }
-    for cell in record.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
-        cell.slo_met = None;
-        cell.slo_bounds.clear();
-    }
-    record.settings.slo = None;
-    judge_from_summaries(record, slo).map_err(|missing| ImportError::SloNotInSummaries { missing })?;
-    record.server.extra.insert(meta::SLO_JUDGED_FROM.into(), "summaries".into());
-    Ok(())
 }
 
 /// Engines the record's schema names; anything else (`openai_proxy`) is generic.

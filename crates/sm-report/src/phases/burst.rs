@@ -22,7 +22,8 @@ fn grid(phase: &BurstPhase) -> Grid {
     let mut cols: Vec<u32> = Vec::new();
     for (context, label, c) in phase.cells() {
         if !rows.iter().any(|(r, _)| *r == context) {
-            rows.push((context, label));
+            // named as every view names a context: `256K (257,984)`; a file's prompts stay `file`
+            rows.push((context, context.map_or_else(|| label.clone(), |c| sm_core::context::shown(&label, c))));
         }
         if !cols.contains(&c) {
             cols.push(c);

@@ -4,10 +4,9 @@
 
 use std::fmt::Write;
 
-use sm_core::Tokens;
-use sm_core::context::label;
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
-use sm_core::record::RunRecord;
+use sm_core::plan::shown_context;
+use sm_core::record::{PlanKind, RunRecord};
 
 use crate::escape::{html as esc, markdown_cell};
 use crate::format::{self, opt};
@@ -16,13 +15,14 @@ fn levels(record: &RunRecord) -> &[MixedLevel] {
     record.phases.mixed_prefill.as_ref().map_or(&[], |m| m.levels.as_slice())
 }
 
-/// "8K fresh prompt · 4 streams at 1K".
-fn title(l: &MixedLevel) -> String {
+/// "8K fresh prompt · 4 streams at 1K", each context named as every view names it.
+fn title(record: &RunRecord, l: &MixedLevel) -> String {
+    let named = |ctx| shown_context(&record.plan, PlanKind::Decode, ctx);
     format!(
         "{} fresh prompt · {} background streams at {}",
-        label(Tokens(l.prompt_context)),
+        named(l.prompt_context),
         l.background,
-        label(Tokens(l.background_context))
+        named(l.background_context)
     )
 }
 
@@ -93,7 +93,7 @@ pub(super) fn html(s: &mut String, record: &RunRecord) {
          (the window before the send), during (send → first token) and after (the window after the first token)</p>\n",
     );
     for l in levels {
-        let _ = writeln!(s, "<h3>{}</h3>\n<p class=\"caption\">{}</p>", esc(&title(l)), esc(&summary(l)));
+        let _ = writeln!(s, "<h3>{}</h3>\n<p class=\"caption\">{}</p>", esc(&title(record, l)), esc(&summary(l)));
         s.push_str("<div class=\"scroll\"><table class=\"mixed\">\n<thead><tr>");
         for h in HEADER {
             let _ = write!(s, "<th>{}</th>", esc(h));
@@ -184,9 +184,10 @@ pub(crate) fn timeline_svg(what: &str, tl: &Timeline) -> String {
     for (t, anchor) in [(tl.start_s, "start"), (end, "end")] {
         let _ = write!(
             s,
-            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{t:+.1} s</text>"#,
+            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{} s</text>"#,
             x_at(t),
-            H - 6.0
+            H - 6.0,
+            crate::format::signed1(t)
         );
     }
     s.push_str("</svg>");
@@ -200,7 +201,7 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     }
     s.push_str("## A new user under load\n\n");
     for l in levels {
-        let _ = writeln!(s, "### {}\n\n{}\n", markdown_cell(&title(l)), markdown_cell(&summary(l)));
+        let _ = writeln!(s, "### {}\n\n{}\n", markdown_cell(&title(record, l)), markdown_cell(&summary(l)));
         let _ = writeln!(s, "| {} |", HEADER.join(" | "));
         let _ = writeln!(s, "|{}", "---:|".repeat(HEADER.len()));
         for (i, p) in l.probes.iter().enumerate() {
@@ -218,7 +219,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     }
     let _ = writeln!(s, "\nA new user under load");
     for l in levels {
-        let _ = writeln!(s, "{}", clip(&title(l), width));
+        let _ = writeln!(s, "{}", clip(&title(record, l), width));
         let _ = writeln!(s, "  {}", clip(&summary(l), width.saturating_sub(2)));
         for (i, p) in l.probes.iter().enumerate() {
             let c = probe_cells(i + 1, p);

@@ -11,6 +11,10 @@ mod mixed;
 mod rate;
 mod sessions;
 
+/// A record with a rate phase, for the tests of the whole page.
+#[cfg(test)]
+pub(crate) use rate::tests::record as sample_with_rate;
+
 /// The phases' sections of the HTML page, after the decode matrix.
 pub(crate) fn html(s: &mut String, record: &RunRecord) {
     rate::html(s, record);

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase};
+use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, Saturation};
 use sm_core::record::RunRecord;
 
 use sm_core::phases::rate::RequestRate;
@@ -31,9 +31,10 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.filter(|v| v.is_finite()).map_or_else(|| "—".into(), |v| format!("{v:.digits$}"))
 }
 
-const HEADER: [&str; 10] = [
+const HEADER: [&str; 11] = [
     "Offered req/s",
     "Achieved req/s",
+    "Completed",
     "TTFT p50 ms",
     "TTFT p99 ms",
     "E2E p50 ms",
@@ -44,32 +45,56 @@ const HEADER: [&str; 10] = [
     "Kept up",
 ];
 
-/// A level's cells, in [`HEADER`] order, as text.
-fn cells(l: &RateLevel) -> [String; 10] {
+/// The verdict column's place: the last, whose text (a level's error) may be long and wraps.
+const VERDICT: usize = HEADER.len() - 1;
+
+/// A level's cells, in [`HEADER`] order, as text. The figures rest on the completed requests, so
+/// their count is shown beside them; goodput is a share of the requests the server answered or failed.
+fn cells(l: &RateLevel) -> [String; 11] {
     let offered = l.rate.to_string();
     if l.status != LevelStatus::Measured {
         let why = l.reason.clone().unwrap_or_default();
-        let dash = || "—".to_string();
-        return [offered, dash(), dash(), dash(), dash(), dash(), dash(), dash(), dash(), why];
+        let mut row: [String; 11] = std::array::from_fn(|_| "—".to_string());
+        (row[0], row[VERDICT]) = (offered, why);
+        return row;
     }
     let flight = match (l.in_flight_mean, l.in_flight_max) {
         (Some(m), Some(x)) => format!("{m:.1} / {x}"),
         _ => "—".into(),
     };
     let late = format!("{} of {}", l.counts.late, l.counts.scheduled);
-    let kept = if l.saturated { "saturated".to_string() } else { "yes".to_string() };
+    let kept = kept_up(l);
+    let completed = format!("{} of {}", l.counts.completed, l.counts.scheduled);
+    // goodput is a share of the requests the server answered or failed (methodology §13.1)
+    let judged = l.counts.completed + l.counts.failed;
+    let goodput = match l.goodput_pct.filter(|_| judged > 0) {
+        Some(g) => format!("{} % of {judged}", crate::format::whole(g)),
+        None => "—".into(),
+    };
     [
         offered,
         num(l.achieved_rps, 2),
+        completed,
         num(l.ttft_ms.map(|q| q.p50), 0),
         num(l.ttft_ms.map(|q| q.p99), 0),
         num(l.e2e_ms.map(|q| q.p50), 0),
         num(l.output_tok_s, 0),
         flight,
         late,
-        l.goodput_pct.map_or_else(|| "—".into(), |g| format!("{g:.0} %")),
+        goodput,
         kept,
     ]
+}
+
+/// The verdict cell: "yes", "saturated" or "unknown", and what a reader must know beside it.
+fn kept_up(l: &RateLevel) -> String {
+    let verdict = match l.verdict() {
+        Some(Saturation::KeptUp) | None => "yes",
+        Some(Saturation::Saturated) => "saturated",
+        Some(Saturation::Unknown) => "unknown",
+    };
+    let note = l.note().to_string();
+    if note.is_empty() { verdict.to_string() } else { format!("{verdict}: {note}") }
 }
 
 fn caption(phase: &RatePhase) -> String {
@@ -101,8 +126,10 @@ pub(super) fn html(s: &mut String, record: &RunRecord) {
         for l in levels {
             let class = if l.saturated { " class=\"saturated\"" } else { "" };
             let _ = write!(s, "<tr{class}>");
-            for c in cells(l) {
-                let _ = write!(s, "<td>{}</td>", esc(&c));
+            for (i, c) in cells(l).iter().enumerate() {
+                // a long error wraps in its own column instead of widening the table past the screen
+                let class = if i == VERDICT { " class=\"verdict\"" } else { "" };
+                let _ = write!(s, "<td{class}>{}</td>", esc(c));
             }
             s.push_str("</tr>\n");
         }
@@ -175,18 +202,24 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
             let c = cells(l);
             let line = match l.status {
                 LevelStatus::Measured => format!(
-                    "{label:>8} {:>6} req/s{}: achieved {}, TTFT p50/p99 {}/{} ms, {} tok/s, goodput {}",
+                    "{label:>8} {:>6} req/s{}: achieved {} ({} completed), TTFT p50/p99 {}/{} ms, {} tok/s, goodput {}",
                     c[0],
-                    if l.saturated { " SATURATED" } else { "" },
+                    match l.verdict() {
+                        Some(Saturation::Saturated) => " SATURATED",
+                        Some(Saturation::Unknown) => " (saturation unknown)",
+                        _ => "",
+                    },
                     c[1],
                     c[2],
                     c[3],
-                    c[5],
-                    c[8],
+                    c[4],
+                    c[6],
+                    c[9],
                 ),
-                _ => format!("{label:>8} {:>6} req/s: {}", c[0], c[9]),
+                _ => format!("{label:>8} {:>6} req/s: {}", c[0], c[VERDICT]),
             };
-            let _ = writeln!(s, "{}", line.chars().take(width.max(20)).collect::<String>());
+            // wrapped, each next line under the first's text, so that a long error is read whole
+            let _ = writeln!(s, "{}", crate::wrap::hanging(&line, width.max(40), 17));
         }
     }
 }
@@ -194,7 +227,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
 const CSV_HEADER: &str = "context,label,rate_rps,status,reason,scheduled,sent,completed,failed,cancelled,unsent,late,\
 span_s,achieved_rps,output_tok_s,input_tok_s,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,tbt_ms_p50,tbt_ms_p90,tbt_ms_p99,\
 e2e_ms_p50,e2e_ms_p90,e2e_ms_p99,send_lag_ms_p50,send_lag_ms_p99,send_lag_ms_max,in_flight_mean,in_flight_max,\
-goodput_pct,goodput_rps,saturated,backlog_pct";
+goodput_pct,goodput_rps,saturated,backlog_pct,saturation,drain_s,note";
 
 fn opt(v: Option<f64>) -> String {
     v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"))
@@ -230,6 +263,12 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
         row.extend([opt(lag.map(|g| g.p50)), opt(lag.map(|g| g.p99)), opt(lag.map(|g| g.max))]);
         row.extend([opt(l.in_flight_mean), l.in_flight_max.map_or_else(String::new, |m| m.to_string())]);
         row.extend([opt(l.goodput_pct), opt(l.goodput_rps), l.saturated.to_string(), opt(l.backlog_pct)]);
+        let saturation = l.verdict().map_or("", |v| match v {
+            Saturation::KeptUp => "kept_up",
+            Saturation::Saturated => "saturated",
+            Saturation::Unknown => "unknown",
+        });
+        row.extend([saturation.to_string(), opt(l.drain_s), crate::csv::field(&l.note().to_string())]);
         row.extend(crate::telemetry::csv_cells(&l.telemetry));
         let _ = writeln!(s, "{}", row.join(","));
     }
@@ -237,7 +276,7 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use sm_core::phases::rate::{Arrival, LevelCounts, Percentiles, RateSettings, RequestRate};
 
     use super::*;
@@ -272,14 +311,15 @@ mod tests {
                 requests: Some(10),
                 window_s: None,
                 seed: 17,
-                grace_s: 5.0,
+                drain_max_s: 600.0,
+                grace_s: None,
                 max_tokens: 32,
             },
             levels: vec![hot, fast, skipped],
         }
     }
 
-    fn record() -> RunRecord {
+    pub(crate) fn record() -> RunRecord {
         let mut r = crate::import_str(include_str!("../../../../tests/data/run-sample.json")).unwrap();
         r.phases.rate = Some(phase());
         r
@@ -296,10 +336,14 @@ mod tests {
         assert!(h.contains("<svg") && h.contains("TTFT p50 from the due time"), "a chart of latency by rate");
         let mut m = String::new();
         markdown(&mut m, &r);
-        assert!(m.contains("| 2 | 1.95 | 40 | 61 | 300 | 62 | 0.6 / 2 | 1 of 10 | 90 % | yes |"), "{m}");
+        assert!(
+            m.contains("| 2 | 1.95 | 10 of 10 | 40 | 61 | 300 | 62 | 0.6 / 2 | 1 of 10 | 90 % of 10 | yes |"),
+            "{m}"
+        );
         let mut t = String::new();
         terminal(&mut t, &r, 200);
-        assert!(t.contains("16 req/s SATURATED: achieved") && t.contains("inf req/s: not run"), "{t}");
+        assert!(t.contains("16 req/s SATURATED: achieved 1.95 (10 of 10 completed)"), "{t}");
+        assert!(t.contains("inf req/s: not run"), "{t}");
         let c = csv(&r).unwrap();
         let lines: Vec<&str> = c.lines().collect();
         assert_eq!(lines.len(), 4);
@@ -307,11 +351,18 @@ mod tests {
         assert!(lines.iter().all(|l| l.split(',').count() == cols || l.contains('"')), "{c}");
         assert!(lines[1].starts_with("1024,1K,16,measured,,10,10,10,0,0,0,1,"), "{}", lines[1]);
         assert!(lines[3].contains(",inf,skipped,"), "{}", lines[3]);
-        // the whole page, the Markdown report and the files written carry the section
-        assert!(crate::html_page(&r, &[]).contains("<h2>Arrivals at a rate</h2>"));
-        assert!(crate::markdown(&r).contains("## Arrivals at a rate"));
+        // the files written carry the section (the page and the Markdown report: html.rs's tests)
         assert!(crate::phases::csv_files(&r).iter().any(|(name, _)| name == "rate.csv"));
         let mut none = r.clone();
+        none.phases.rate.as_mut().unwrap().levels[2].reason = Some(format!("error: {}", "a long reason ".repeat(20)));
+        // a long error wraps in its column on the page, and on the terminal under its level
+        let mut h = String::new();
+        html(&mut h, &none);
+        assert!(h.contains("<td class=\"verdict\">error: a long reason"), "{h}");
+        let mut t = String::new();
+        terminal(&mut t, &none, 80);
+        assert!(t.lines().all(|l| l.chars().count() <= 80), "{t}");
+        assert_eq!(t.split_whitespace().filter(|w| *w == "reason").count(), 20, "nothing cut: {t}");
         none.phases.rate = None;
         assert!(csv(&none).is_none());
     }

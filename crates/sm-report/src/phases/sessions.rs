@@ -6,13 +6,17 @@ use std::fmt::Write;
 
 use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnStatus, request_tok_s};
 use sm_core::record::RunRecord;
+use sm_core::units::plural;
 
 use crate::csv::field;
 use crate::escape::{html as esc, markdown_cell as md};
 use crate::format::{self, opt};
 use crate::svg::{Chart, Series, charts_row};
 
-const HEADER: [&str; 6] = ["Turn", "Users answered", "Prompt tokens", "Cached", "TTFT p50 / p90", "tok/s per request"];
+/// "Prompt tokens" is each turn's mean over the users who sent it (the sum would grow with the users,
+/// not with the history).
+const HEADER: [&str; 6] =
+    ["Turn", "Users answered", "Prompt tokens (mean)", "Cached", "TTFT p50 / p90", "tok/s per request"];
 
 fn pct(x: f64) -> String {
     format!("{} %", format::fixed1(x))
@@ -30,9 +34,9 @@ fn caption(s: &SessionsSettings) -> String {
         format!("{}-token user messages", format::count(s.turn_tokens))
     };
     format!(
-        "{} users × {} turns, {shared}, {messages}, answers of up to {} tokens, {} s think time; users started {} s apart. TTFT from each turn's scheduled start.",
-        s.users,
-        s.turns,
+        "{} × {}, {shared}, {messages}, answers of up to {} tokens, {} s think time; users started {} s apart. TTFT from each turn's scheduled start.",
+        plural(u64::from(s.users), "user"),
+        plural(u64::from(s.turns), "turn"),
         format::count(s.max_tokens),
         s.think_time_s,
         (s.stagger_s * 1000.0).round() / 1000.0
@@ -63,8 +67,8 @@ fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
 fn totals(p: &SessionsPhase) -> Option<String> {
     let s = p.summary.as_ref()?;
     Some(format!(
-        "{} turns answered, {} failed; {} output tok/s over {} s; TTFT p50 / p90 / p99 {} / {} / {}; end-to-end p50 / p90 / p99 {} / {} / {}; {} of prompt tokens from the prefix cache.",
-        s.completed,
+        "{} answered, {} failed; {} output tok/s over {} s; TTFT p50 / p90 / p99 {} / {} / {}; end-to-end p50 / p90 / p99 {} / {} / {}; {} of prompt tokens from the prefix cache.",
+        plural(s.completed, "turn"),
         s.failed,
         opt(s.output_tok_s, format::fixed1),
         format::fixed1(s.span_s),
@@ -155,7 +159,7 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
 
 pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     let Some(p) = &record.phases.sessions else { return };
-    let _ = writeln!(s, "\nMulti-turn sessions: per turn, across {} users", p.settings.users);
+    let _ = writeln!(s, "\nMulti-turn sessions: per turn, across {}", plural(u64::from(p.settings.users), "user"));
     let rows = rows(p);
     let widths: Vec<usize> = (0..HEADER.len())
         .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([HEADER[i].chars().count()]).max().unwrap_or(1))

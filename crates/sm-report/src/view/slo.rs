@@ -49,11 +49,7 @@ pub(super) fn slo_measurements(
 }
 
 fn row(cell: &DecodeCell, priced: bool, searched: bool) -> Vec<String> {
-    let mut row = vec![
-        opt(cell.slo_met, yes_no),
-        opt(cell.goodput_pct, |v| format!("{} %", format::fixed1(v))),
-        opt(cell.goodput_tok_s, format::fixed1),
-    ];
+    let mut row = vec![opt(cell.slo_met, yes_no), goodput(cell), opt(cell.goodput_tok_s, format::fixed1)];
     if priced {
         row.push(opt(cell.usd_per_million_tokens, usd));
     }
@@ -61,6 +57,17 @@ fn row(cell: &DecodeCell, priced: bool, searched: bool) -> Vec<String> {
         row.push(yes_no(cell.searched));
     }
     row
+}
+
+/// Goodput with the count of requests it is a share of (those that made a token in the window, not
+/// only the completed ones: a window of long answers completes none), so "100 %" is never read as
+/// a share of nothing. A record without the count shows the share alone; no request, no share.
+fn goodput(cell: &DecodeCell) -> String {
+    match (cell.goodput_pct, cell.requests) {
+        (Some(_), Some(0)) | (None, _) => NONE.to_string(),
+        (Some(v), Some(n)) => format!("{} % of {}", format::fixed1(v), sm_core::units::plural(n, "request")),
+        (Some(v), None) => format!("{} %", format::fixed1(v)),
+    }
 }
 
 fn yes_no(b: bool) -> String {

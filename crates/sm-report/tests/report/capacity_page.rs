@@ -316,3 +316,22 @@ fn a_run_recorded_before_slos_is_judged_against_the_default() {
     let judged = r.decode.iter().filter(|c| c.slo_met.is_some()).count();
     assert_eq!(judged, r.decode.iter().filter(|c| c.status() == CellStatus::Valid).count());
 }
+
+/// Goodput says how many requests it is a share of: a window of long answers completes none, and
+/// "Completed 0" beside a bare "100 %" read as a share of nothing.
+#[test]
+fn goodput_says_how_many_requests_it_rests_on() {
+    let mut r = measured(None, CapacityRule::Reference);
+    let cell = r.decode.iter_mut().find(|c| c.goodput_pct == Some(100.0)).expect("a cell that met the SLO");
+    (cell.completed, cell.requests) = (Some(0), Some(4));
+    let (label, concurrency) = (cell.label.clone(), cell.concurrency);
+    let one = r.decode.iter_mut().find(|c| c.goodput_pct == Some(25.0)).expect("a cell that did not");
+    one.requests = Some(1);
+    let md = md_text(&sm_report::markdown(&r));
+    let row = md
+        .lines()
+        .find(|l| l.starts_with(&format!("| Sustained decode | {label} | {concurrency} |")))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(row.contains("| 100.0 % of 4 requests |"), "{row}");
+    assert!(md.contains("| 25.0 % of 1 request |"), "{md}");
+}

@@ -105,7 +105,9 @@ fn server_metrics() -> sm_core::server_metrics::ServerMetrics {
         prompt_tokens: Some(4096),
         generation_tokens: Some(12_100),
         server_tok_s: Some(400.0),
+        measured_tokens: Some(12_139),
         tok_s_diff_pct: Some(-0.32),
+        tok_s_timing_pct: Some(0.41),
         queue_time_ms_p50: Some(2.5),
         queue_time_ms_mean: Some(3.25),
     }

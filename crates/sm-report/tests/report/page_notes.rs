@@ -155,7 +155,7 @@ fn a_trimmed_context_keeps_its_name_and_shows_its_count() {
 
 /// The x of every point of the chart titled `title`.
 fn point_xs(html: &str, title: &str) -> Vec<f64> {
-    let start = html.find(&format!("<title id=\"chart-{}\">", title)).unwrap_or_else(|| panic!("chart {title}"));
+    let start = html.find(&format!("aria-label=\"{title}\"")).unwrap_or_else(|| panic!("chart {title}"));
     let svg = &html[start..start + html[start..].find("</svg>").unwrap()];
     svg.split("<circle")
         .skip(1)
@@ -167,7 +167,7 @@ fn point_xs(html: &str, title: &str) -> Vec<f64> {
 fn prefill_charts_place_contexts_on_a_log_axis() {
     // contexts 8K, 128K and 262,079: four doublings, then one
     let html = sm_report::html_page(&record(sample_json()), &[]);
-    for title in ["prompt-tok-s-by-context", "ttft-by-context--cold-prompt"] {
+    for title in ["Prompt tok/s by context", "TTFT by context (cold prompt)"] {
         let x = point_xs(&html, title);
         assert_eq!(x.len(), 3, "{title}");
         let ratio = (x[1] - x[0]) / (x[2] - x[1]);

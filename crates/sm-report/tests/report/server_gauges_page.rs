@@ -50,3 +50,63 @@ fn a_cell_with_the_servers_gauges_shows_them_and_others_do_not() {
     );
     assert_eq!(rows.iter().filter(|r| !r["server_metrics_scrapes"].is_empty()).count(), 1);
 }
+
+/// Every id on a page is unique (the server's charts were once `chart-requests-at-the-server`
+/// once per cell), the cells' gauges are listed in the matrix's order, a change that rounds to
+/// nothing is not "-0.0", and a span's line says "server" once.
+#[test]
+fn ids_are_unique_gauges_come_in_matrix_order_and_no_figure_reads_minus_zero() {
+    let mut record: RunRecord = sm_report::load_any(&data("run-sample.json")).unwrap();
+    let mut tiny = gauges();
+    tiny.tok_s_diff_pct = Some(-0.04);
+    for cell in record.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
+        cell.server_metrics = Some(tiny.clone());
+    }
+    for row in record.prefill.iter_mut() {
+        row.telemetry.server_metrics = Some(tiny.clone());
+    }
+    // measured column-first, as a run measures them
+    record.decode.sort_by_key(|c| (c.concurrency, c.context));
+    let html = sm_report::html_page(&record, &[]);
+    let ids = element_ids(&html);
+    assert!(ids.len() > 5, "{ids:?}");
+    let mut seen = std::collections::HashSet::new();
+    for id in &ids {
+        assert!(seen.insert(id), "the id {id:?} is on the page twice");
+    }
+    let md = md_text(&sm_report::markdown(&record));
+    assert!(!md.contains("-0.0") && !html.contains("-0.0 %"), "{md}");
+    assert!(md.contains("(0.0 % vs measured)"), "{md}");
+    assert!(!md.contains("server: server") && !html.contains("server: server"), "{md}");
+    let listed: Vec<(u64, u32)> = record
+        .decode
+        .iter()
+        .filter(|c| c.status() == CellStatus::Valid)
+        .map(|c| (c.context, c.concurrency))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let at = |c: &(u64, u32)| {
+        let cell = record.decode.iter().find(|d| (d.context, d.concurrency) == *c).unwrap();
+        md.find(&format!("{} × {}: server", cell.label, cell.concurrency)).expect("a line per cell")
+    };
+    assert!(listed.windows(2).all(|w| at(&w[0]) < at(&w[1])), "by context, then concurrency: {md}");
+}
+
+/// The value of every `id` attribute of the page's elements.
+fn element_ids(html: &str) -> Vec<String> {
+    let mut ids = Vec::new();
+    for tag in html.split('<').skip(1) {
+        let tag = tag.split('>').next().unwrap_or("");
+        for quote in ['"', '\''] {
+            for (i, _) in tag.match_indices(&format!("id={quote}")) {
+                let before = tag[..i].chars().last();
+                if before.is_some_and(char::is_whitespace) {
+                    let rest = &tag[i + 4..];
+                    ids.push(rest[..rest.find(quote).unwrap_or(rest.len())].to_string());
+                }
+            }
+        }
+    }
+    ids
+}

@@ -91,3 +91,19 @@ fn a_run_without_the_phase_shows_nothing_of_it() {
     assert!(!sm_report::markdown(&r).contains("Multi-turn sessions"));
     assert!(sm_report::phases::csv_files(&r).iter().all(|(n, _)| n != "sessions.csv"));
 }
+
+/// The table says its prompt tokens are a mean per user; a run of the phases alone does not claim
+/// in its subtitle the matrix's contexts and concurrency levels, which it did not measure.
+#[test]
+fn prompt_tokens_say_they_are_a_mean_and_a_phases_only_subtitle_names_the_phases() {
+    let mut r = with_sessions();
+    let html = sm_report::html_page(&r, &[]);
+    assert!(html.contains("<th>Prompt tokens (mean)</th>"), "{}", table(&html, "sessions"));
+    assert!(sm_report::view::build(&r).subtitle.iter().any(|s| s.contains("concurrency level")));
+    r.settings.matrix = false;
+    let subtitle = sm_report::view::build(&r).subtitle;
+    assert!(!subtitle.iter().any(|s| s.contains("concurrency")), "{subtitle:?}");
+    assert!(subtitle.iter().any(|s| s == "load phases only: multi-turn sessions"), "{subtitle:?}");
+    let md = md_text(&sm_report::markdown(&r));
+    assert!(md.contains("load phases only: multi-turn sessions") && !md.contains("concurrency levels"), "{md}");
+}

@@ -1,10 +1,11 @@
 //! How the site shows a capacity answer (methodology §11.3): the users at one
 //! context, a short tag for what bounds them and a sentence that says it.
 
-use std::fmt::Write;
+use maud::{Markup, html};
 
-use super::esc;
+use super::swatch;
 use crate::db::CapacityRow;
+use crate::rejudge::{self, Rejudged};
 
 /// A short tag for `bounded_by` and a phrase that says it.
 pub fn bound_tag(bounded_by: &str) -> (String, String) {
@@ -50,26 +51,19 @@ pub fn users_phrase(max_users: i64, bounded_by: &str) -> String {
     }
 }
 
-/// One answer as a compact, escaped HTML fragment: `8K: 46 [TBT]`, the sentence in its title;
-/// a link when `href` is given.
-pub fn compact(row: &CapacityRow, href: Option<&str>) -> String {
+/// One answer as a compact fragment: `8K: 46 [TBT]`, the sentence in its title; a link when
+/// `href` is given.
+pub fn compact(row: &CapacityRow, href: Option<&str>) -> Markup {
     let (tag, why) = bound_tag(&row.bounded_by);
     let users = users_text(row.max_users, &row.bounded_by);
-    let title = format!("{} context: {} meet the SLO — {why}", row.label, users_phrase(row.max_users, &row.bounded_by));
-    let text = format!("{}: {users}", esc(&row.label));
-    let body = match href {
-        Some(h) => format!("<a href=\"{}\">{text}</a>", esc(h)),
-        None => text,
-    };
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<span class=\"ans\" title=\"{}\">{body}<abbr class=\"bound\" title=\"{}\">{}</abbr></span>",
-        esc(&title),
-        esc(&why),
-        esc(&tag)
-    );
-    s
+    let name = sm_core::context::shown(&row.label, u64::try_from(row.context).unwrap_or_default());
+    let title = format!("{name} context: {} meet the SLO — {why}", users_phrase(row.max_users, &row.bounded_by));
+    html! {
+        span.ans title=(title) {
+            @if let Some(h) = href { a href=(h) { (name) ": " (users) } } @else { (name) ": " (users) }
+            abbr.bound title=(why) { (tag) }
+        }
+    }
 }
 
 /// One run of a comparison, as the capacity section needs it.
@@ -92,58 +86,92 @@ fn judged_text(judged_from: &str) -> &'static str {
 /// The comparison's capacity answers side by side: a row per decode context, a column per run,
 /// and the SLO each run used — with a warning when they differ, since the numbers then answer
 /// different questions.
-pub fn compare_section(s: &mut String, sides: &[Side<'_>]) {
-    s.push_str(
-        "<h2 id=\"capacity\">Capacity</h2>\n<p class=\"caption\">the most simultaneous users per context whose cell \
-         meets the run's SLO: continuously generating streams, a conservative bound on chat users (who also read and \
-         type) · ≥ where every measured level passed or the next could not be measured · see methodology §11</p>\n",
-    );
+pub fn compare_section(sides: &[Side<'_>]) -> Markup {
     let slos: Vec<String> =
         sides.iter().map(|r| r.record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default()).collect();
-    if slos.iter().any(|x| *x != slos[0]) {
-        let list: Vec<String> = sides.iter().zip(&slos).map(|(r, slo)| format!("{}: {slo}", r.letter)).collect();
-        let _ = writeln!(
-            s,
-            "<p class=\"banner slo-warning\" role=\"note\">These runs used different SLOs ({}): their capacities \
-             answer different questions and are not comparable.</p>",
-            esc(&list.join("; "))
-        );
-    }
-    let mut contexts: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
-    for r in sides {
-        for a in &r.record.capacity {
-            contexts.entry(a.context).or_insert_with(|| a.label.clone());
+    let differ = slos.iter().any(|x| *x != slos[0]);
+    let list: Vec<String> = sides.iter().zip(&slos).map(|(r, slo)| format!("{}: {slo}", r.letter)).collect();
+    // contexts within 1 % of each other are one row, named as every page names them
+    let per_run: Vec<Vec<(u64, String)>> =
+        sides.iter().map(|r| r.record.capacity.iter().map(|a| (a.context, a.label.clone())).collect()).collect();
+    let contexts = sm_report::compare::align(&per_run);
+    html! {
+        h2 id="capacity" { "Capacity" }
+        p.caption {
+            "the most simultaneous users per context whose cell meets the run's SLO: continuously generating \
+             streams, a conservative bound on chat users (who also read and type) · ≥ where every measured level \
+             passed or the next could not be measured · see methodology §11"
         }
-    }
-    s.push_str("<div class=\"scroll\"><table class=\"diff answers\">\n<colgroup><col class=\"name\"></colgroup>\n<thead><tr><th scope=\"col\"></th>");
-    for (i, r) in sides.iter().enumerate() {
-        let _ = write!(s, "<th scope=\"col\"><span class=\"swatch s{i}\">{}</span></th>", esc(r.letter));
-    }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    let differs = if slos.iter().any(|x| *x != slos[0]) { " class=\"differs\"" } else { "" };
-    let _ = write!(s, "<tr{differs}><th scope=\"row\">SLO</th>");
-    for (r, slo) in sides.iter().zip(&slos) {
-        let slo = if slo.is_empty() { sm_report::format::NONE } else { slo };
-        let _ = write!(s, "<td><code>{}</code><div class=\"sub\">{}</div></td>", esc(slo), judged_text(r.judged_from));
-    }
-    s.push_str("</tr>\n");
-    for (ctx, label) in &contexts {
-        let _ = write!(s, "<tr><th scope=\"row\">{} context</th>", esc(label));
-        for r in sides {
-            match r.record.capacity.iter().find(|a| a.context == *ctx) {
-                Some(a) => answer_cell(s, r.record, a),
-                None => s.push_str("<td class=\"sub\">not measured</td>"),
+        @if differ {
+            p class="banner slo-warning" role="note" {
+                "These runs used different SLOs (" (list.join("; ")) "): their capacities answer different \
+                 questions and are not comparable."
             }
         }
-        s.push_str("</tr>\n");
-    }
-    s.push_str("</tbody></table></div>\n");
-    if contexts.is_empty() {
-        s.push_str("<p class=\"caption\">None of these runs has a capacity answer (no decode cells).</p>\n");
+        div.scroll { table class="diff answers" {
+            colgroup { col.name; }
+            thead { tr {
+                th scope="col" {}
+                @for (i, r) in sides.iter().enumerate() { th scope="col" { (swatch(i, r.letter)) } }
+            } }
+            tbody {
+                tr class=[differ.then_some("differs")] {
+                    th scope="row" { "SLO" }
+                    @for (r, slo) in sides.iter().zip(&slos) {
+                        td {
+                            code { (if slo.is_empty() { sm_report::format::NONE } else { slo }) }
+                            div.sub { (judged_text(r.judged_from)) }
+                        }
+                    }
+                }
+                @for row in &contexts {
+                    tr {
+                        th scope="row" { (row.name) " context" }
+                        @for (r, at) in sides.iter().zip(&row.at) {
+                            @match at.and_then(|ctx| r.record.capacity.iter().find(|a| a.context == ctx)) {
+                                Some(a) => { (answer_cell(r.record, a)) }
+                                None => { td.sub { "not measured" } }
+                            }
+                        }
+                    }
+                }
+                (rejudged_row(sides, &slos))
+            }
+        } }
+        @if contexts.is_empty() { p.caption { "None of these runs has a capacity answer (no decode cells)." } }
     }
 }
 
-fn answer_cell(s: &mut String, record: &sm_core::record::RunRecord, a: &sm_core::answer::Capacity) {
+/// Where the runs' SLOs differ: each other run's answer under the baseline's SLO (A's), re-judged
+/// where its stored figures answer every bound exactly (methodology §11.3), or why not.
+fn rejudged_row(sides: &[Side<'_>], slos: &[String]) -> Markup {
+    let Some((base, others)) = sides.split_first() else { return html! {} };
+    let Some(slo) = base.record.settings.slo.as_ref().filter(|_| slos.iter().any(|x| *x != slos[0])) else {
+        return html! {};
+    };
+    let under_base = |r: &Side<'_>| match rejudge::measured(r.judged_from) {
+        Some(how) => rejudge::of(r.record, slo, how, &crate::answer::rows(r.record)),
+        None => Rejudged::Cannot("not judged".into()),
+    };
+    html! {
+        tr.rejudged {
+            th scope="row" { "Under " (base.letter) "'s SLO" }
+            td.sub { "its own" }
+            @for (r, own) in others.iter().zip(&slos[1..]) {
+                @if *own == slos[0] {
+                    td.sub { "its own" }
+                } @else {
+                    @match under_base(r) {
+                        Rejudged::Answer(rows) => { td { "re-judged: " @for row in &rows { (compact(row, None)) } } }
+                        Rejudged::Cannot(why) => { td.sub { (why) } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn answer_cell(record: &sm_core::record::RunRecord, a: &sm_core::answer::Capacity) -> Markup {
     let bounded = a.bounded_by.to_string();
     let (tag, mut why) = bound_tag(&bounded);
     if bounded == "kv_cache" {
@@ -157,19 +185,15 @@ fn answer_cell(s: &mut String, record: &sm_core::record::RunRecord, a: &sm_core:
         (0, sm_core::answer::BoundedBy::Slo(_), Some(f)) => format!("fewer than {f} users"),
         (n, _, _) => users_phrase(i64::from(n), &bounded),
     };
-    let _ = write!(
-        s,
-        "<td title=\"{}\"><span class=\"users\">{}</span><abbr class=\"bound\" title=\"{}\">{}</abbr>",
-        esc(&format!("{} context: {users} — {why}", a.label)),
-        esc(&users),
-        esc(&why),
-        esc(&tag)
-    );
+    let title = format!("{} context: {users} — {why}", sm_core::context::shown(&a.label, a.context));
     let costs = sm_report::capacity::cost_parts(a);
-    if !costs.is_empty() {
-        let _ = write!(s, "<div class=\"sub\">{}</div>", esc(&costs.join(" · ")));
+    html! {
+        td title=(title) {
+            span.users { (users) }
+            abbr.bound title=(why) { (tag) }
+            @if !costs.is_empty() { div.sub { (costs.join(" · ")) } }
+        }
     }
-    s.push_str("</td>");
 }
 
 #[cfg(test)]
@@ -187,8 +211,31 @@ mod tests {
         assert_eq!(users_phrase(0, "unmeasured"), "not judged");
         assert_eq!(users_phrase(12, "kv_cache"), "12 users");
         let row = CapacityRow { context: 8192, label: "<b>8K".into(), max_users: 3, bounded_by: "slo:<i>".into() };
-        let html = compact(&row, Some("/?context=8192&sort=users"));
-        assert!(!html.contains("<b>") && !html.contains("<i>") && html.contains("&lt;b&gt;8K: 3"), "{html}");
+        let html = compact(&row, Some("/?context=8192&sort=users")).into_string();
+        assert!(!html.contains("<b>") && !html.contains("<i>") && html.contains("&lt;b&gt;8K (8,192): 3"), "{html}");
+        // a 256K fitted to the model is named as on every page, with its tokens
+        let fitted =
+            CapacityRow { context: 257_984, label: "256K".into(), max_users: 4, bounded_by: "kv_cache".into() };
+        let fitted = compact(&fitted, None).into_string();
+        assert!(fitted.contains("256K (257,984): 4"), "{fitted}");
         assert!(html.contains("href=\"/?context=8192&amp;sort=users\""), "{html}");
+    }
+
+    #[test]
+    fn a_comparison_of_two_slos_re_judges_the_others_under_the_baselines() {
+        let sample = include_str!("../../../../tests/data/run-sample.json");
+        let mut a: sm_core::record::RunRecord = serde_json::from_str(sample).unwrap();
+        crate::answer::ensure(&mut a).unwrap();
+        let mut b: sm_core::record::RunRecord = serde_json::from_str(sample).unwrap();
+        sm_core::answer::judge_from_summaries(&mut b, &"ttft_p50<=2s".parse().unwrap()).unwrap();
+        let side = |letter, record| Side { letter, record, judged_from: "summaries" };
+        let html = compare_section(&[side("A", &a), side("B", &b)]).into_string();
+        // the default SLO's tok_s_p10 is no figure a run judged from its summaries stored
+        assert!(html.contains("Under A&#39;s SLO") || html.contains("Under A's SLO"), "{html}");
+        assert!(html.contains("cannot answer tok_s_p10 (the run stored p50 only)"), "{html}");
+        let html = compare_section(&[side("B", &b), side("A", &a)]).into_string();
+        assert!(html.contains("<td>re-judged: <span class=\"ans\""), "{html}");
+        let same = compare_section(&[side("A", &a), side("B", &a)]).into_string();
+        assert!(!same.contains("re-judged"), "{same}");
     }
 }

@@ -2,13 +2,12 @@
 //! (`sm_report::compare`) and the same marks as `speedmatrix compare`, so the site and the command
 //! line cannot disagree about which difference is beyond the noise.
 
-use std::fmt::Write;
-
+use maud::{Markup, html};
 use sm_core::record::RunRecord;
-use sm_report::compare::render::{diff_text, outcome_text};
+use sm_report::compare::render::{TOO_FEW_MEANING, diff_text, outcome_text, requests_text};
 use sm_report::compare::{Comparison, Figure, Outcome, Significance, compare};
 
-use super::esc;
+use super::swatch;
 
 fn class(s: Significance) -> &'static str {
     match s {
@@ -18,57 +17,64 @@ fn class(s: Significance) -> &'static str {
     }
 }
 
-fn table(s: &mut String, c: &Comparison, bi: usize, letter: &str) {
-    let _ = write!(
-        s,
-        "<h3 class=\"ratio-title\"><span class=\"swatch s{bi}\">{letter}</span> − <span class=\"swatch s0\">A</span></h3>\n\
-         <div class=\"scroll\"><table class=\"runs sigdiff\">\n<thead><tr><th>Context</th><th class=\"r\">Users</th>"
-    );
-    for f in Figure::ALL {
-        let _ = write!(s, "<th class=\"r\">{}</th>", esc(f.title()));
-    }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for cell in &c.cells {
-        let _ = write!(s, "<tr><td>{}</td><td class=\"num\">{}</td>", esc(&cell.label), cell.concurrency);
-        match &cell.outcome {
-            Outcome::Compared(diffs) => {
-                for f in Figure::ALL {
-                    match diffs.iter().find(|d| d.figure == f) {
-                        Some(d) => {
-                            let _ = write!(
-                                s,
-                                "<td class=\"num {}\" title=\"{}\">{}</td>",
-                                class(d.significance),
-                                esc(d.significance.meaning()),
-                                esc(&diff_text(d))
-                            );
-                        }
-                        None => s.push_str("<td class=\"num\">—</td>"),
+fn table(c: &Comparison, bi: usize, letter: &str) -> Markup {
+    html! {
+        h3.ratio-title { (swatch(bi, letter)) " − " (swatch(0, "A")) }
+        div.scroll { table class="runs sigdiff" {
+            thead { tr {
+                th { "Context" }
+                th.r { "Users" }
+                th.r title={ "each run's requests in the cell (A/" (letter) ")" } { "Requests" }
+                @for f in Figure::ALL { th.r { (f.title()) } }
+            } }
+            tbody {
+                @for cell in &c.cells {
+                    tr {
+                        td { (cell.label) }
+                        td.num { (cell.concurrency) }
+                        td.num { (requests_text(cell.requests)) }
+                        (figures(&cell.outcome, letter))
                     }
                 }
             }
-            other => {
-                let _ = write!(s, "<td colspan=\"6\" class=\"caption\">{}</td>", esc(&outcome_text(other, letter)));
-            }
-        }
-        s.push_str("</tr>\n");
+        } }
     }
-    s.push_str("</tbody></table></div>\n");
+}
+
+/// A cell's difference per figure, marked by its significance, or why the cell has none.
+fn figures(outcome: &Outcome, letter: &str) -> Markup {
+    match outcome {
+        Outcome::Compared(diffs) => html! {
+            @for f in Figure::ALL {
+                @match diffs.iter().find(|d| d.figure == f) {
+                    Some(d) => {
+                        @let meaning = if d.too_few { TOO_FEW_MEANING } else { d.significance.meaning() };
+                        td class={ "num " (class(d.significance)) } title=(meaning) { (diff_text(d)) }
+                    }
+                    None => { td.num { "—" } }
+                }
+            }
+        },
+        other => html! { td colspan="6" class="caption" { (outcome_text(other, letter)) } },
+    }
 }
 
 /// Each run after the first against the first, per cell and figure, with the legend of the marks.
-pub fn section(s: &mut String, records: &[&RunRecord], letters: &[&str]) {
-    s.push_str(
-        "<h2 id=\"decode-differences\">Differences from A, with their significance</h2>\n<p class=\"caption\">each \
-         figure's difference in % of A's, per cell both runs measured (the same as <code>speedmatrix compare</code>)</p>\n",
-    );
+pub fn section(records: &[&RunRecord], letters: &[&str]) -> Markup {
     let comparisons: Vec<Comparison> = records.iter().skip(1).map(|b| compare(records[0], b)).collect();
-    for (i, c) in comparisons.iter().enumerate() {
-        table(s, c, i + 1, letters[i + 1]);
+    let no_interval = comparisons.iter().any(|c| c.any(Significance::NoInterval));
+    let too_few = comparisons.iter().any(|c| c.compared().any(|(_, f)| f.iter().any(|d| d.too_few)));
+    html! {
+        h2 id="decode-differences" { "Differences from A, with their significance" }
+        p.caption {
+            "each figure's difference in % of A's, per cell both runs measured (the same as "
+            code { "speedmatrix compare" } ")"
+        }
+        @for (i, c) in comparisons.iter().enumerate() { (table(c, i + 1, letters[i + 1])) }
+        p class="caption sigkey" {
+            b { "*" } " " (Significance::Significant.meaning())
+            @if no_interval { " · " b { "?" } " " (Significance::NoInterval.meaning()) }
+            @if too_few { " · " b { "— (n < 6)" } " " (TOO_FEW_MEANING) }
+        }
     }
-    let _ = write!(s, "<p class=\"caption sigkey\"><b>*</b> {}", esc(Significance::Significant.meaning()));
-    if comparisons.iter().any(|c| c.any(Significance::NoInterval)) {
-        let _ = write!(s, " · <b>?</b> {}", esc(Significance::NoInterval.meaning()));
-    }
-    s.push_str("</p>\n");
 }

@@ -1,28 +1,65 @@
 //! The site's own pages (runs list, compare, upload), server-rendered and
 //! usable without script. They share the report page's stylesheet so a run's
 //! page and the pages around it look like one site.
+//!
+//! The site serves strangers' uploads, so every page is a `maud` template: each interpolated
+//! value is escaped by the template itself. Only markup the site builds goes in unescaped
+//! (`PreEscaped`), each use saying why it is safe: the compiled-in stylesheets and script, and
+//! the charts `sm_report::svg` draws, which escape their own text.
 
 pub mod capacity;
 pub mod compare;
 mod compare_diff;
+#[cfg(test)]
+mod golden_tests;
 pub mod runs;
 pub mod upload;
 
 use std::fmt::Write;
 
-pub use sm_report::escape::html as esc;
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+use sha2::Digest;
 
 /// The report page's stylesheet: one look for the report and the site.
 const REPORT_CSS: &str = sm_report::CSS;
 const SITE_CSS: &str = include_str!("site.css");
 
-/// The policy of every page: nothing but inline styles and data: images, and
-/// forms only to this site.
+/// The runs list's one script: "Compare selected" sends the runs in the order they were ticked,
+/// so the first ticked is the baseline. Without it the list still works (the table's order).
+pub const COMPARE_ORDER_JS: &str = include_str!("compare-order.js");
+
+/// The policy of every page: nothing but inline styles, data: images, the one script above (by
+/// its hash) and forms only to this site.
 /// (`frame-ancestors` only works as a header, so the page's own copy leaves it out.)
-const PAGE_CSP: &str =
-    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; base-uri 'none'";
-pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; form-action 'self'; \
-    base-uri 'none'; frame-ancestors 'none'";
+static PAGE_CSP: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-{}'; img-src data:; form-action 'self'; \
+         base-uri 'none'",
+        base64(&sha2::Sha256::digest(COMPARE_ORDER_JS.as_bytes()))
+    )
+});
+
+/// The policy as the site's header sends it.
+pub fn csp() -> String {
+    format!("{}; frame-ancestors 'none'", *PAGE_CSP)
+}
+
+/// Standard base64 with padding (RFC 4648 §4), for the script's hash.
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(char::from(ABC[(n >> (18 - 6 * i) & 63) as usize]));
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Nav {
@@ -32,32 +69,77 @@ pub enum Nav {
 }
 
 /// A whole page: `kicker` and `title` head it, `body` follows.
-pub fn shell(active: Nav, kicker: &str, title: &str, body: &str) -> String {
-    let mut s = String::with_capacity(body.len() + REPORT_CSS.len() + 4096);
-    let _ = write!(
-        s,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <meta name=\"generator\" content=\"speedmatrix\">\n\
-         <meta http-equiv=\"Content-Security-Policy\" content=\"{PAGE_CSP}\">\n\
-         <title>{} — speedmatrix results</title>\n<style>\n{REPORT_CSS}{SITE_CSS}</style>\n</head>\n<body>\n",
-        esc(title)
-    );
-    s.push_str("<nav class=\"site\"><a class=\"brand\" href=\"/\">speedmatrix results</a>");
-    for (nav, text, href) in
-        [(Nav::Runs, "Runs", "/"), (Nav::Compare, "Compare", "/compare"), (Nav::Upload, "Upload", "/upload")]
-    {
-        let current = if nav == active { " aria-current=\"page\"" } else { "" };
-        let _ = write!(s, "<a href=\"{href}\"{current}>{text}</a>");
+pub fn shell(active: Nav, kicker: &str, title: &str, body: Markup) -> String {
+    let page = html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="generator" content="speedmatrix";
+                meta http-equiv="Content-Security-Policy" content=(*PAGE_CSP);
+                title { (title) " — speedmatrix results" }
+                // the stylesheets are the report's and the site's own, compiled in: no upload's text
+                style { (PreEscaped(REPORT_CSS)) (PreEscaped(SITE_CSS)) }
+            }
+            body {
+                (nav(active))
+                header {
+                    p.kicker { (kicker) }
+                    h1 { (title) }
+                }
+                (body)
+                footer {
+                    "speedmatrix results site — every run is also available as JSON at "
+                    code { "/api/runs/<id>" }
+                    "; figures are defined in each run's Methodology section."
+                }
+            }
+        }
+    };
+    without_controls(page.into_string())
+}
+
+fn nav(active: Nav) -> Markup {
+    let links = [(Nav::Runs, "Runs", "/"), (Nav::Compare, "Compare", "/compare"), (Nav::Upload, "Upload", "/upload")];
+    html! {
+        nav.site {
+            a.brand href="/" { "speedmatrix results" }
+            @for (nav, text, href) in links {
+                a href=(href) aria-current=[(nav == active).then_some("page")] { (text) }
+            }
+        }
     }
-    s.push_str("</nav>\n");
-    let _ = write!(s, "<header>\n<p class=\"kicker\">{}</p>\n<h1>{}</h1>\n</header>\n", esc(kicker), esc(title));
-    s.push_str(body);
-    s.push_str(
-        "<footer>speedmatrix results site — every run is also available as JSON at <code>/api/runs/&lt;id&gt;</code>; \
-         figures are defined in each run's Methodology section.</footer>\n</body>\n</html>\n",
-    );
-    s
+}
+
+/// A page with the control characters an upload's text may hold (the template escapes markup, not
+/// them) shown as U+FFFD, as `sm_report::escape::html` shows them on a run's page. The pages' own
+/// markup, stylesheets and script have none but line breaks and tabs, which stay.
+fn without_controls(page: String) -> String {
+    if !page.chars().any(is_shown_as_replacement) {
+        return page;
+    }
+    page.chars().map(|c| if is_shown_as_replacement(c) { '\u{FFFD}' } else { c }).collect()
+}
+
+fn is_shown_as_replacement(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// The runs list's and the picker's one script, allowed by its hash (see [`PAGE_CSP`]).
+fn compare_order_script() -> Markup {
+    // the script is compiled in and must stay byte for byte what the policy's hash is of
+    html! { script { (PreEscaped(COMPARE_ORDER_JS)) } }
+}
+
+/// A run's letter in its chart colour, as the comparison's key, tables and legends show it.
+fn swatch(i: usize, letter: &str) -> Markup {
+    html! { span class={ "swatch s" (i) } { (letter) } }
+}
+
+/// A notice above a page's content.
+fn banner(text: &str) -> Markup {
+    html! { p.banner role="alert" { (text) } }
 }
 
 /// Percent-encodes a query-string value.
@@ -95,7 +177,7 @@ pub fn gpu_text(gpu: &str, count: i64) -> String {
 
 /// A page that says what went wrong, with the status's usual look.
 pub fn message(active: Nav, title: &str, text: &str) -> String {
-    shell(active, "speedmatrix results", title, &format!("<p class=\"banner\" role=\"alert\">{}</p>\n", esc(text)))
+    shell(active, "speedmatrix results", title, banner(text))
 }
 
 #[cfg(test)]
@@ -112,8 +194,26 @@ mod tests {
     }
 
     #[test]
+    fn the_policy_allows_the_one_script_by_its_hash() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        let hash = base64(&sha2::Sha256::digest(COMPARE_ORDER_JS.as_bytes()));
+        assert!(csp().contains(&format!("script-src 'sha256-{hash}'")) && csp().ends_with("frame-ancestors 'none'"));
+        assert!(!csp().contains("script-src 'unsafe") && PAGE_CSP.matches("script-src").count() == 1);
+    }
+
+    #[test]
     fn shell_escapes_the_title() {
-        let page = shell(Nav::Runs, "k", "<script>x</script>", "");
+        let page = shell(Nav::Runs, "k", "<script>x</script>", html! {});
         assert!(!page.contains("<script>x") && page.contains("&lt;script&gt;x"));
+    }
+
+    #[test]
+    fn control_characters_are_shown_as_replacements() {
+        let page = message(Nav::Runs, "t\u{0}", "a\u{1b}[31mb\r");
+        assert!(page.contains("t\u{FFFD}") && page.contains("a\u{FFFD}[31mb\u{FFFD}"), "{page}");
+        assert!(!page.contains('\u{1b}') && !page.contains('\r') && !page.contains('\u{0}'));
     }
 }

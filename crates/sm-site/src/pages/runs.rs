@@ -3,12 +3,17 @@
 //! per context; `context` keeps the runs that measured one and shows (and
 //! sorts by) their answer there.
 
-use std::fmt::Write;
+use std::collections::HashMap;
 
+use maud::{Markup, html};
 use serde::Deserialize;
 
-use super::{Nav, capacity, esc, gpu_text, shell, short_time, url_encode};
-use crate::db::{Filter, ListQuery, Sort, StoredRun};
+use sm_core::context::ContextQuery;
+use sm_report::format::NONE;
+
+use super::{Nav, banner, capacity, compare_order_script, gpu_text, shell, short_time, url_encode};
+use crate::db::{CapacityRow, Filter, ListQuery, Sort, StoredRun};
+use crate::rejudge::Rejudged;
 
 /// The list's query string, shared by the page and `GET /api/runs`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -23,6 +28,7 @@ pub struct ListParams {
     pub from: Option<String>,
     pub to: Option<String>,
     pub context: Option<String>,
+    pub slo: Option<String>,
     pub sort: Option<String>,
     pub dir: Option<String>,
     pub page: Option<String>,
@@ -31,8 +37,20 @@ pub struct ListParams {
 
 /// The parameters every link of the list carries, so that sorting and paging
 /// keep the filters and the page size (`sort`, `dir` and `page` are set per link).
-const CARRIED: [&str; 11] =
-    ["model", "gpu", "gpu_count", "engine", "engine_version", "uploader", "label", "from", "to", "context", "per_page"];
+const CARRIED: [&str; 12] = [
+    "model",
+    "gpu",
+    "gpu_count",
+    "engine",
+    "engine_version",
+    "uploader",
+    "label",
+    "from",
+    "to",
+    "context",
+    "slo",
+    "per_page",
+];
 
 fn clean(v: &Option<String>) -> Option<String> {
     v.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string)
@@ -44,15 +62,30 @@ fn date(v: &Option<String>, what: &str) -> Result<Option<time::Date>, String> {
     parse_day(&d).map(Some).ok_or_else(|| format!("{what} must be a date like 2026-09-03, not \"{d}\""))
 }
 
-/// A context length in tokens (`32768`, `32K`, `32k`: K is 1,024), or why not.
-fn context(v: &Option<String>) -> Result<Option<i64>, String> {
+/// A decode context by the name it was asked as (`256K`, `256k`), its exact tokens (`257984`,
+/// `257,984`) or both as the pages show it (`256K (257,984)`), or why not.
+fn context(v: &Option<String>) -> Result<Option<ContextQuery>, String> {
     let Some(text) = clean(v) else { return Ok(None) };
-    sm_core::units::parse_tokens(&text)
-        .ok()
-        .and_then(|t| i64::try_from(t.0).ok())
-        .filter(|&t| t >= 1 && (t as f64) <= crate::validate::MAX_CONTEXT_TOKENS)
-        .map(Some)
-        .ok_or_else(|| format!("context must be a context length in tokens, e.g. 32768 or 32K, not \"{text}\""))
+    if text.chars().count() > 64 {
+        return Err("context must be a context's name or its tokens, e.g. 32K or 262144, not a long text".into());
+    }
+    let query = ContextQuery::parse(&text)?;
+    let named = query.label.as_deref().and_then(|l| sm_core::units::parse_tokens(l).ok()).map(|t| t.0);
+    if named.into_iter().chain(query.tokens).any(|t| t as f64 > crate::validate::MAX_CONTEXT_TOKENS) {
+        return Err(format!("context \"{text}\" is longer than any context the site stores"));
+    }
+    Ok(Some(query))
+}
+
+/// An SLO as the runs were judged under it, in the one spelling the site stores, or why not.
+fn slo(v: &Option<String>) -> Result<Option<String>, String> {
+    let Some(text) = clean(v) else { return Ok(None) };
+    if text.len() > 256 {
+        return Err("slo must be an SLO expression such as tok_s_p10>=20,ttft_p90<=2s, not a long text".into());
+    }
+    text.parse::<sm_core::slo::Slo>()
+        .map(|s| Some(s.to_string()))
+        .map_err(|e| format!("slo must be an SLO expression such as {}: {e}", sm_core::slo::DEFAULT_SLO))
 }
 
 /// `YYYY-MM-DD`, a day of the calendar (so not 2026-02-30).
@@ -81,6 +114,7 @@ impl ListParams {
             "from" => &self.from,
             "to" => &self.to,
             "context" => &self.context,
+            "slo" => &self.slo,
             "sort" => &self.sort,
             "dir" => &self.dir,
             "per_page" => &self.per_page,
@@ -127,6 +161,7 @@ impl ListParams {
                 from: date(&self.from, "from")?,
                 to: date(&self.to, "to")?,
                 context,
+                slo: slo(&self.slo)?,
             },
             sort,
             descending,
@@ -148,35 +183,40 @@ impl ListParams {
     }
 }
 
-fn filter_form(s: &mut String, p: &ListParams, q: &ListQuery) {
-    s.push_str("<form class=\"panel filters\" method=\"get\" action=\"/\" role=\"search\">\n");
-    for (key, label, kind, hint) in [
-        ("model", "Model", "search", "e.g. Ling"),
-        ("gpu", "GPU", "search", "e.g. H200"),
-        ("engine", "Engine", "search", "vllm, llamacpp…"),
-        ("engine_version", "Engine version", "search", "exact, e.g. 0.27.2"),
-        ("uploader", "Uploader", "search", "@name"),
-        ("from", "Measured from", "date", ""),
-        ("to", "Measured to", "date", ""),
-        ("context", "Context", "search", "e.g. 32K: its capacity"),
-    ] {
-        let _ = writeln!(
-            s,
-            "<label>{label}<input type=\"{kind}\" name=\"{key}\" value=\"{}\" placeholder=\"{hint}\"></label>",
-            esc(&p.get(key).unwrap_or_default())
-        );
-    }
-    if p.get("per_page").is_some() {
-        let _ = write!(s, "<input type=\"hidden\" name=\"per_page\" value=\"{}\">", q.per_page);
-    }
-    let _ = write!(s, "<input type=\"hidden\" name=\"sort\" value=\"{}\">", q.sort.name());
-    let _ = write!(s, "<input type=\"hidden\" name=\"dir\" value=\"{}\">", if q.descending { "desc" } else { "asc" });
-    s.push_str(
-        "<div class=\"actions\"><button type=\"submit\">Filter</button><a href=\"/\">Clear</a></div>\n</form>\n",
-    );
+/// The filter form's search fields: `(parameter, label, input type, placeholder)`.
+const FILTERS: [(&str, &str, &str, &str); 9] = [
+    ("model", "Model", "search", "e.g. Ling"),
+    ("gpu", "GPU", "search", "e.g. H200"),
+    ("engine", "Engine", "search", "vllm, llamacpp…"),
+    ("engine_version", "Engine version", "search", "exact, e.g. 0.27.2"),
+    ("uploader", "Uploader", "search", "@name"),
+    ("from", "Measured from", "date", ""),
+    ("to", "Measured to", "date", ""),
+    ("context", "Context", "search", "e.g. 256K or 257984: its capacity"),
+    ("slo", "SLO", "search", "e.g. tok_s_p10>=20,ttft_p90<=2s"),
+];
+
+fn direction(q: &ListQuery) -> &'static str {
+    if q.descending { "desc" } else { "asc" }
 }
 
-fn header_cell(s: &mut String, p: &ListParams, q: &ListQuery, sort: Sort, text: &str) {
+fn filter_form(p: &ListParams, q: &ListQuery) -> Markup {
+    html! {
+        form.panel.filters method="get" action="/" role="search" {
+            @for (key, text, kind, hint) in FILTERS {
+                label { (text) input type=(kind) name=(key) value=(p.get(key).unwrap_or_default()) placeholder=(hint); }
+            }
+            @if p.get("per_page").is_some() {
+                input type="hidden" name="per_page" value=(q.per_page);
+            }
+            input type="hidden" name="sort" value=(q.sort.name());
+            input type="hidden" name="dir" value=(direction(q));
+            div.actions { button type="submit" { "Filter" } a href="/" { "Clear" } }
+        }
+    }
+}
+
+fn header_cell(p: &ListParams, q: &ListQuery, sort: Sort, text: &str) -> Markup {
     let active = q.sort == sort;
     let dir = if active && q.descending {
         "asc"
@@ -188,123 +228,185 @@ fn header_cell(s: &mut String, p: &ListParams, q: &ListQuery, sort: Sort, text: 
         "desc"
     };
     let (arrow, aria) = match (active, q.descending) {
-        (false, _) => ("", String::new()),
-        (true, true) => (" ↓", " aria-sort=\"descending\"".to_string()),
-        (true, false) => (" ↑", " aria-sort=\"ascending\"".to_string()),
+        (false, _) => ("", None),
+        (true, true) => (" ↓", Some("descending")),
+        (true, false) => (" ↑", Some("ascending")),
     };
     let href = p.href(&[("sort", sort.name().to_string()), ("dir", dir.to_string())]);
-    let class = if sort == Sort::Peak { " class=\"r\"" } else { "" };
-    let _ = write!(s, "<th scope=\"col\"{class}><a href=\"{}\"{aria}>{}{arrow}</a></th>", esc(&href), esc(text));
+    html! {
+        th scope="col" class=[(sort == Sort::Peak).then_some("r")] {
+            a href=(href) aria-sort=[aria] { (text) (arrow) }
+        }
+    }
 }
 
 /// The capacity column's header: sortable once a context is chosen.
-fn capacity_header(s: &mut String, p: &ListParams, q: &ListQuery) {
-    match q.filter.context {
-        Some(ctx) => {
-            let label = sm_core::context::label(sm_core::Tokens(ctx as u64));
-            header_cell(s, p, q, Sort::Users, &format!("Users at {label}"));
+fn capacity_header(p: &ListParams, q: &ListQuery) -> Markup {
+    match &q.filter.context {
+        Some(ctx) => header_cell(p, q, Sort::Users, &format!("Users at {}", ctx.shown())),
+        None => html! {
+            th scope="col" title="most simultaneous users per context that meet the run's SLO; choose a context to \
+                filter and sort by it" { "Capacity (users)" }
+        },
+    }
+}
+
+/// The list at the context of answer `a` (the other filters kept), ranked by its users: the runs
+/// whose context was asked by the same name; a name that is not one, by its tokens.
+fn context_href(p: &ListParams, a: &CapacityRow) -> String {
+    let name = if ContextQuery::parse(&a.label).is_ok_and(|q| q.label.is_some()) {
+        a.label.clone()
+    } else {
+        a.context.to_string()
+    };
+    p.href(&[("context", name), ("sort", "users".into()), ("dir", "desc".into())])
+}
+
+/// A run's answers, each linking to the list at that context (the other filters kept), and its
+/// answer under the viewer's SLO where it was judged under another.
+fn capacity_cell(p: &ListParams, r: &StoredRun, rejudged: Option<&Rejudged>) -> Markup {
+    html! {
+        td.cap {
+            @if r.capacity.is_empty() { (NONE) }
+            @for a in &r.capacity { (capacity::compact(a, Some(&context_href(p, a)))) }
+            @if !r.slo.is_empty() { div.sub title="the SLO of this answer" { (r.slo) } }
+            @if let (Some(answer), Some(viewer)) = (rejudged, p.get("slo")) { (rejudged_answer(answer, &viewer)) }
         }
-        None => s.push_str(
-            "<th scope=\"col\" title=\"most simultaneous users per context that meet the run's SLO; \
-             choose a context to filter and sort by it\">Capacity (users)</th>",
-        ),
     }
 }
 
-/// A run's answers, each linking to the list at that context (the other filters kept).
-fn capacity_cell(s: &mut String, p: &ListParams, r: &StoredRun) {
-    s.push_str("<td class=\"cap\">");
-    if r.capacity.is_empty() {
-        s.push_str(sm_report::format::NONE);
+/// The answer under the viewer's SLO, labelled re-judged, or why the run cannot give it.
+fn rejudged_answer(answer: &Rejudged, viewer: &str) -> Markup {
+    let viewer = viewer.parse::<sm_core::slo::Slo>().map(|v| v.to_string()).unwrap_or_default();
+    match answer {
+        Rejudged::Answer(rows) => html! {
+            div.rejudged title="worked out from the figures this run stored, each exactly the figure a bound of \
+                your SLO names" {
+                "re-judged under " code { (viewer) } ": "
+                @if rows.is_empty() { (NONE) }
+                @for row in rows { (capacity::compact(row, None)) }
+            }
+        },
+        Rejudged::Cannot(why) => html! { div.rejudged.sub { "under " code { (viewer) } ": " (why) } },
     }
-    for a in &r.capacity {
-        let href = p.href(&[("context", a.context.to_string()), ("sort", "users".into()), ("dir", "desc".into())]);
-        s.push_str(&capacity::compact(a, Some(&href)));
-    }
-    if !r.slo.is_empty() {
-        let _ = write!(s, "<div class=\"sub\" title=\"the SLO of this answer\">{}</div>", esc(&r.slo));
-    }
-    s.push_str("</td>");
 }
 
-fn row(s: &mut String, p: &ListParams, r: &StoredRun) {
-    let id = esc(&r.id);
-    let _ = write!(
-        s,
-        "<tr><td class=\"pick\"><input type=\"checkbox\" form=\"compare\" name=\"ids\" value=\"{id}\" aria-label=\"compare {}\"></td>",
-        esc(&r.model)
-    );
-    let label = if r.label.is_empty() { String::new() } else { format!("<div class=\"sub\">{}</div>", esc(&r.label)) };
-    let _ = write!(s, "<td class=\"model\"><a href=\"/runs/{id}\">{}</a>{label}</td>", esc(&r.model));
-    let _ = write!(s, "<td>{}</td>", esc(&gpu_text(&r.gpu, r.gpu_count)));
-    let version = if r.engine_version.is_empty() {
-        String::new()
-    } else {
-        format!(" <span class=\"sub\">{}</span>", esc(&r.engine_version))
+fn row(p: &ListParams, r: &StoredRun, rejudged: Option<&Rejudged>) -> Markup {
+    let peak = if r.peak_tok_s > 0.0 { sm_report::format::fixed1(r.peak_tok_s) } else { NONE.into() };
+    html! {
+        tr {
+            td.pick {
+                input type="checkbox" form="compare" name="ids" value=(r.id) aria-label={ "compare " (r.model) };
+            }
+            td.model {
+                a href={ "/runs/" (r.id) } { (r.model) }
+                @if !r.label.is_empty() { div.sub { (r.label) } }
+            }
+            td { (gpu_text(&r.gpu, r.gpu_count)) }
+            td { (r.engine) @if !r.engine_version.is_empty() { " " span.sub { (r.engine_version) } } }
+            td.num { (peak) }
+            (capacity_cell(p, r, rejudged))
+            td { (short_time(&r.measured_at)) @if r.status != "complete" { " " span.sub { "(" (r.status) ")" } } }
+            td { "@" (r.uploader) }
+            td.sub { (short_time(&r.uploaded_at)) }
+        }
+    }
+}
+
+/// The head of the runs judged under one SLO: ranked by users, runs are ranked within the SLO
+/// they were judged under (methodology §11.3), never across two, which answer different questions.
+fn slo_group(p: &ListParams, r: &StoredRun) -> Markup {
+    let how = match r.judged_from.as_str() {
+        "summaries" => "judged after the fact from the cells' summary figures",
+        "requests" => "judged from every request's figures",
+        _ => "not judged",
     };
-    let _ = write!(s, "<td>{}{version}</td>", esc(&r.engine));
-    let peak =
-        if r.peak_tok_s > 0.0 { sm_report::format::fixed1(r.peak_tok_s) } else { sm_report::format::NONE.into() };
-    let _ = write!(s, "<td class=\"num\">{}</td>", esc(&peak));
-    capacity_cell(s, p, r);
-    let status = if r.status == "complete" {
-        String::new()
-    } else {
-        format!(" <span class=\"sub\">({})</span>", esc(&r.status))
-    };
-    let _ = write!(s, "<td>{}{status}</td>", esc(&short_time(&r.measured_at)));
-    let _ = write!(s, "<td>@{}</td>", esc(&r.uploader));
-    let _ = writeln!(s, "<td class=\"sub\">{}</td></tr>", esc(&short_time(&r.uploaded_at)));
+    let slo = if r.slo.is_empty() { "no SLO" } else { r.slo.as_str() };
+    let viewer = p.get("slo").and_then(|v| v.parse::<sm_core::slo::Slo>().ok()).map(|v| v.to_string());
+    let first = (!r.slo.is_empty() && viewer.as_deref() != Some(r.slo.as_str()))
+        .then(|| p.href(&[("slo", r.slo.clone()), ("sort", "users".into())]));
+    let other = viewer.filter(|v| *v != r.slo);
+    html! {
+        tr.group { th colspan="9" scope="rowgroup" {
+            "Ranked within the SLO " code { (slo) } " (" (how) ")"
+            @if let Some(href) = first { " · " a href=(href) { "rank this SLO's runs first" } }
+            ": "
+            @if let Some(v) = other {
+                "judged under another SLO than yours: each row gives its answer under " code { (v) }
+                ", re-judged where the figures it stored answer every bound exactly, not ranked with yours"
+            } @else {
+                "runs judged under another SLO answer another question and are ranked apart"
+            }
+        } }
+    }
+}
+
+fn table(p: &ListParams, q: &ListQuery, runs: &[StoredRun], rejudged: &HashMap<String, Rejudged>) -> Markup {
+    let sorts =
+        [(Sort::Model, "Model"), (Sort::Gpu, "GPU"), (Sort::Engine, "Engine"), (Sort::Peak, "Peak total tok/s")];
+    html! {
+        div.scroll { table.runs {
+            thead { tr {
+                th.pick scope="col" title="compare" { "⇆" }
+                @for (sort, text) in sorts { (header_cell(p, q, sort, text)) }
+                (capacity_header(p, q))
+                (header_cell(p, q, Sort::Measured, "Measured"))
+                th scope="col" { "Uploader" }
+                (header_cell(p, q, Sort::Uploaded, "Uploaded"))
+            } }
+            tbody {
+                @for (i, r) in runs.iter().enumerate() {
+                    @if q.sort == Sort::Users && (i == 0 || runs[i - 1].slo != r.slo) { (slo_group(p, r)) }
+                    (row(p, r, rejudged.get(&r.id)))
+                }
+            }
+        } }
+    }
+}
+
+/// "Compare selected" and the pager: where this page is in the list, and links to its neighbours.
+fn toolbar(p: &ListParams, q: &ListQuery, shown: usize, total: i64) -> Markup {
+    let pages = ((total + q.per_page - 1) / q.per_page).max(1);
+    let first = (q.page - 1) * q.per_page + 1;
+    let last = (first + shown as i64 - 1).max(first);
+    let page_link =
+        |n: i64| p.href(&[("sort", q.sort.name().into()), ("dir", direction(q).into()), ("page", n.to_string())]);
+    html! {
+        div.toolbar {
+            button type="submit" form="compare" { "Compare selected (2–4)" }
+            span.caption { "the first run you tick is the baseline (A)" }
+            div.pager {
+                span { (first) "–" (last) " of " (total) }
+                @if q.page > 1 { a rel="prev" href=(page_link(q.page - 1)) { "← Previous page" } }
+                span { "page " (q.page) " of " (pages) }
+                @if q.page < pages { a rel="next" href=(page_link(q.page + 1)) { "Next page →" } }
+            }
+        }
+    }
 }
 
 /// The runs list page.
-pub fn page(p: &ListParams, q: &ListQuery, runs: &[StoredRun], total: i64, notice: Option<&str>) -> String {
-    let mut s = String::new();
-    if let Some(n) = notice {
-        let _ = writeln!(s, "<p class=\"banner\" role=\"alert\">{}</p>", esc(n));
-    }
-    filter_form(&mut s, p, q);
-    let _ = writeln!(s, "<form id=\"compare\" method=\"get\" action=\"/compare\"></form>");
-    if runs.is_empty() {
-        s.push_str("<p class=\"empty\">No runs match. <a href=\"/upload\">Upload one</a> or clear the filters.</p>\n");
-        return shell(Nav::Runs, "speedmatrix results", "Runs", &s);
-    }
-    s.push_str("<div class=\"scroll\"><table class=\"runs\">\n<thead><tr><th class=\"pick\" scope=\"col\" title=\"compare\">⇆</th>");
-    for (sort, text) in
-        [(Sort::Model, "Model"), (Sort::Gpu, "GPU"), (Sort::Engine, "Engine"), (Sort::Peak, "Peak total tok/s")]
-    {
-        header_cell(&mut s, p, q, sort, text);
-    }
-    capacity_header(&mut s, p, q);
-    header_cell(&mut s, p, q, Sort::Measured, "Measured");
-    s.push_str("<th scope=\"col\">Uploader</th>");
-    header_cell(&mut s, p, q, Sort::Uploaded, "Uploaded");
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for r in runs {
-        row(&mut s, p, r);
-    }
-    s.push_str("</tbody></table></div>\n<div class=\"toolbar\">");
-    s.push_str("<button type=\"submit\" form=\"compare\">Compare selected (2–4)</button>");
-    let pages = ((total + q.per_page - 1) / q.per_page).max(1);
-    let first = (q.page - 1) * q.per_page + 1;
-    let last = (first + runs.len() as i64 - 1).max(first);
-    let _ = write!(s, "<div class=\"pager\"><span>{first}–{last} of {total}</span>");
-    let page_link = |n: i64| {
-        esc(&p.href(&[
-            ("sort", q.sort.name().into()),
-            ("dir", (if q.descending { "desc" } else { "asc" }).into()),
-            ("page", n.to_string()),
-        ]))
+pub fn page(
+    p: &ListParams,
+    q: &ListQuery,
+    runs: &[StoredRun],
+    rejudged: &HashMap<String, Rejudged>,
+    total: i64,
+    notice: Option<&str>,
+) -> String {
+    let body = html! {
+        @if let Some(n) = notice { (banner(n)) }
+        (filter_form(p, q))
+        form #compare method="get" action="/compare" {}
+        @if runs.is_empty() {
+            p.empty { "No runs match. " a href="/upload" { "Upload one" } " or clear the filters." }
+        } @else {
+            (table(p, q, runs, rejudged))
+            (toolbar(p, q, runs.len(), total))
+            (compare_order_script())
+        }
     };
-    if q.page > 1 {
-        let _ = write!(s, "<a rel=\"prev\" href=\"{}\">← Previous page</a>", page_link(q.page - 1));
-    }
-    let _ = write!(s, "<span>page {} of {pages}</span>", q.page);
-    if q.page < pages {
-        let _ = write!(s, "<a rel=\"next\" href=\"{}\">Next page →</a>", page_link(q.page + 1));
-    }
-    s.push_str("</div></div>\n");
-    shell(Nav::Runs, "speedmatrix results", "Runs", &s)
+    shell(Nav::Runs, "speedmatrix results", "Runs", body)
 }
 
 #[cfg(test)]
@@ -374,7 +476,7 @@ mod tests {
             ..Default::default()
         };
         let q = p.to_query().unwrap();
-        let html = page(&p, &q, &[run("b")], 3, None);
+        let html = page(&p, &q, &[run("b")], &HashMap::new(), 3, None);
         let next = "/?engine_version=0.27.2&per_page=1&sort=model&dir=asc&page=3";
         assert_eq!(pager_link(&html, "next").as_deref(), Some(next), "{html}");
         let prev = "/?engine_version=0.27.2&per_page=1&sort=model&dir=asc&page=1";
@@ -383,5 +485,37 @@ mod tests {
         // sorting starts again at page 1 with the same page size
         assert!(html.contains("href=\"/?engine_version=0.27.2&amp;per_page=1&amp;sort=peak&amp;dir=desc\""), "{html}");
         assert!(html.contains("name=\"per_page\" value=\"1\""), "the filter form keeps the page size");
+    }
+
+    #[test]
+    fn an_answer_under_the_viewers_slo_is_labelled_re_judged_or_says_why_not() {
+        let p = ListParams { slo: Some("ttft_p90<=2s".into()), context: Some("8K".into()), ..Default::default() };
+        let q = p.to_query().unwrap();
+        let (mut a, mut b) = (run("a"), run("b"));
+        (a.slo, a.judged_from, b.slo, b.judged_from) =
+            ("tok_s_p50>=20".into(), "summaries".into(), "tok_s_p10>=20".into(), "requests".into());
+        let row = crate::db::CapacityRow {
+            context: 8192,
+            label: "8K".into(),
+            max_users: 12,
+            bounded_by: "slo:ttft_p90".into(),
+        };
+        let again = HashMap::from([
+            ("a".to_string(), Rejudged::Cannot("cannot answer ttft_p90 (the run stored <p50> only)".into())),
+            ("b".to_string(), Rejudged::Answer(vec![row])),
+        ]);
+        let html = page(&p, &q, &[a, b], &again, 2, None);
+        assert!(
+            html.contains(
+                "under <code>ttft_p90&lt;=2s</code>: cannot answer ttft_p90 (the run stored &lt;p50&gt; only)"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("re-judged under <code>ttft_p90&lt;=2s</code>: ") && html.contains("8K: 12"), "{html}");
+        assert!(html.contains("each row gives its answer under <code>ttft_p90&lt;=2s</code>"), "{html}");
+        // without the viewer's SLO nothing is re-judged, whatever is passed
+        let plain = ListParams { context: Some("8K".into()), ..Default::default() };
+        let html = page(&plain, &plain.to_query().unwrap(), &[run("b")], &again, 1, None);
+        assert!(!html.contains("re-judged"), "{html}");
     }
 }

@@ -23,8 +23,8 @@ pub struct BurstArgs {
     /// bursts. With --prompts, one burst per concurrency, each request its own line of the file.
     #[arg(long)]
     pub(crate) burst: bool,
-    /// With --burst: send each burst this many times and report the median of each figure
-    /// (default 1; 1 to 10).
+    /// With --burst: send each burst this many times (1 to 10) and report the median of each figure
+    /// [default: 1].
     #[arg(long, value_name = "N", value_parser = |s: &str| BURST_ROUNDS.parse_u32(s))]
     pub(crate) burst_rounds: Option<u32>,
     /// With --burst: let each request end where the model stops on its own (at most --max-tokens),

@@ -48,11 +48,11 @@ pub struct MixedArgs {
     /// idle server. CTX@BG, e.g. 8k@4; a comma list measures several levels (8k@4,32k@8).
     #[arg(long, value_name = "CTX@BG", value_parser = levels)]
     pub(crate) mixed_prefill: Option<Levels>,
-    /// Fresh prompts sent per --mixed-prefill level, each once the background decodes steadily
-    /// again (default 3, at most 20).
+    /// Fresh prompts sent per --mixed-prefill level (at most 20), each once the background decodes
+    /// steadily again [default: 3].
     #[arg(long, value_name = "N", value_parser = |s: &str| PROBES.parse_u32(s))]
     pub(crate) mixed_prefill_probes: Option<u32>,
-    /// The background's before and after intervals around each --mixed-prefill probe (default 2s).
+    /// The background's before and after intervals around each --mixed-prefill probe [default: 2s].
     #[arg(long, value_name = "DURATION", value_parser = |s: &str| WINDOW.parse(s))]
     pub(crate) mixed_prefill_window: Option<Duration>,
 }

@@ -14,11 +14,13 @@ mod burst;
 mod mixed;
 mod rate;
 mod sessions;
+mod unused;
 
 pub(crate) use burst::BurstArgs;
 pub(crate) use mixed::MixedArgs;
 pub(crate) use rate::RateArgs;
 pub(crate) use sessions::SessionsArgs;
+pub(crate) use unused::{MatrixFlags, unused};
 
 #[derive(Debug, Default, clap::Args)]
 pub struct PhaseArgs {

@@ -56,22 +56,28 @@ pub struct RateArgs {
     /// --requests); a sweep stops after two saturated levels.
     #[arg(long, value_name = "RATES", value_parser = rate_list)]
     pub(crate) request_rate: Option<RateList>,
-    /// How the gaps between due times are drawn: poisson (default), constant, or gamma:CV (a
-    /// coefficient of variation above 0; 1 is poisson, above 1 burstier).
+    /// With --request-rate: how the gaps between due times are drawn: poisson, constant, or gamma:CV
+    /// (a coefficient of variation above 0; 1 is poisson, above 1 burstier) [default: poisson].
     #[arg(long, value_name = "PROCESS", value_parser = arrival)]
     pub(crate) arrival: Option<Arrival>,
     /// With --request-rate: the most requests in flight at once (as in `vllm bench serve`); a
-    /// request due while the cap is full waits, and its wait counts in its latency. Default: no cap.
+    /// request due while the cap is full waits, and its wait counts in its latency [default: no cap].
     #[arg(long, value_name = "N", value_parser = max_concurrency)]
     pub(crate) max_concurrency: Option<u32>,
     /// With --request-rate: send this many requests per level instead of a --duration window
-    /// (required with `inf`).
+    /// (required with `inf`) [default: a --duration window per level].
     #[arg(long, value_name = "N", value_parser = requests)]
     pub(crate) requests: Option<u64>,
-    /// With --request-rate: the seed of the schedule's generator (default 17); the same seed sends
-    /// the same schedule.
+    /// With --request-rate: the seed of the schedule's generator; the same seed sends the same
+    /// schedule [default: 17].
     #[arg(long, value_name = "N")]
     pub(crate) seed: Option<u64>,
+    /// With --request-rate: the longest a level waits, after its last due time, for requests still
+    /// running [default: 10m]. Within it the level's own bound ends the wait: twice the sum of its
+    /// TTFT p90 and its TBT p90 × max tokens, at least 5s. Requests still running then are cut by
+    /// the client: never counted against the server, they make the level's verdict unknown.
+    #[arg(long, value_name = "DURATION", value_parser = |s: &str| crate::limits::DRAIN_MAX.parse(s))]
+    pub(crate) drain_max: Option<std::time::Duration>,
 }
 
 impl RateArgs {
@@ -88,6 +94,7 @@ impl RateArgs {
                 ("--max-concurrency", self.max_concurrency.is_some()),
                 ("--requests", self.requests.is_some()),
                 ("--seed", self.seed.is_some()),
+                ("--drain-max", self.drain_max.is_some()),
             ];
             if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
                 if resumed.is_none() {
@@ -101,6 +108,7 @@ impl RateArgs {
                 max_concurrency: p.settings.max_concurrency,
                 requests: p.settings.requests,
                 seed: p.settings.seed,
+                drain_max: std::time::Duration::from_secs_f64(p.settings.drain_max_s),
             }));
         };
         if rates.contains(&RequestRate::Inf) && self.requests.is_none() {
@@ -112,6 +120,7 @@ impl RateArgs {
             max_concurrency: self.max_concurrency,
             requests: self.requests,
             seed: self.seed.unwrap_or(RateConfig::DEFAULT_SEED),
+            drain_max: self.drain_max.unwrap_or(RateConfig::DEFAULT_DRAIN_MAX),
         }))
     }
 }

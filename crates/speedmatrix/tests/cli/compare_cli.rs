@@ -109,10 +109,13 @@ async fn identical_runs_pass_and_a_planted_five_percent_regression_fails() {
     let (code, md, _) = compare(&[a, b, "--fail-on", GATE, "--format", "markdown"]);
     assert_eq!(code, 1);
     assert!(
-        md.contains("| Context | Users | total tok/s | per-request tok/s | TTFT p50 | TTFT p90 | TBT p50 | TBT p99 |"),
+        md.contains(
+            "| Context | Users | Requests | total tok/s | per-request tok/s | TTFT p50 | TTFT p90 | TBT p50 | TBT p99 |"
+        ),
         "{md}"
     );
-    let row = md.lines().find(|l| l.starts_with("| ❌ 1K | 4 | **-")).unwrap_or_else(|| panic!("{md}"));
+    let row =
+        md.lines().find(|l| l.starts_with("| ❌ 1K | 4 | ") && l.contains("| **-")).unwrap_or_else(|| panic!("{md}"));
     assert!(row.contains("%\\***"), "{row}");
     assert!(md.contains("**--fail-on total\\_tok\\_s&lt;-3%,ttft\\_p90&gt;+10%: FAILED (2 failures)**"), "{md}");
 }
@@ -241,4 +244,44 @@ fn a_reference_tool_file_is_compared_with_its_marks() {
     assert_eq!(code, 1, "a cell valid in A and not in B fails the gate: {out}\n{err}");
     assert!(out.contains("not compared: valid in A, error in B"), "{out}");
     assert!(out.contains("FAILED (1 failure"), "{out}");
+}
+
+/// A run with `--contexts 8k,256k` on a 262,144-token model measures 256K at 257,984 tokens; the
+/// published run it replays measured the reference tool's `251K`, 257,024 tokens. The command
+/// pairs the two (0.4 % apart), names both and compares them, instead of "only in A" / "only in B"
+/// and "—" at the longest context; a TTFT from fewer requests than its percentile needs gets no
+/// percentage, and every row says how many requests each run's cell rests on.
+#[test]
+fn the_longest_context_pairs_with_the_published_runs_and_few_requests_give_no_percentage() {
+    let dir = tempfile::tempdir().unwrap();
+    let sample = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/data/run-sample.json"))
+        .unwrap()
+        .replace("131072", "257984")
+        .replace("\"128K\"", "\"256K\"");
+    let fitted = dir.path().join("fitted.json");
+    std::fs::write(&fitted, sample).unwrap();
+    let page = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/reference/ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json"
+    );
+    let (code, out, err) = compare(&[fitted.to_str().unwrap(), page]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let longest: Vec<&str> = out.lines().filter(|l| l.starts_with("256K (257,984) ≈ 251K")).collect();
+    assert!(!longest.is_empty(), "{out}");
+    assert!(longest.iter().any(|l| l.contains(" %")), "the longest context is compared: {out}");
+    let apart = |l: &&str| l.starts_with("251K") || (l.starts_with("256K (257,984)") && !l.contains('≈'));
+    assert!(!out.lines().any(|l| apart(&l)), "one row, not two: {out}");
+    // 8K × 1 rests on 2 requests in the sample: its TTFT gives no percentage
+    let one = out.lines().find(|l| l.starts_with("8K ") && l.split_whitespace().nth(1) == Some("1")).unwrap();
+    assert!(one.contains("— (n < 6)") && one.contains("2/"), "{one}\n{out}");
+    assert!(out.contains("fewer requests than its percentile's interval needs"), "{out}");
+    let (code, json, _) = compare(&[fitted.to_str().unwrap(), page, "--format", "json"]);
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&json).unwrap();
+    let cells = v["comparisons"][0]["cells"].as_array().unwrap();
+    let paired = cells.iter().find(|c| c["context"] == 257_984 && c["outcome"] == "compared").expect("paired");
+    assert_eq!(
+        (paired["b_context"].as_u64(), paired["label"].as_str()),
+        (Some(257_024), Some("256K (257,984) ≈ 251K"))
+    );
 }

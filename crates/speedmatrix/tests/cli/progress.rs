@@ -36,11 +36,11 @@ async fn plain_progress_names_the_plan_the_phases_the_warm_up_and_every_figure()
     };
 
     let plan = find("plan: ");
-    assert!(plan.contains("2 decode cells to measure, 1 over capacity, 1 prefill rows"), "{plan}");
+    assert!(plan.contains("2 decode cells to measure, 1 over capacity, 1 prefill row,"), "{plan}");
     assert!(all.contains("\n           over capacity: 1K × 16: needs 24,576 KV tokens"), "{all}");
     assert!(all.contains("\n           service level: tok_s_p10>=20,ttft_p90<=2s\n"), "the default SLO: {all}");
 
-    find("prefill phase started: 1 rows to measure");
+    find("prefill phase started: 1 row to measure");
     find("prefill 1K started");
     let row = find("prefill    1K ");
     assert!(number_before(row, "prompt tok/s").is_some_and(|v| v > 0.0), "{row}");

@@ -307,3 +307,36 @@ async fn ctrl_c_keeps_finished_bursts_and_drops_the_one_in_flight() {
         after.iter().all(|b| b["status"] == "valid" && b["output_tokens"] == 1500 * b["concurrency"].as_u64().unwrap())
     );
 }
+
+/// A stalled request in a burst, against the trace: the burst is an error that names the stall
+/// (never "cancelled": without a drain the client cuts nothing), counts it as one failure, and its
+/// span and tok/s rest on the three completed requests, not stretched by the stall timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_request_is_a_named_failure_outside_the_span() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = ["stall-after=20@max-tokens=200,from=2,to=2"];
+    let sim = sim(SimSpec { faults: &faults, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let args = ["--url", &url, "--contexts", "1k", "--concurrency", "4", "--max-tokens", "200", "--burst"];
+    let r = run(&out, &[&args[..], &["--no-prefill-at-max", "--stall-timeout", "2s"]].concat()).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 2, "a burst in error: {}", r.stderr);
+    let b = &r.record()["phases"]["burst"]["bursts"][0];
+    assert_eq!(b["status"], "error", "{b}");
+    let reason = b["reason"].as_str().unwrap();
+    assert!(reason.starts_with("1 of 4 requests failed") && reason.contains("stalled"), "{b}");
+    assert_eq!((b["completed"].as_u64(), b["failed"].as_u64()), (Some(3), Some(1)), "{b}");
+    let trace = trace_lines(&dir.path().join("trace.jsonl"));
+    let burst: Vec<&Value> = trace.iter().filter(|t| t["prompt_tokens"].as_u64() > Some(1000)).collect();
+    let done: Vec<&Value> =
+        burst.iter().copied().filter(|t| t["completion_tokens"] == 200 && t["finish"] == "length").collect();
+    assert!(done.len() >= 3, "{burst:?}");
+    let first = burst.iter().map(|t| f(&t["arrival"])).fold(f64::INFINITY, f64::min);
+    // the engine finishes the stalled request too: the completed ones end no later than the last
+    let last_end = done.iter().map(|t| f(&t["end"])).fold(0.0, f64::max);
+    let span_ms = f(&b["last_completion_ms"]);
+    assert!(span_ms <= (last_end - first) * 1000.0 + 50.0, "span {span_ms} ms, the trace {} s", last_end - first);
+    let tokens = b["output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens, 600, "the completed requests' tokens only");
+}

@@ -59,7 +59,7 @@ fn longest_stall(bg: &[Vec<(f64, f64)>], from: f64, to: f64) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn write_profile(dir: &Path) -> String {
+pub(crate) fn write_profile(dir: &Path) -> String {
     let path = dir.join("slow-prefill.toml");
     std::fs::write(&path, PROFILE).unwrap();
     path.to_str().unwrap().to_string()

@@ -94,7 +94,73 @@ async fn missing_key_exits_1_and_says_how_to_pass_it() {
     let r = run(dir.path(), &["--url", &sim.handle.url(), "--dry-run"]).await;
     assert_eq!(r.code, 1, "{}", r.stderr);
     assert!(r.stderr.contains("--api-key") && r.stderr.contains("OPENAI_API_KEY"), "{}", r.stderr);
+    assert!(r.stderr.contains("asks for an API key"), "{}", r.stderr);
     sim.handle.shutdown().await;
+}
+
+/// A wrong key is not a missing one: the server refused it, and the key is never printed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_key_says_the_server_refused_it_without_printing_it() {
+    let sim = sim(SimSpec { api_key: Some("sk-right-one"), ..SimSpec::default() }).await;
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(dir.path(), &["--url", &sim.handle.url(), "--api-key", "sk-wrong-guess", "--dry-run"]).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("refused the API key"), "{}", r.stderr);
+    assert!(!r.stderr.contains("asks for an API key") && !r.stderr.contains("pass --api-key"), "{}", r.stderr);
+    assert!(!format!("{}{}", r.stdout, r.stderr).contains("sk-wrong-guess"), "{}", r.stderr);
+}
+
+/// Every context beyond the model, or every cell over capacity: nothing asked for can run, and the
+/// run is refused before a request is sent, saying why and what to give (exit 1, not "run complete"
+/// with nothing measured); a dry run still shows the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plan_in_which_nothing_asked_for_can_run_is_refused() {
+    let sim = sim(SimSpec::default()).await;
+    let url = sim.handle.url();
+    let cases: &[(&[&str], &str)] = &[
+        (&["--contexts", "9999k", "--concurrency", "1"], "no context of --contexts 9999K fits the model"),
+        (
+            &["--contexts", "1k", "--concurrency", "4", "--max-num-seqs", "2"],
+            "every cell is over the server's capacity",
+        ),
+        (&["--contexts", "9999k", "--request-rate", "2", "--requests", "2"], "the rate phase (--request-rate)"),
+        (&["--contexts", "1k", "--concurrency", "8", "--max-num-seqs", "4", "--burst"], "the bursts (--burst)"),
+        (&["--contexts", "1k", "--mixed-prefill", "9999k@2"], "no fresh prompt of --mixed-prefill fits"),
+    ];
+    for (flags, expect) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["--url", url.as_str(), "--warmup", "0s"];
+        args.extend_from_slice(flags);
+        let r = run(dir.path(), &args).await;
+        assert_eq!(r.code, 1, "{flags:?}: {}\n{}", r.stdout, r.stderr);
+        assert!(r.stderr.contains("nothing asked for could be measured"), "{flags:?}: {}", r.stderr);
+        assert!(r.stderr.contains(expect), "{flags:?}: {}", r.stderr);
+        assert!(!r.stdout.contains("run complete"), "{flags:?}: {}", r.stdout);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let planned = run(dir.path(), &["--url", &url, "--contexts", "9999k", "--dry-run"]).await;
+    assert_eq!(planned.code, 0, "a dry run shows the plan: {}", planned.stderr);
+    assert!(planned.stdout.contains("9999K"), "{}", planned.stdout);
+    sim.handle.shutdown().await;
+}
+
+/// A flag that nothing of the run uses (the decode matrix's, beside phases alone) is named with
+/// what to do, not dropped in silence.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flags_the_phases_do_not_use_are_named() {
+    let sim = sim(SimSpec::default()).await;
+    let url = sim.handle.url();
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--url", url.as_str(), "--contexts", "1k", "--concurrency", "4", "--duration", "5s", "--dry-run"];
+    let r = run(dir.path(), &[args.as_slice(), &["--sessions", "2"]].concat()).await;
+    sim.handle.shutdown().await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    for flag in ["--contexts", "--concurrency", "--duration"] {
+        let line = format!("warning: {flag} is not used by --sessions");
+        assert!(r.stderr.contains(&line), "{flag}: {}", r.stderr);
+    }
+    assert!(r.stderr.contains("add --matrix"), "{}", r.stderr);
 }
 
 /// `run` exits 2 when cells errored, so a bad flag exits 1, like every failure to start.
@@ -131,6 +197,14 @@ async fn nonsense_settings_are_refused_before_anything_is_sent() {
         (&["--duration", "99999999999h"], "too long"),
         (&["--duration", "1e300s"], "not a duration"),
         (&["--duration", "300ms"], "too short"),
+        // a bare number could be seconds or minutes: every duration flag asks for the unit
+        (&["--duration", "5"], "write 5s for seconds"),
+        (&["--warmup", "3"], "write 3s"),
+        (&["--stall-timeout", "15"], "only 0 may go without one"),
+        (&["--server-wait", "1.5"], "write 1.5s"),
+        (&["--metrics-interval", "1"], "write 1s"),
+        (&["--sessions", "2", "--think-time", "2"], "write 2s"),
+        (&["--mixed-prefill", "8k@2", "--mixed-prefill-window", "2"], "write 2s"),
         (&["--stall-timeout", "0s"], "give 1s to 1h"),
         (&["--ready-timeout", "0s"], "too short"),
         (&["--ready-stable", "2h"], "too long"),

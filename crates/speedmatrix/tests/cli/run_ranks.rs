@@ -86,7 +86,7 @@ async fn three_ranks_measure_cells_as_the_trace_says() {
     sim.handle.shutdown().await;
     let r = result(&out, rank0);
     assert_eq!(r.code, 0, "stdout:\n{}\nstderr:\n{}", r.stdout, r.stderr);
-    assert_eq!(r.record()["schema"], "speedmatrix.run/1.4");
+    assert_eq!(r.record()["schema"], sm_core::record::SCHEMA);
     let cells = cells_of(&trace_lines(&dir.path().join("trace.jsonl")));
     assert_eq!(cells.len(), 2, "two cells in the trace");
     for (c, trace) in [3u64, 6].into_iter().zip(cells) {

@@ -299,17 +299,21 @@ async fn the_user_messages_come_from_the_prompts_file() {
     assert_eq!(grown, 4 + u(&turn(1, 0)["output_tokens"]) + 4 + count(messages[3]), "{p}");
 }
 
-/// A completions prompt has no turns: the phase says so and sends nothing.
+/// A completions prompt has no turns: a run whose only phase is the sessions one can measure nothing,
+/// and is refused before anything is sent, saying what to give; beside the matrix, the phase is
+/// refused the same way rather than skipped in silence.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_completions_api_skips_the_phase_and_says_why() {
+async fn the_completions_api_refuses_the_phase_and_says_why() {
     let dir = tempfile::tempdir().unwrap();
     let sim = sim(SimSpec::default()).await;
     let url = sim.handle.url();
     let r = run(&dir.path().join("out"), &args(&url, &["--api", "completions", "--sessions", "2"])).await;
+    let with_matrix =
+        run(&dir.path().join("m"), &args(&url, &["--api", "completions", "--sessions", "2", "--matrix"])).await;
     sim.handle.shutdown().await;
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let events: Vec<&str> =
-        r.record()["events"].as_array().unwrap().iter().filter_map(|e| e["text"].as_str()).collect();
-    assert!(events.iter().any(|e| e.contains("sessions skipped: a conversation needs the chat API")), "{events:?}");
-    assert!(r.record()["phases"]["sessions"].is_null());
+    for r in [&r, &with_matrix] {
+        assert_eq!(r.code, 1, "{}", r.stderr);
+        assert!(r.stderr.contains("nothing asked for could be measured"), "{}", r.stderr);
+        assert!(r.stderr.contains("a conversation needs the chat API; run it with --api chat"), "{}", r.stderr);
+    }
 }

@@ -112,12 +112,22 @@ async fn list(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
     for r in at_8k["runs"].as_array().unwrap() {
         assert!(answers(r).iter().all(|a| a.0 == 8192), "only the chosen context's answer: {r}");
     }
-    let users =
-        |list: &Value| -> Vec<u64> { list["runs"].as_array().unwrap().iter().map(|r| answers(r)[0].1).collect() };
+    // ranked within each SLO (methodology §11.3): by SLO, then by users
+    let users = |list: &Value| -> Vec<(String, u64)> {
+        list["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["slo"].as_str().unwrap().to_string(), answers(r)[0].1))
+            .collect()
+    };
     let down = users(&at_8k);
-    assert!(down.windows(2).all(|w| w[0] >= w[1]), "a context sorts by users, most first: {down:?}");
+    assert!(
+        down.windows(2).all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 >= w[1].1)),
+        "a context sorts by users within each SLO, most first: {down:?}"
+    );
     let up = users(&site.get_json(&mine("&context=8K&sort=users&dir=asc")).await);
-    assert!(up.windows(2).all(|w| w[0] <= w[1]), "{up:?}");
+    assert!(up.windows(2).all(|w| w[0].0 < w[1].0 || (w[0].0 == w[1].0 && w[0].1 <= w[1].1)), "{up:?}");
     let mut sorted = down.clone();
     sorted.sort_unstable();
     assert_eq!(up, sorted, "8K and 8192 are the same context");
@@ -129,7 +139,7 @@ async fn list(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
     assert_eq!(site.get_json(&mine("&context=12345")).await["total"], 0, "a context nobody measured");
     // paging a sorted context keeps the order
     let second = site.get_json(&mine("&context=8192&per_page=1&page=2")).await;
-    assert_eq!(users(&second), [down[1]], "{second}");
+    assert_eq!(users(&second), [down[1].clone()], "{second}");
 
     // the page: every run's answers with what bounds them, a sortable column once a context is chosen
     let (status, html) = site.get(&format!("/?uploader={who}")).await;
@@ -138,7 +148,7 @@ async fn list(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
     assert!(html.contains("1K: 4<") && html.contains("8K: 4<"), "{html}");
     assert!(html.contains(">tok/s</abbr>") && html.contains(">KV</abbr>"), "{html}");
     assert!(html.contains("tok_s_p10&gt;=400") && html.contains("ttft_p90&lt;=2s"), "each run's SLO: {html}");
-    assert!(html.contains("context=8192&amp;sort=users&amp;dir=desc"), "each answer leads to its context: {html}");
+    assert!(html.contains("context=8K&amp;sort=users&amp;dir=desc"), "each answer leads to its context's name: {html}");
     let (status, html) = site.get(&format!("/?uploader={who}&context=8K")).await;
     assert_eq!(status, StatusCode::OK);
     assert!(html.contains("Users at 8K ↓") && html.contains("aria-sort=\"descending\""), "{html}");
@@ -150,7 +160,9 @@ async fn list(site: &Site, who: &str, [fresh, old, bench]: [&String; 3]) {
 /// Every parameter that is not valid is a 400 that says what to send, as JSON and as a page.
 async fn bad_parameters(site: &Site, who: &str) {
     for (query, why) in [
-        ("context=abc", "context must be a context length"),
+        ("context=abc", "or its exact tokens, e.g. 32K"),
+        ("context=256K%20(x)", "context must be"),
+        ("slo=fast", "slo must be an SLO expression"),
         ("context=0", "context must be"),
         ("context=-5", "context must be"),
         ("context=99999999999999999999", "context must be"),

@@ -2,6 +2,8 @@
 //! due at the same instant, each read to its end, then a drain before the next burst. Every burst
 //! is written as it finishes; one the user stopped is not, and a resume sends it again.
 
+pub(crate) mod figures;
+
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -18,14 +20,14 @@ use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
 use super::send::{Schedule, SentSchedule};
-use crate::burst::{BurstRequest, figures};
 use crate::cell::SERVER_LOST;
-use crate::open_loop::End;
-use crate::progress::{RunEvent, Step};
-use crate::request::{Outcome, RequestRun};
-use crate::request_log::RequestLog;
-use crate::server::{DrainError, IDLE_FOR, drain};
-use crate::telemetry::Reads;
+use crate::cell::server::{DrainError, IDLE_FOR, drain};
+use crate::runner::phases::burst::figures::{BurstRequest, figures};
+use crate::runner::phases::open_loop::End;
+use crate::runner::progress::{RunEvent, Step};
+use crate::stream::request::{Outcome, RequestRun};
+use crate::stream::request_log::RequestLog;
+use crate::telemetry::{Reads, Received};
 
 /// The burst phase's settings; contexts, concurrencies, `max_tokens` and `ignore_eos` are the run's.
 #[derive(Debug, Clone, PartialEq)]
@@ -195,7 +197,7 @@ impl Runner<'_> {
         // client takes to send all C (every rank's part, over ranks) is part of each latency
         let due = vec![0.0; step.concurrency as usize];
         let bodies: Arc<[JsonBody]> = bodies.into();
-        let sent = match self.send_schedule(Schedule { bodies, due: &due, cap: None, grace: None }).await {
+        let sent = match self.send_schedule(Schedule { bodies, due: &due, cap: None, drain_max: None }).await {
             Ok(Some(sent)) => sent,
             Ok(None) => return None,
             Err(why) => return Some((failed(step, why), Vec::new(), Seen::Fine)),
@@ -203,7 +205,7 @@ impl Runner<'_> {
         if self.stopped() {
             return None;
         }
-        let SentSchedule { start: scheduled, requests, ranks, reads } = sent;
+        let SentSchedule { start: scheduled, requests, ranks, reads, .. } = sent;
         let runs: Vec<RequestRun> = requests.into_iter().map(request_run).collect();
         // a lost connection: the server may have gone away (asked before the burst is written)
         let seen = Seen::failures_if(runs.iter().any(|r| matches!(r.outcome, Outcome::Lost(_))));
@@ -262,7 +264,8 @@ impl Runner<'_> {
 fn burst_telemetry(burst: &mut Burst, reads: &Reads) {
     let Some(span_ms) = burst.last_completion_ms.filter(|_| burst.status == CellStatus::Valid) else { return };
     let span = std::time::Duration::from_secs_f64(span_ms / 1000.0);
-    let (mut telemetry, warnings) = reads.figures(span, burst.total_tok_s, burst.output_tokens.unwrap_or(0));
+    let (mut telemetry, warnings) =
+        reads.figures(span, burst.output_tokens.map(Received::All), burst.output_tokens.unwrap_or(0));
     // to the decimals a decode cell's are kept to
     telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
     burst.telemetry = telemetry;
@@ -302,7 +305,7 @@ fn failed(step: &Planned, reason: String) -> Burst {
 
 /// A request of the schedule as the burst's figures read it (a burst has no grace: every request
 /// was read to its end, so none is left unsent).
-fn request_run(s: crate::open_loop::Sent) -> RequestRun {
+fn request_run(s: crate::runner::phases::open_loop::Sent) -> RequestRun {
     let log = s.log.unwrap_or_else(|| RequestLog::new(s.due));
     let outcome = match s.end {
         End::Completed => Outcome::Completed,

@@ -19,12 +19,12 @@ use super::super::prefill::cold_limit;
 use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
-use crate::progress::{RunEvent, Step};
-use crate::prompt;
-use crate::requests::CellRequests;
-use crate::requests::{self, LineCell, PrefillRequest};
-use crate::scout::{ScoutResult, scout};
-use crate::server::{IDLE_FOR, drain};
+use crate::cell::server::{IDLE_FOR, drain};
+use crate::prompts::prompt;
+use crate::runner::progress::{RunEvent, Step};
+use crate::runner::requests::CellRequests;
+use crate::runner::requests::{self, LineCell, PrefillRequest};
+use crate::stream::scout::{ScoutResult, scout};
 use crate::telemetry::Reads;
 
 mod background;
@@ -189,6 +189,7 @@ impl Runner<'_> {
         let bg = Background::start(&self.target(), spec.path(), &body, level.background, timeouts);
         let outcome = self.probes(index, &bg, &prepared.probes, config.window).await;
         let background_failure = bg.recorder.failure();
+        let fault_since = bg.recorder.fault_since();
         let logs = bg.stop().await;
         let reads = sampling.stop().await;
         // a level resumed after some probes would have only this session's span: none then
@@ -204,12 +205,42 @@ impl Runner<'_> {
             searched: false,
         };
         let lines = requests::cell_lines(cell, &CellRequests { logs, window: None, per_chunk: None }, self.t0);
-        let error = outcome?.err();
+        // a stream that failed after the last probe's check is the level's error all the same
+        let error = outcome?.err().or(background_failure.clone());
+        if let Some(since) = fault_since {
+            self.fault_in_probes(index, level.probes.len(), since, config.window);
+        }
         // what failed first: the level, a background stream, else one of this session's probes
         let probe_failure =
             self.mixed_levels()[index].probes[level.probes.len()..].iter().find_map(|p| p.error.clone());
         let failure = error.clone().or(background_failure).or(probe_failure);
         Ok(LevelEnd { error, failure, lines })
+    }
+
+    /// This session's probes whose span (a window before the send to a window after the first
+    /// token) reaches the instant a failed background stream fell silent: their figures measured
+    /// that fault, not the prefill's cost, so each is an error and the level's median leaves it out.
+    fn fault_in_probes(&mut self, index: usize, from: usize, since: Instant, window: Duration) {
+        let since_s = since.saturating_duration_since(self.t0).as_secs_f64();
+        let level = &mut self.mixed_levels()[index];
+        let name = level_name(level);
+        let mut faulted = Vec::new();
+        for (n, p) in level.probes.iter_mut().enumerate().skip(from) {
+            let Some(ttft_ms) = p.ttft_ms.filter(|_| p.error.is_none()) else { continue };
+            if p.sent_s + ttft_ms / 1000.0 + window.as_secs_f64() > since_s {
+                let reason = format!(
+                    "a background stream fell silent {:+.2} s from this probe's send and then failed (the level's \
+                     error says why): its figures would count that fault as the prefill's cost",
+                    since_s - p.sent_s
+                );
+                p.error = Some(reason.clone());
+                faulted.push((n + 1, reason));
+            }
+        }
+        level.summarise();
+        for (n, reason) in faulted {
+            self.event(RunEvent::MixedPrefillFailed { level: name.clone(), what: format!("probe {n}"), reason });
+        }
     }
 
     /// The level's telemetry over `span`: no J/token and no tok/s comparison, since its energy and
@@ -336,6 +367,10 @@ impl Runner<'_> {
             // the first probe of a session follows the ramp; a later one waits for the rate to recover
             let steady = k == 0 || self.recovered(bg, baseline, window).await;
             tokio::time::sleep(window).await;
+            // Ctrl-C meanwhile: no probe after it (nor one called unsteady because the wait was cut)
+            if self.stopped() {
+                return Ok(Ok(()));
+            }
             if let Some(e) = bg.recorder.failure() {
                 return Ok(Err(e));
             }
@@ -387,14 +422,19 @@ impl Runner<'_> {
         });
     }
 
-    /// Waits until every background stream has its first token, then `--ready-stable`.
+    /// Waits until every background stream has its first token, then `--ready-stable`. Ctrl-C
+    /// ends the wait with no error: the client cut the level, the server did not fail it, and the
+    /// probes' loop sees the stop (a resume measures the level).
     async fn steady(&self, bg: &Background, streams: u32) -> Result<(), String> {
         let deadline = Instant::now() + self.config.timing.ready_timeout;
         while bg.recorder.streaming() < streams as usize {
             if let Some(e) = bg.recorder.failure() {
                 return Err(e);
             }
-            if Instant::now() > deadline || self.stopped() {
+            if self.stopped() {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
                 return Err(format!(
                     "only {} of {streams} background streams had a first token after {:.0} s",
                     bg.recorder.streaming(),

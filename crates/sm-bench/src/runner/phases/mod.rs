@@ -9,10 +9,12 @@ use sm_core::record::RunStatus;
 
 use super::prompts::Prompts;
 use super::{RunError, Runner};
-use crate::prompt_file::PromptFile;
+use crate::prompts::prompt_file::PromptFile;
 
-mod burst;
+pub(crate) mod burst;
+pub(crate) mod drain;
 mod mixed;
+pub(crate) mod open_loop;
 mod rate;
 mod send;
 mod sessions;

@@ -17,10 +17,12 @@ use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
 use super::send::{Schedule, SentSchedule};
-use crate::progress::{RunEvent, Step};
+use crate::runner::progress::{RunEvent, Step};
+use crate::telemetry::Received;
 
 mod figures;
 mod lines;
+mod saturation;
 mod schedule;
 
 use schedule::{LevelSize, schedule};
@@ -36,12 +38,10 @@ fn server_lost(mut level: RateLevel) -> RateLevel {
     level.reason = Some(lost_reason(&why));
     level.status = LevelStatus::Error;
     level.saturated = false;
+    level.saturation = None;
     level.telemetry = Default::default();
     level
 }
-
-/// The shortest grace a level gives its requests after its last due time.
-pub const MIN_GRACE: Duration = Duration::from_secs(5);
 
 /// The phase's resolved settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,11 +53,15 @@ pub struct RateConfig {
     /// `--requests`: a fixed count per level; `None` makes each level a window of `--duration`.
     pub requests: Option<u64>,
     pub seed: u64,
+    /// `--drain-max`: the longest a level waits after its last due time (methodology §13.1).
+    pub drain_max: Duration,
 }
 
 impl RateConfig {
     /// The seed when `--seed` is not given: fixed, so two runs send the same schedule.
     pub const DEFAULT_SEED: u64 = 17;
+    /// `--drain-max` when not given.
+    pub const DEFAULT_DRAIN_MAX: Duration = Duration::from_secs(sm_core::phases::rate::DEFAULT_DRAIN_MAX_S as u64);
     /// The most requests one level may schedule.
     pub const MAX_LEVEL_REQUESTS: u64 = schedule::MAX_LEVEL_REQUESTS;
 
@@ -85,7 +89,7 @@ impl Runner<'_> {
         prompts: &Prompts,
     ) -> Result<Option<RunStatus>, RunError> {
         let Some(config) = self.config.phases.rate.clone() else { return Ok(None) };
-        let grace = Duration::from_secs_f64(self.declare_rate(&config).grace_s);
+        self.declare_rate(&config);
         // `--resume --retry-failed`: a level that failed is measured again, as a failed cell is
         if self.config.retry_failed
             && let Some(phase) = self.record.phases.rate.as_mut()
@@ -120,7 +124,7 @@ impl Runner<'_> {
                                 max: RateConfig::MAX_LEVEL_REQUESTS,
                             });
                         }
-                        match self.rate_level(&row, rate, bodies.clone(), &due, &config, grace).await {
+                        match self.rate_level(&row, rate, bodies.clone(), &due, &config).await {
                             Some(measured) => measured,
                             None => return Ok(Some(RunStatus::Interrupted)),
                         }
@@ -152,13 +156,14 @@ impl Runner<'_> {
     fn rate_settings(&self, config: &RateConfig) -> RateSettings {
         let window = self.config.timing.duration;
         RateSettings {
+            drain_max_s: config.drain_max.as_secs_f64(),
             rates: config.rates.clone(),
             arrival: config.arrival,
             max_concurrency: config.max_concurrency,
             requests: config.requests,
             window_s: config.requests.is_none().then_some(window.as_secs_f64()),
             seed: config.seed,
-            grace_s: window.max(MIN_GRACE).as_secs_f64(),
+            grace_s: None,
             max_tokens: self.config.max_tokens.0,
         }
     }
@@ -221,12 +226,11 @@ impl Runner<'_> {
         bodies: Arc<[JsonBody]>,
         due: &[f64],
         config: &RateConfig,
-        grace: Duration,
     ) -> Option<(RateLevel, Vec<RequestLine>, bool)> {
         let what = format!("{} req/s at {}", rate, row.label);
         let length = due.last().map(|&d| Duration::from_secs_f64(d));
         self.reporter.step(&Step::Phase { kind: PhaseKind::Rate, what, started: Instant::now(), length });
-        let schedule = Schedule { bodies, due, cap: config.max_concurrency, grace: Some(grace) };
+        let schedule = Schedule { bodies, due, cap: config.max_concurrency, drain_max: Some(config.drain_max) };
         let sent = match self.send_schedule(schedule).await {
             Ok(Some(sent)) => sent,
             Ok(None) => return None,
@@ -235,13 +239,20 @@ impl Runner<'_> {
                 return Some((level, Vec::new(), false));
             }
         };
-        let SentSchedule { start, requests, ranks, reads } = sent;
+        let SentSchedule { start, requests, ranks, reads, cut_after } = sent;
         let key = figures::LevelKey { context: row.context, label: row.label.clone(), rate };
         let mut measured = figures::level(key, start, &requests, &self.config.slo);
         measured.ranks = ranks;
+        measured.drain_s = cut_after.map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0);
         if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {
             let tokens = measured.output_tok_s.map_or(0, |r| (r * span).round() as u64);
-            let (mut telemetry, warnings) = reads.figures(Duration::from_secs_f64(span), measured.output_tok_s, tokens);
+            // as for sessions (methodology §13.4): where a request failed or the client cut one,
+            // the server counted and spent energy on tokens the completed requests did not get,
+            // so neither the comparison (it would call a fault "another client") nor J/token
+            let clean = measured.counts.failed == 0 && measured.cut() == 0;
+            let ours = clean.then_some(Received::All(tokens));
+            let (mut telemetry, warnings) =
+                reads.figures(Duration::from_secs_f64(span), ours, if clean { tokens } else { 0 });
             // to the decimals a decode cell's are kept to
             telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
             measured.telemetry = telemetry;

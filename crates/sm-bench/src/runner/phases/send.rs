@@ -9,8 +9,8 @@ use sm_client::JsonBody;
 use sm_core::ranks::RankLevel;
 
 use super::super::Runner;
-use crate::open_loop::{LevelRun, Part, Ran, Sent};
 use crate::ranks::{LevelOrder, RemoteLevel, merge_level, share};
+use crate::runner::phases::open_loop::{LevelRun, Part, Ran, Sent};
 use crate::telemetry::Reads;
 
 /// What to send: request `i` is due `due[i]` seconds after the start, with body `i` (in turn).
@@ -19,8 +19,8 @@ pub(super) struct Schedule<'a> {
     pub due: &'a [f64],
     /// `--max-concurrency`, over all ranks.
     pub cap: Option<u32>,
-    /// After the last due time; `None` reads every request to its end.
-    pub grace: Option<Duration>,
+    /// `--drain-max`: the longest wait after the last due time; `None` reads every request to its end.
+    pub drain_max: Option<Duration>,
 }
 
 /// A schedule sent: every request (every rank's, in due order) with the start they count from.
@@ -29,6 +29,8 @@ pub(super) struct SentSchedule {
     pub requests: Vec<Sent>,
     /// Each rank's part; empty in one process.
     pub ranks: Vec<RankLevel>,
+    /// The wait after the last due time at which this process cut requests still running.
+    pub cut_after: Option<Duration>,
     /// The server's gauges and the GPUs through it.
     pub reads: Reads,
 }
@@ -49,7 +51,7 @@ impl Runner<'_> {
             due: s.due,
             part,
             max_concurrency: s.cap.map(|c| share(c, part.ranks as u32, 0)),
-            grace: s.grace,
+            drain_max: s.drain_max,
             timeouts: self.config.timing.stream_timeouts(),
         };
         let target = self.target();
@@ -63,12 +65,12 @@ impl Runner<'_> {
         let ran = run.run(self.controls.stop_now.clone()).await;
         let reads = sampling.stop().await;
         match (ran, remote.zip(group)) {
-            (Ran::Done { start, requests }, None) => {
-                Ok(Some(SentSchedule { start, requests, ranks: Vec::new(), reads }))
+            (Ran::Done { start, requests, cut_after }, None) => {
+                Ok(Some(SentSchedule { start, requests, ranks: Vec::new(), reads, cut_after }))
             }
-            (Ran::Done { start, requests }, Some((r, group))) => {
+            (Ran::Done { start, requests, cut_after }, Some((r, group))) => {
                 let (requests, ranks) = merge_level(requests, r.finish(group).await?, start);
-                Ok(Some(SentSchedule { start, requests, ranks, reads }))
+                Ok(Some(SentSchedule { start, requests, ranks, reads, cut_after }))
             }
             (Ran::Stopped, remote) => {
                 if let Some((r, group)) = remote {
@@ -91,7 +93,7 @@ impl Runner<'_> {
             bodies: bodies.collect::<Result<_, _>>()?,
             due: s.due.to_vec(),
             max_concurrency: None,
-            grace_ms: s.grace.map(|g| g.as_millis() as u64),
+            drain_max_ms: s.drain_max.map(|g| g.as_millis() as u64),
             first_token_timeout_ms: timeouts.first_token.as_millis() as u64,
             stall_timeout_ms: timeouts.stall.as_millis() as u64,
             abort_request: self.client.aborts_on_cancel(),

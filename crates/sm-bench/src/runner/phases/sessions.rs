@@ -16,8 +16,8 @@ use tokio::sync::{mpsc, watch};
 use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
-use crate::progress::{RunEvent, Step};
-use crate::telemetry::Reads;
+use crate::runner::progress::{RunEvent, Step};
+use crate::telemetry::{Reads, Received};
 
 mod conversation;
 mod user;
@@ -163,12 +163,17 @@ impl Runner<'_> {
     }
 
     /// The phase's telemetry over its summary's span: the server's tok/s set against its output
-    /// tok/s, J/token over its completed turns' output tokens.
+    /// tok/s, J/token over its completed turns' output tokens — neither where a turn failed: the
+    /// server counts a failed turn's tokens (an engine may go on generating one the client gave
+    /// up on) and spends energy on them, so the comparison would call a fault "another client"
+    /// and J/token would charge it to the completed turns (methodology §13.4).
     fn sessions_telemetry(&mut self, reads: &Reads) {
         let Some(phase) = self.record.phases.sessions.as_mut() else { return };
         let Some(s) = &phase.summary else { return };
         let span = Duration::from_secs_f64(s.span_s);
-        let (mut telemetry, warnings) = reads.figures(span, s.output_tok_s, s.output_tokens);
+        let clean = s.failed == 0;
+        let ours = s.output_tok_s.filter(|_| clean).map(|_| Received::All(s.output_tokens));
+        let (mut telemetry, warnings) = reads.figures(span, ours, if clean { s.output_tokens } else { 0 });
         // to the decimals a decode cell's are kept to
         telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
         phase.telemetry = telemetry;

@@ -11,10 +11,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::figures::Emission;
-use crate::live::Cancel;
-use crate::request::{Observer, Outcome, StreamTimeouts, stream_request};
-use crate::request_log::{Point, RequestLog};
-use crate::server::Target;
+use crate::cell::server::Target;
+use crate::stream::live::Cancel;
+use crate::stream::request::{Observer, Outcome, StreamTimeouts, stream_request};
+use crate::stream::request_log::{Point, RequestLog};
 
 /// Every background request's chunks so far, one list per request, shared with the workers and
 /// kept per stream: a stream writes only its own lists (its own cache line, its lock contended
@@ -24,7 +24,9 @@ pub(super) struct Recorder {
     streams: Vec<StreamRequests>,
     /// Streams that have had a first token.
     streaming: AtomicUsize,
-    failure: Mutex<Option<String>>,
+    /// The first stream failure: why, and when its stream last gave a token (else its request's
+    /// send): from there on the background was not the BG streams the level names.
+    failure: Mutex<Option<(String, Instant)>>,
 }
 
 /// One stream's requests, each its chunks.
@@ -65,11 +67,21 @@ impl Recorder {
 
     /// Why a background stream failed, once one did.
     pub(super) fn failure(&self) -> Option<String> {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|(why, _)| why.clone())
     }
 
-    fn fail(&self, reason: String) {
-        self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(reason);
+    /// Since when the failed stream was silent: its last token, else its request's send.
+    pub(super) fn fault_since(&self) -> Option<Instant> {
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).as_ref().map(|&(_, since)| since)
+    }
+
+    fn fail(&self, reason: String, since: Instant) {
+        self.failure.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert((reason, since));
+    }
+
+    /// When a request of `stream` last gave a token.
+    fn last_token(&self, stream: usize, slot: usize) -> Option<Instant> {
+        self.streams[stream].lock()[slot].last().map(|e| e.at)
     }
 }
 
@@ -176,7 +188,8 @@ async fn worker(
         };
         if let Some(r) = reason {
             run.log.failure = Some(r.clone());
-            recorder.fail(format!("a background stream failed: {r}"));
+            let since = recorder.last_token(stream, slot).unwrap_or(run.log.sent);
+            recorder.fail(format!("a background stream failed: {r}"), since);
         }
         logs.push(run.log);
         break;

@@ -3,44 +3,23 @@
 
 use std::time::{Duration, Instant};
 
-use sm_core::phases::rate::{LATE_MS, LevelCounts, LevelStatus, Percentiles, RateLevel, RequestRate, SendLag};
+use sm_core::phases::rate::{
+    LATE_MS, LevelCounts, LevelStatus, Percentiles, RateLevel, RequestRate, Saturation, SendLag,
+};
 use sm_core::slo::{RequestFigures, Slo};
-use sm_core::stats::{Quantiles, median, percentile};
+use sm_core::stats::{Quantiles, percentile};
 
-use crate::open_loop::{End, Sent};
-use crate::request_log::RequestLog;
-use crate::tokens::attribute;
+use crate::runner::phases::open_loop::{End, Sent};
+use crate::stream::request_log::RequestLog;
+use crate::stream::tokens::attribute;
 
-/// A backlog (requests not completed by the deadline) above this share of the level, and of at
-/// least [`BACKLOG_MIN`] requests, makes the level saturated.
-pub const BACKLOG_PCT: f64 = 10.0;
-pub const BACKLOG_MIN: usize = 2;
+use super::saturation::{Waited, judge};
 
-/// The saturation test (methodology §13.1): `due` and `done` (completion, `None` if it never
-/// completed) are seconds after the level's start, in due order. The reference latency `w0` is the
-/// median end-to-end latency of the first quarter of the requests; a server that keeps up has
-/// completed nearly every request by `last due + 2·w0`. Returns the share (%) it had not completed
-/// by then and whether that makes the level saturated.
-pub fn saturation(due: &[f64], done: &[Option<f64>]) -> (f64, bool) {
-    let n = due.len();
-    if n == 0 {
-        return (0.0, false);
-    }
-    let quarter = n.div_ceil(4);
-    let first: Vec<f64> = due[..quarter].iter().zip(done).filter_map(|(d, e)| e.map(|e| e - d)).collect();
-    let Some(w0) = median(&first) else {
-        // not one of the first requests completed: nothing kept up
-        return (100.0, n >= BACKLOG_MIN);
-    };
-    let deadline = due.iter().copied().fold(0.0, f64::max) + 2.0 * w0;
-    let behind = done.iter().filter(|e| e.is_none_or(|e| e > deadline)).count();
-    let pct = behind as f64 * 100.0 / n as f64;
-    (pct, pct > BACKLOG_PCT && behind >= BACKLOG_MIN)
-}
-
-/// Time-weighted mean and maximum of the requests in flight (`[sent, over)`) over `[start, end]`.
+/// Time-weighted mean and maximum of the requests in flight (`[sent, over)`) over `[0, span]`;
+/// the part of an interval past the span is not counted.
 pub fn in_flight(intervals: &[(f64, f64)], span: f64) -> (f64, u64) {
-    let mut edges: Vec<(f64, i64)> = intervals.iter().flat_map(|&(a, b)| [(a, 1), (b, -1)]).collect();
+    let mut edges: Vec<(f64, i64)> =
+        intervals.iter().filter(|&&(a, _)| a <= span).flat_map(|&(a, b)| [(a, 1), (b.min(span), -1)]).collect();
     // at one instant an end comes before a start: back-to-back requests are not two at once
     edges.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
     let (mut now, mut max, mut area, mut last) = (0i64, 0i64, 0.0, 0.0);
@@ -85,15 +64,16 @@ pub struct LevelKey {
     pub rate: RequestRate,
 }
 
-/// The level's figures from its requests (in due order), judged against `slo`.
+/// The level's figures from its requests (in due order), judged against `slo`. Its figures rest
+/// on the completed requests: a request that failed is counted as failed (a fault), and one the
+/// client cut, or never sent, is neither a failure nor behind; neither stretches the span.
 pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> RateLevel {
     let counts = counts(requests);
     let mut level = RateLevel::unmeasured(key.context, key.label, key.rate, LevelStatus::Measured, String::new());
     level.reason = None;
     level.counts = counts;
-    let end = requests.iter().filter_map(|r| r.over).max();
-    let span = end.map(|e| secs(start, e)).filter(|&s| s > 0.0);
     let completed: Vec<(&Sent, &RequestLog)> = requests.iter().filter_map(|r| r.completed().map(|l| (r, l))).collect();
+    let span = completed.iter().filter_map(|(r, _)| r.over).max().map(|e| secs(start, e)).filter(|&s| s > 0.0);
     let figures: Vec<RequestFigures> = completed
         .iter()
         .map(|(r, l)| RequestFigures {
@@ -118,15 +98,14 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
         p99: percentile(&lags, 99.0).unwrap_or(p50),
         max: lags.iter().copied().fold(0.0, f64::max),
     });
-    let due: Vec<f64> = requests.iter().map(|r| secs(start, r.due)).collect();
-    let done: Vec<Option<f64>> =
-        requests.iter().map(|r| r.completed().and_then(|l| l.ended).map(|e| secs(start, e))).collect();
-    let (backlog, saturated) = saturation(&due, &done);
-    level.backlog_pct = Some(backlog);
-    level.saturated = saturated;
+    let judged = judge(&waited(start, requests), counts.cancelled + counts.unsent);
+    level.backlog_pct = judged.backlog_pct;
+    level.saturation = Some(judged.saturation);
+    level.saturated = judged.saturation == Saturation::Saturated;
+    level.first_failure = first_failure(requests);
     if let Some(span) = span {
         let good = figures.iter().filter(|f| slo.meets(f)).count() as f64;
-        let output: f64 = requests.iter().filter_map(|r| r.log.as_ref()).map(output_tokens).sum();
+        let output: f64 = figures.iter().map(|f| f.tokens).sum();
         let input: u64 = completed.iter().filter_map(|(_, l)| l.prompt_tokens).sum();
         let flights: Vec<(f64, f64)> =
             requests.iter().filter_map(|r| Some((secs(start, r.log.as_ref()?.sent), secs(start, r.over?)))).collect();
@@ -138,13 +117,40 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
         level.in_flight_mean = Some(mean);
         level.in_flight_max = Some(max);
         level.goodput_rps = Some(good / span);
-        level.goodput_pct = (counts.scheduled > 0).then(|| good * 100.0 / counts.scheduled as f64);
+        // of the requests the server answered or failed: a request the client cut is not judged
+        let judged = counts.completed + counts.failed;
+        level.goodput_pct = (judged > 0).then(|| good * 100.0 / judged as f64);
     }
-    if completed.is_empty() {
+    if completed.is_empty() && (counts.failed > 0 || counts.scheduled == 0) {
         level.status = LevelStatus::Error;
+        level.saturation = None;
         level.reason = Some(no_completion(requests));
     }
     level
+}
+
+/// Each request as the saturation test reads it.
+fn waited(start: Instant, requests: &[Sent]) -> Vec<Waited> {
+    requests
+        .iter()
+        .map(|r| {
+            let log = r.log.as_ref();
+            Waited {
+                due: secs(start, r.due),
+                first_token: log.and_then(|l| l.first_token).map(|t| secs(start, t)),
+                end: r.completed().and_then(|l| l.ended).map(|e| secs(start, e)),
+                failed: matches!(r.end, End::Failed(_) | End::Lost(_)),
+            }
+        })
+        .collect()
+}
+
+/// The first failure's reason, when a request failed.
+fn first_failure(requests: &[Sent]) -> Option<String> {
+    requests.iter().find_map(|r| match &r.end {
+        End::Failed(why) | End::Lost(why) => Some(why.clone()),
+        _ => None,
+    })
 }
 
 fn counts(requests: &[Sent]) -> LevelCounts {
@@ -169,18 +175,13 @@ pub fn connection_lost(requests: &[Sent]) -> bool {
     requests.iter().any(|r| matches!(r.end, End::Lost(_)))
 }
 
-/// Why no request of a level completed: the first failure, else the grace running out.
+/// Why a level is an error: no request completed and some failed (or none was scheduled).
 fn no_completion(requests: &[Sent]) -> String {
-    match requests.iter().find_map(|r| match &r.end {
-        End::Failed(why) | End::Lost(why) => Some(why.clone()),
-        _ => None,
-    }) {
+    match first_failure(requests) {
         Some(why) => format!("no request completed; the first failure: {why}"),
-        None if requests.is_empty() => "the level scheduled no request".into(),
-        None => "no request completed before the level's grace ran out".into(),
+        None => "the level scheduled no request".into(),
     }
 }
 
 #[cfg(test)]
-#[path = "figures_tests.rs"]
 mod tests;

@@ -5,8 +5,8 @@ use std::time::Instant;
 
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s, round_tokens};
 
-use crate::open_loop::{End, Sent};
-use crate::tokens::attribute;
+use crate::runner::phases::open_loop::{End, Sent};
+use crate::stream::tokens::attribute;
 
 fn secs(t0: Instant, at: Instant) -> f64 {
     round_s(at.saturating_duration_since(t0).as_secs_f64())
@@ -40,7 +40,8 @@ fn line(context: u64, concurrency: u32, r: &Sent, t0: Instant) -> RequestLine {
     };
     let reason = match &r.end {
         End::Failed(why) | End::Lost(why) => Some(sm_core::secrets::scrub(why).into_owned()),
-        End::Unsent => Some("never sent: the level's grace ran out while it waited for a slot".to_string()),
+        End::Cancelled => Some("cut by the client: still running when the level's wait ran out".to_string()),
+        End::Unsent => Some("never sent: the level's wait ran out while it waited for a slot".to_string()),
         _ => None,
     };
     let log = r.log.as_ref();

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use sm_client::openai::Prompt;
 
 use super::SessionsConfig;
-use crate::prompt::{SESSION, filler};
-use crate::prompt_file::PromptFile;
-use crate::sizing::Sizer;
+use crate::prompts::prompt::{SESSION, filler};
+use crate::prompts::prompt_file::PromptFile;
+use crate::prompts::sizing::Sizer;
 
 /// One user's script: its system prompt and, per turn, the new message and its `max_tokens`.
 #[derive(Debug, Clone, PartialEq)]

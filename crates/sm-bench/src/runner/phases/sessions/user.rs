@@ -11,7 +11,7 @@ use sm_core::requests::round_s;
 use tokio::sync::{mpsc, watch};
 
 use super::conversation::{History, Script};
-use crate::request::{Observer, Outcome, RequestRun, StreamTimeouts, describe_outcome, stream_request};
+use crate::stream::request::{Observer, Outcome, RequestRun, StreamTimeouts, describe_outcome, stream_request};
 
 /// What a user tells the phase as it goes.
 #[derive(Debug)]

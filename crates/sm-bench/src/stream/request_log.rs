@@ -1,0 +1,57 @@
+//! What one request of a cell saw, chunk by chunk: written by the request loop (`request.rs`),
+//! read by the window accounting (`cell/window.rs`) and the token attribution (`tokens.rs`).
+
+use std::time::Instant;
+
+/// A token-bearing chunk: when it arrived, how many token-bearing chunks the request had
+/// received with it, and the request's cumulative `usage.completion_tokens` as of this chunk where
+/// the server said it (on this chunk, or in a usage total that came after it without new chunks).
+/// Which tokens each chunk carried is worked out from these by [`crate::stream::tokens::attribute`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Point {
+    pub at: Instant,
+    pub chunks: u64,
+    pub usage: Option<u64>,
+}
+
+/// Everything one request of a cell saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestLog {
+    pub sent: Instant,
+    pub first_token: Option<Instant>,
+    pub points: Vec<Point>,
+    /// `finish_reason` or `[DONE]` arrived (the request completed normally).
+    pub ended: Option<Instant>,
+    /// Every token-bearing chunk carried usage, so the points' usage are real token counts.
+    pub usage: bool,
+    /// Chunks without usage were followed by a usage total that covers them (the request ended).
+    pub usage_at_end: bool,
+    pub prompt_tokens: Option<u64>,
+    pub cached_tokens: Option<u64>,
+    /// The request was sent a second time because its first send failed before any
+    /// response byte (a pooled keep-alive connection the server had closed).
+    pub retried: bool,
+    /// Why the request failed, where the failure was its own and not the cancel's doing (set
+    /// once it ended, for `--save-requests`).
+    pub failure: Option<String>,
+    /// The id the server gave the request (set once it ended, for `--save-requests`).
+    pub id: Option<String>,
+}
+
+impl RequestLog {
+    pub fn new(sent: Instant) -> RequestLog {
+        RequestLog {
+            sent,
+            first_token: None,
+            points: Vec::new(),
+            ended: None,
+            usage: true,
+            usage_at_end: false,
+            prompt_tokens: None,
+            cached_tokens: None,
+            retried: false,
+            failure: None,
+            id: None,
+        }
+    }
+}

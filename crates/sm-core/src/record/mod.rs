@@ -1,0 +1,230 @@
+//! The run record, schema `speedmatrix.run/1.N` ([`SCHEMA`] is the one written) — published as
+//! `schema/run.schema.json`. Field names are a contract: the report, the results
+//! site and other tools read them. Add fields; never rename or repurpose one.
+//! A minor version (`/1.1`) only adds optional fields: every reader of `/1` reads it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Tokens;
+use crate::capacity::Limits;
+use crate::capacity_answer::Capacity;
+pub use crate::engine::Engine;
+
+mod cells;
+mod settings;
+pub mod status;
+pub use cells::{CellIntervals, CellPhases, DecodeCell, PlanKind, PlannedCell, PrefillRow, Repeat};
+pub use settings::{Api, PromptSource, Settings, TimingSettings, TokenSource};
+pub use status::{CellStatus, PlanStatus, RunStatus};
+
+/// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2
+/// precision (intervals, adaptive windows, repeats); 1.3 the load phases; 1.4 `tool.client_threads`,
+/// the `ranks` of a cell, a rate level and a burst, telemetry on prefill rows and rate levels, and the
+/// telemetry settings; 1.5 the server metrics' `measured_tokens` and `tok_s_timing_pct`, a rate
+/// level's `saturation` verdict, `drain_s` and `first_failure`, and
+/// the rate phase's `drain_max_s` in place of `grace_s`.
+pub const SCHEMA: &str = "speedmatrix.run/1.5";
+
+/// Whether a record's `schema` is one this version reads: `speedmatrix.run/1` or any `/1.N`.
+pub fn schema_readable(schema: &str) -> bool {
+    schema.strip_prefix("speedmatrix.run/1").is_some_and(|minor| {
+        minor.is_empty()
+            || minor.strip_prefix('.').is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+    pub commit: Option<String>,
+    /// The measuring runtime's worker threads (`--client-threads`); absent before schema 1.4 and
+    /// in imported records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_threads: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// Base URL without credentials.
+    pub url: String,
+    /// `vllm`, `sglang`, `llamacpp`, `tgi` or `generic`.
+    pub engine: Engine,
+    pub engine_version: Option<String>,
+    pub model: String,
+    pub max_model_len: Option<u64>,
+    pub kv_budget_tokens: Option<u64>,
+    /// e.g. `vllm:cache_config_info kv_cache_size_tokens`, `--kv-budget`, `unknown`.
+    pub kv_budget_source: String,
+    pub max_num_seqs: Option<u32>,
+    pub metrics_available: bool,
+    pub tokenize_available: bool,
+    /// Whatever else was learnt (block size, quantization, …), free-form.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Gpu {
+    pub name: String,
+    pub memory_mib: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Hardware {
+    pub os: String,
+    pub kernel: Option<String>,
+    pub cpu: Option<String>,
+    pub gpus: Vec<Gpu>,
+    pub gpu_count: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Seconds since `started`.
+    pub t: f64,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub schema: String,
+    pub tool: Tool,
+    pub status: RunStatus,
+    /// UTC, RFC 3339.
+    pub started: String,
+    pub finished: Option<String>,
+    pub label: Option<String>,
+    pub server: ServerInfo,
+    pub settings: Settings,
+    pub hardware: Hardware,
+    pub launch_command: Option<String>,
+    #[serde(default)]
+    pub plan: Vec<PlannedCell>,
+    pub prefill: Vec<PrefillRow>,
+    pub decode: Vec<DecodeCell>,
+    pub events: Vec<Event>,
+    /// The run's id: the tag at the start of every prompt. A resumed run keeps it,
+    /// so it sends the same prompts (and hits the same cache) as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Each measured context's prompt: tokens as counted and a hash of its text. A
+    /// resume refuses to continue when the server now makes different prompts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<PromptInfo>,
+    /// The capacity answer per decode context (methodology §11.3), from the judged cells.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity: Vec<Capacity>,
+    /// The load phases that ran beside (or instead of) the decode matrix (methodology §13).
+    #[serde(default, skip_serializing_if = "crate::phases::Phases::is_empty")]
+    pub phases: crate::phases::Phases,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PromptInfo {
+    pub context: u64,
+    /// Prompt tokens as the server counted them while sizing (null with calibration).
+    pub tokens: Option<u64>,
+    /// FNV-1a 64-bit hash of the prompt's messages, hex.
+    pub hash: String,
+}
+
+/// FNV-1a, 64 bits: a stable fingerprint of text (not for security).
+pub fn fnv1a64(parts: &[&str]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0u8)) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    format!("{h:016x}")
+}
+
+impl RunRecord {
+    pub fn decode_cell(&self, context: u64, concurrency: u32) -> Option<&DecodeCell> {
+        self.decode.iter().find(|c| c.context == context && c.concurrency == concurrency)
+    }
+
+    /// What the server holds, as the record says: KV budget, block size, `max_num_seqs`.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            kv_budget: self.server.kv_budget_tokens.map(Tokens),
+            block_size: self.server.extra.get("block_size").and_then(serde_json::Value::as_u64),
+            max_num_seqs: self.server.max_num_seqs,
+        }
+    }
+}
+
+/// Now, UTC, RFC 3339 with whole seconds.
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| time::OffsetDateTime::now_utc());
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::CapacityRule;
+
+    #[test]
+    fn statuses_serialise_as_documented() {
+        let s = serde_json::to_string(&[CellStatus::Valid, CellStatus::OverCapacity, CellStatus::Loop]).unwrap();
+        assert_eq!(s, r#"["valid","over_capacity","loop"]"#);
+        assert_eq!(serde_json::to_string(&RunStatus::Interrupted).unwrap(), r#""interrupted""#);
+        assert_eq!(serde_json::to_string(&CapacityRule::PrefixShared).unwrap(), r#""prefix-shared""#);
+        assert_eq!(serde_json::to_string(&TokenSource::Chunks).unwrap(), r#""chunks""#);
+        let plan = [PlanKind::Prefill, PlanKind::Decode];
+        assert_eq!(serde_json::to_string(&plan).unwrap(), r#"["prefill","decode"]"#);
+        let plan = [PlanStatus::Planned, PlanStatus::OverCapacity, PlanStatus::Skipped];
+        assert_eq!(serde_json::to_string(&plan).unwrap(), r#"["planned","over_capacity","skipped"]"#);
+        let sources = [PromptSource::ServerTokenize, PromptSource::TokenizerFile, PromptSource::UsageCalibration];
+        let s = serde_json::to_string(&sources).unwrap();
+        assert_eq!(s, r#"["server_tokenize","tokenizer_file","usage_calibration"]"#);
+        for p in sources {
+            assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{}\"", p.name()));
+        }
+        let all =
+            [CellStatus::Valid, CellStatus::OverCapacity, CellStatus::Error, CellStatus::Loop, CellStatus::Skipped];
+        for c in all {
+            assert_eq!(serde_json::to_string(&c).unwrap(), format!("\"{}\"", c.name()));
+        }
+    }
+
+    /// A recorded run.json read and written again keeps its plan and prompt source as they were:
+    /// the typed plan entries, statuses and prompt source write exactly what the strings did. (The
+    /// sample predates the optional timing settings, which a write adds as nulls.)
+    #[test]
+    fn a_recorded_plan_round_trips_unchanged() {
+        let text = include_str!("../../../../tests/data/run-sample.json");
+        let original: serde_json::Value = serde_json::from_str(text).unwrap();
+        let record: RunRecord = serde_json::from_str(text).unwrap();
+        let written = serde_json::to_value(&record).unwrap();
+        assert_eq!(written["plan"], original["plan"]);
+        assert_eq!(written["settings"]["prompt_source"], original["settings"]["prompt_source"]);
+        assert_eq!(written["decode"], original["decode"]);
+        assert_eq!(written["prefill"], original["prefill"]);
+        let again: RunRecord = serde_json::from_value(written.clone()).unwrap();
+        assert_eq!(serde_json::to_value(&again).unwrap(), written);
+    }
+
+    #[test]
+    fn timestamps_are_utc_rfc3339() {
+        let t = now_rfc3339();
+        assert!(t.ends_with('Z') && t.len() == 20, "{t}");
+    }
+
+    #[test]
+    fn timing_settings_are_flat_and_optional() {
+        let old = r#"{"contexts":[1024],"concurrency":[1],"duration_s":30.0,"max_tokens":4096,"prefill_contexts":[],
+            "capacity_rule":"reference","api":"chat","prompt_source":"server_tokenize","ignore_eos":true,"temperature":null}"#;
+        let s: Settings = serde_json::from_str(old).unwrap();
+        assert_eq!(s.timing, TimingSettings::default());
+        let mut s = s;
+        s.timing.ready_stable_s = Some(1.5);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["ready_stable_s"], 1.5);
+        assert!(json["warmup_s"].is_null() && json.get("timing").is_none(), "{json}");
+        assert_eq!(serde_json::from_value::<Settings>(json).unwrap(), s);
+    }
+}

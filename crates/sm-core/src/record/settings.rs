@@ -1,0 +1,149 @@
+//! The run's `settings` section: what was asked for, so that a report can say it and a resume can
+//! hold the run to it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::capacity::CapacityRule;
+use crate::slo::Slo;
+
+/// How prompt lengths were made exact (methodology: prompt sizing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptSource {
+    /// Bisection with the server's `/tokenize`.
+    ServerTokenize,
+    /// `--tokenizer tokenizer.json` plus the server's fixed template cost.
+    TokenizerFile,
+    /// `usage.prompt_tokens` of `max_tokens: 1` requests.
+    UsageCalibration,
+}
+
+impl PromptSource {
+    /// The name run.json records.
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptSource::ServerTokenize => "server_tokenize",
+            PromptSource::TokenizerFile => "tokenizer_file",
+            PromptSource::UsageCalibration => "usage_calibration",
+        }
+    }
+}
+
+impl std::fmt::Display for PromptSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where a decode cell's output-token count comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenSource {
+    /// Per-chunk increase of `usage.completion_tokens` (continuous usage stats).
+    Usage,
+    /// Content-bearing chunks, corrected by the usage total the server sends at
+    /// the end of each request (llama.cpp). Exact for requests that ended inside
+    /// the window; chunk-counted for the ones cut by the window's end.
+    UsageAtEnd,
+    /// Content-bearing chunks: the server sent no usage. Undercounts when a
+    /// chunk carries several tokens (speculative decoding).
+    Chunks,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    #[default]
+    Chat,
+    Completions,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub contexts: Vec<u64>,
+    pub concurrency: Vec<u32>,
+    pub duration_s: f64,
+    pub max_tokens: u64,
+    pub prefill_contexts: Vec<u64>,
+    pub capacity_rule: CapacityRule,
+    pub api: Api,
+    /// How prompt lengths were made exact: `server_tokenize`, `tokenizer_file`, `usage_calibration`.
+    pub prompt_source: PromptSource,
+    pub ignore_eos: bool,
+    pub temperature: Option<f64>,
+    /// The waits and limits of the run; absent (null) in records written before they were recorded.
+    #[serde(flatten, default)]
+    pub timing: TimingSettings,
+    /// `--slo`: the service level every valid decode cell is judged against (absent before 1.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slo: Option<Slo>,
+    /// `--cost-per-hour`: the price of the whole server, USD per hour.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_per_hour_usd: Option<f64>,
+    /// `--find-capacity`: levels between the matrix's were searched for the capacity answer.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub find_capacity: bool,
+    /// `--precision`: the half-width (% of the figure) each cell measured towards; `duration_s` is
+    /// then the longest window and `min_duration_s` the shortest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision_pct: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_duration_s: Option<f64>,
+    /// `--repeats`: how many times each cell is measured (absent: once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeats: Option<u32>,
+    /// `--save-requests`: every measured request has a line in `requests.jsonl` beside the record
+    /// ([`crate::requests`]).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub save_requests: bool,
+    /// `--prompts FILE.jsonl`: the phases sent these prompts in place of synthetic text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts_file: Option<crate::phases::PromptsFileInfo>,
+    /// Whether the decode matrix ran: `false` when only load phases were asked for. Absent
+    /// (every record before schema 1.3) means it did.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub matrix: bool,
+    /// `--model-config` or `--active-params …`: the model shape the roofline used (§14.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_shape: Option<crate::roofline::RecordedShape>,
+    /// `--gpu-metrics` as asked (`auto`, `off`, `nvml` or the exporter's URL without its
+    /// credentials), so that a resume reads the same source (methodology §14.3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_metrics: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+pub(super) fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// The timing flags of a run, so that a resume uses the same ones. `None` in a record written
+/// before they were recorded: a resume then takes the flags' defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct TimingSettings {
+    /// `--warmup`: window of the hidden C=1 warm-up cell (0: none).
+    #[serde(default)]
+    pub warmup_s: Option<f64>,
+    /// `--ready-stable`: how long readiness must hold before the window opens.
+    #[serde(default)]
+    pub ready_stable_s: Option<f64>,
+    /// `--ready-timeout`: the longest wait for readiness.
+    #[serde(default)]
+    pub ready_timeout_s: Option<f64>,
+    /// `--stall-timeout`: the longest silence between two tokens of a stream.
+    #[serde(default)]
+    pub stall_timeout_s: Option<f64>,
+    /// `--server-wait`: how long to wait for a server that stopped responding.
+    #[serde(default)]
+    pub server_wait_s: Option<f64>,
+    /// `--metrics-interval` (0: off): how often the server's /metrics and the GPUs were read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics_interval_s: Option<f64>,
+}

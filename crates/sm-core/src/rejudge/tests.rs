@@ -1,0 +1,96 @@
+use super::*;
+use crate::answer::{capacities, judge_from_summaries};
+use crate::slo::RequestFigures;
+use crate::stats::{Quantiles, percentile};
+
+const SAMPLE: &str = include_str!("../../../../tests/data/run-sample.json");
+
+/// A cell's requests: TTFT and TBT growing with the users, spread so percentiles interpolate.
+fn requests(users: u32, seed: u32) -> Vec<RequestFigures> {
+    (0..23u32)
+        .map(|i| {
+            let spread = f64::from((i * 7 + seed) % 23);
+            RequestFigures {
+                tokens: 100.0,
+                ttft_ms: Some(100.0 + f64::from(users) * 9.0 + spread * 31.0),
+                tbt_ms: Some(10.0 + f64::from(users) * 0.4 + spread * 1.3),
+                silent_ms: None,
+            }
+        })
+        .collect()
+}
+
+/// The sample's cells as a run measures them: figures from their requests, judged under `slo`
+/// from the requests (as sm-bench's cell record does), and the answer from those judgements.
+fn measured(slo: &Slo) -> RunRecord {
+    let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
+    for (i, cell) in record.decode.iter_mut().enumerate().filter(|(_, c)| c.status() == CellStatus::Valid) {
+        let reqs = requests(cell.concurrency, i as u32);
+        let ttft: Vec<f64> = reqs.iter().filter_map(|r| r.ttft_ms).collect();
+        let tbt: Vec<f64> = reqs.iter().filter_map(|r| r.tbt_ms).collect();
+        let speeds: Vec<f64> = tbt.iter().map(|t| 1000.0 / t).collect();
+        let (t, b) = (Quantiles::of(&ttft).unwrap(), Quantiles::of(&tbt).unwrap());
+        (cell.ttft_ms_p50, cell.ttft_ms_p90, cell.ttft_ms_p99) = (Some(t.p50), Some(t.p90), Some(t.p99));
+        (cell.tbt_ms_p50, cell.tbt_ms_p90, cell.tbt_ms_p99) = (Some(b.p50), Some(b.p90), Some(b.p99));
+        cell.per_request_tok_s = percentile(&speeds, 50.0);
+        let j = slo.judge(&reqs, 10.0);
+        cell.slo_met = Some(j.met);
+        cell.slo_bounds = j.bounds;
+    }
+    record.settings.slo = Some(slo.clone());
+    record.capacity = capacities(&record);
+    record
+}
+
+#[test]
+fn a_run_re_judged_under_another_slo_answers_as_if_it_had_been_measured_under_it() {
+    let a: Slo = "tok_s_p10>=20,ttft_p90<=2s".parse().unwrap();
+    // tok_s_p10 is the one figure of B no summary holds: the run's own bound under A gives it
+    for b in ["tok_s_p10>=15,ttft_p99<=2.5s", "tok_s_p10>=30", "tbt_p50<=40ms,ttft_p50<=900ms,tok_s_p50>=30"] {
+        let b: Slo = b.parse().unwrap();
+        let under_b = measured(&b);
+        let again = rejudge(&measured(&a), &b, Measured::Requests).unwrap();
+        assert_eq!(again, under_b.capacity, "{b}");
+    }
+    // the two SLOs do give different answers here, so the test tells them apart
+    let strict: Slo = "tok_s_p10>=15,ttft_p99<=2.5s".parse().unwrap();
+    assert_ne!(measured(&a).capacity, measured(&strict).capacity);
+}
+
+#[test]
+fn a_bound_no_stored_figure_gives_exactly_is_refused_not_approximated() {
+    let a: Slo = "tok_s_p10>=20,ttft_p90<=2s".parse().unwrap();
+    // tok/s p20 would be 1000 / TBT p80 only between two requests' speeds: not stored, refused
+    let err = rejudge(&measured(&a), &"tok_s_p20>=30".parse().unwrap(), Measured::Requests).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer tok_s_p20 (the run stored p10, p50 only)");
+    let err = rejudge(&measured(&a), &"ttft_p95<=2s".parse().unwrap(), Measured::Requests).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer ttft_p95 (the run stored p50, p90, p99 only)");
+}
+
+#[test]
+fn an_import_with_p50_only_says_what_it_cannot_answer() {
+    let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
+    for cell in &mut record.decode {
+        (cell.ttft_ms_p90, cell.ttft_ms_p99, cell.tbt_ms_p90, cell.tbt_ms_p99) = (None, None, None, None);
+    }
+    let p50: Slo = "tok_s_p50>=20,ttft_p50<=2s".parse().unwrap();
+    judge_from_summaries(&mut record, &p50).unwrap();
+    let err = rejudge(&record, &"ttft_p90<=2s".parse().unwrap(), Measured::Summaries).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer ttft_p90 (the run stored p50 only)");
+    // under another p50 SLO it answers, as judging its summaries under that SLO would
+    let other: Slo = "tok_s_p50>=50,ttft_p50<=300ms".parse().unwrap();
+    let mut expected: RunRecord = serde_json::from_str(SAMPLE).unwrap();
+    judge_from_summaries(&mut expected, &other).unwrap();
+    assert_eq!(rejudge(&record, &other, Measured::Summaries).unwrap(), expected.capacity);
+}
+
+#[test]
+fn a_run_judged_from_summaries_does_not_lend_its_derived_speeds() {
+    // judged after the fact, its tok_s_p10 was read off the TBT p90: not a stored figure
+    let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
+    judge_from_summaries(&mut record, &Slo::default()).unwrap();
+    assert!(record.decode.iter().any(|c| c.slo_bounds.iter().any(|b| b.bound == "tok_s_p10")));
+    let err = rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Summaries).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer tok_s_p10 (the run stored p50 only)");
+    assert!(rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Requests).is_ok());
+}

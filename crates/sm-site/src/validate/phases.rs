@@ -1,0 +1,141 @@
+//! What the site accepts in a run's load phases (issue 17): each phase's section is bounded in
+//! size (so its page section costs little) and its figures are measurements (finite, in range).
+//! Each phase checks its own section in its function below.
+
+use sm_core::phases::rate::LevelStatus;
+use sm_core::record::{CellStatus, RunRecord};
+
+use super::{Refusal, at_most, figure};
+
+mod burst;
+mod mixed;
+mod sessions;
+
+/// The size limits of every phase's section.
+pub(super) fn limits(record: &RunRecord) -> Result<(), Refusal> {
+    rate_limits(record)?;
+    burst::limits(record)?;
+    mixed::limits(record)?;
+    sessions::limits(record)?;
+    Ok(())
+}
+
+/// The figures of every phase's section.
+pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
+    rate_figures(record)?;
+    burst::figures(record)?;
+    mixed::figures(record)?;
+    sessions::figures(record)?;
+    Ok(())
+}
+
+/// The most rate levels a run may hold (contexts × rates).
+const MAX_RATE_LEVELS: usize = 256;
+/// The most rates one sweep may list.
+const MAX_RATES: usize = 32;
+/// Bounds of the rate phase's figures: requests/s, tokens/s, ms, requests in flight.
+const MAX_RPS: f64 = 1e7;
+const MAX_TOK_S: f64 = 1e9;
+const MAX_MS: f64 = 1e9;
+const MAX_IN_FLIGHT: f64 = 1e7;
+
+fn rate_limits(record: &RunRecord) -> Result<(), Refusal> {
+    let Some(phase) = &record.phases.rate else { return Ok(()) };
+    at_most("rate levels", "MAX_RATE_LEVELS", phase.levels.len(), MAX_RATE_LEVELS)?;
+    at_most("request rates", "MAX_RATES", phase.settings.rates.len(), MAX_RATES)
+}
+
+fn rate_figures(record: &RunRecord) -> Result<(), Refusal> {
+    let Some(phase) = &record.phases.rate else { return Ok(()) };
+    for r in &phase.settings.rates {
+        figure("phases.rate.settings", "rates", r.per_second(), MAX_RPS)?;
+    }
+    figure("phases.rate.settings", "drain_max_s", Some(phase.settings.drain_max_s), MAX_MS)?;
+    figure("phases.rate.settings", "grace_s", phase.settings.grace_s, MAX_MS)?;
+    for l in &phase.levels {
+        let at = format!("phases.rate level {} req/s at {}", l.rate, l.label);
+        figure(&at, "span_s", l.span_s, MAX_MS)?;
+        figure(&at, "achieved_rps", l.achieved_rps, MAX_RPS)?;
+        figure(&at, "goodput_rps", l.goodput_rps, MAX_RPS)?;
+        figure(&at, "output_tok_s", l.output_tok_s, MAX_TOK_S)?;
+        figure(&at, "input_tok_s", l.input_tok_s, MAX_TOK_S)?;
+        figure(&at, "goodput_pct", l.goodput_pct, 100.0)?;
+        figure(&at, "backlog_pct", l.backlog_pct, 100.0)?;
+        figure(&at, "drain_s", l.drain_s, MAX_MS)?;
+        figure(&at, "in_flight_mean", l.in_flight_mean, MAX_IN_FLIGHT)?;
+        figure(&at, "in_flight_max", l.in_flight_max.map(|m| m as f64), MAX_IN_FLIGHT)?;
+        for (field, q) in [("ttft_ms", l.ttft_ms), ("tbt_ms", l.tbt_ms), ("e2e_ms", l.e2e_ms)] {
+            for v in q.map(|q| [q.p50, q.p90, q.p99]).unwrap_or_default() {
+                figure(&at, field, Some(v), MAX_MS)?;
+            }
+        }
+        for v in l.send_lag_ms.map(|g| [g.p50, g.p99, g.max]).unwrap_or_default() {
+            figure(&at, "send_lag_ms", Some(v), MAX_MS)?;
+        }
+        // telemetry as a decode cell's (methodology §14): only a measured level carries it
+        let status = if l.status == LevelStatus::Measured { CellStatus::Valid } else { CellStatus::Error };
+        let tokens = l.output_tok_s.zip(l.span_s).map(|(r, s)| (r * s).round() as u64);
+        super::gpu::check(&at, status, l.telemetry.gpu.as_ref(), tokens)?;
+        super::server_metrics::check(&at, status, l.telemetry.server_metrics.as_ref())?;
+        let c = &l.counts;
+        if c.completed + c.failed + c.cancelled + c.unsent != c.scheduled || c.sent > c.scheduled {
+            let why = "its request counts do not add up (completed + failed + cancelled + unsent = scheduled)".into();
+            return Err(Refusal::Incoherent { at, why });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use sm_core::phases::rate::{
+        Arrival, LevelCounts, LevelStatus, Percentiles, RateLevel, RatePhase, RateSettings, RequestRate,
+    };
+
+    use super::*;
+
+    fn with_level(level: RateLevel, levels: usize) -> RunRecord {
+        let mut r: RunRecord = serde_json::from_str(include_str!("../../../../tests/data/run-sample.json")).unwrap();
+        r.phases.rate = Some(RatePhase {
+            settings: RateSettings {
+                rates: vec![RequestRate::PerSecond(2.0)],
+                arrival: Arrival::Poisson,
+                max_concurrency: None,
+                requests: Some(4),
+                window_s: None,
+                seed: 17,
+                drain_max_s: 600.0,
+                grace_s: None,
+                max_tokens: 32,
+            },
+            levels: vec![level; levels],
+        });
+        r
+    }
+
+    fn good() -> RateLevel {
+        let mut l =
+            RateLevel::unmeasured(1024, "1K".into(), RequestRate::PerSecond(2.0), LevelStatus::Measured, String::new());
+        l.counts = LevelCounts { scheduled: 4, sent: 4, completed: 3, failed: 1, ..LevelCounts::default() };
+        l.achieved_rps = Some(1.5);
+        l.ttft_ms = Some(Percentiles { p50: 10.0, p90: 20.0, p99: 30.0 });
+        l.goodput_pct = Some(75.0);
+        l
+    }
+
+    #[test]
+    fn a_rate_section_is_bounded_and_its_figures_are_measurements() {
+        assert_eq!(super::super::check(&with_level(good(), 3)), Ok(()));
+        let err = limits(&with_level(good(), MAX_RATE_LEVELS + 1)).unwrap_err();
+        assert!(matches!(err, Refusal::TooMany { name: "MAX_RATE_LEVELS", .. }), "{err}");
+        let mut nan = good();
+        nan.ttft_ms = Some(Percentiles { p50: f64::NAN, p90: 1.0, p99: 1.0 });
+        assert!(matches!(figures(&with_level(nan, 1)), Err(Refusal::BadFigure { field: "ttft_ms", .. })));
+        let mut over = good();
+        over.goodput_pct = Some(150.0);
+        assert!(matches!(figures(&with_level(over, 1)), Err(Refusal::BadFigure { field: "goodput_pct", .. })));
+        let mut counts = good();
+        counts.counts.completed = 9;
+        assert!(matches!(figures(&with_level(counts, 1)), Err(Refusal::Incoherent { .. })));
+    }
+}
