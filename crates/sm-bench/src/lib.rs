@@ -39,7 +39,9 @@ pub use runner::progress::{
     controls,
 };
 pub use runner::{
-    BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, RunConfig, RunError, SessionsConfig, run,
+    BurstConfig, DEFAULT_MAX_TOKENS, DEFAULT_MIN_DURATION, DEFAULT_SERVER_WAIT, DEFAULT_WARMUP, MixedLevelSpec,
+    MixedPrefillConfig, PhaseConfig, RateConfig, RecordedSettingsError, RunError, RunSettings, RunStart,
+    SessionsConfig, run,
 };
 pub use telemetry::gpu_sampler::{GPU_INTERVAL, GpuReader};
 pub use telemetry::nvml::LocalGpus;

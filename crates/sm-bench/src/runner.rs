@@ -9,20 +9,15 @@ use sm_client::discover::ServerFacts;
 use sm_client::openai::{Prompt, RequestSpec};
 use sm_core::Tokens;
 use sm_core::answer;
-use sm_core::capacity::{CapacityRule, Limits};
+use sm_core::capacity::Limits;
 use sm_core::context::shown;
 use sm_core::plan::{Cell, Plan, PlanInput};
-use sm_core::record::{
-    Api, CellStatus, DecodeCell, Event, Hardware, PromptSource, RunRecord, RunStatus, SCHEMA, Settings, TimingSettings,
-    Tool, now_rfc3339,
-};
+use sm_core::record::{CellStatus, DecodeCell, Event, PromptSource, RunRecord, RunStatus, SCHEMA, Tool, now_rfc3339};
 use sm_core::requests::{RequestLine, RequestPhase};
-use sm_core::slo::Slo;
 
 use crate::cell::server::Target;
 use crate::cell::verdict::CellOutcome;
 use crate::cell::{CellSpec, CellTiming, run_cell};
-use crate::prompts::tokenizer::LocalTokenizer;
 use crate::runner::journal::Journal;
 use crate::runner::progress::{Controls, Reporter, RunEvent, Scrubbed, Step};
 use crate::runner::requests::{LineCell, RequestsFile};
@@ -40,64 +35,17 @@ pub(crate) mod resume;
 mod runnable;
 mod search;
 mod server_lost;
+pub(crate) mod settings;
 mod warmup;
 
 use cell_record::{decode_cell, precision_verdict, round1, round3};
 pub use phases::{BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, SessionsConfig};
 use prompts::Prompts;
 use server_lost::{Seen, lost_reason};
-
-#[derive(Debug, Clone)]
-pub struct RunConfig {
-    pub contexts: Vec<Tokens>,
-    pub concurrency: Vec<u32>,
-    pub max_tokens: Tokens,
-    pub prefill_contexts: Vec<Tokens>,
-    pub prefill_at_max: bool,
-    pub api: Api,
-    pub rule: CapacityRule,
-    pub timing: CellTiming,
-    /// Window of the hidden C=1 warm-up cell; zero skips it.
-    pub warmup: Duration,
-    pub idle_gap: Duration,
-    pub ignore_eos: bool,
-    pub temperature: Option<f64>,
-    pub label: Option<String>,
-    pub launch_command: Option<String>,
-    pub hardware: Hardware,
-    pub dry_run: bool,
-    pub tool_version: String,
-    /// Values that must never be written or shown (the API key): added to the process-wide set
-    /// every output is scrubbed with ([`sm_core::secrets`]).
-    pub secrets: Vec<String>,
-    /// The record of an interrupted run to continue (`--resume`).
-    pub resume: Option<RunRecord>,
-    /// With `resume`: measure again the cells and prefill rows that failed or were skipped.
-    pub retry_failed: bool,
-    /// How long to wait for a server that stopped responding before the run fails.
-    pub server_wait: Duration,
-    /// The local tokenizer (`--tokenizer`), for servers that cannot count tokens.
-    pub tokenizer: Option<Arc<LocalTokenizer>>,
-    /// The service level every valid decode cell is judged against.
-    pub slo: Slo,
-    /// `--cost-per-hour`: USD per hour for the whole server.
-    pub cost_per_hour: Option<f64>,
-    /// `--find-capacity`: after the matrix, measure the levels that pin the capacity down.
-    pub find_capacity: bool,
-    /// `--repeats`: each cell is measured this many times, in interleaved passes over the matrix.
-    pub repeats: u32,
-    /// `--save-requests`: a line per measured request in `requests.jsonl` beside `run.json`.
-    pub save_requests: bool,
-    /// Whether the decode matrix runs, and the load phases asked for (issue 17).
-    pub phases: PhaseConfig,
-    /// GPU telemetry through each decode cell: `--gpu-metrics` (DCGM) or the local NVML.
-    pub gpu: Option<Arc<crate::telemetry::gpu_sampler::GpuReader>>,
-    /// `--ranks N`: the worker ranks that hold their share of every decode cell's streams
-    /// (docs/distributed.md); prefill rows, scouts and the warm-up are rank 0's alone.
-    pub ranks: Option<Arc<crate::ranks::RankGroup>>,
-    /// `--gpu-metrics` as run.json records it, for a resume to read the same source.
-    pub gpu_metrics: Option<String>,
-}
+pub use settings::{
+    DEFAULT_MAX_TOKENS, DEFAULT_MIN_DURATION, DEFAULT_SERVER_WAIT, DEFAULT_WARMUP, RecordedSettingsError, RunSettings,
+    RunStart,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -117,7 +65,8 @@ pub enum RunError {
 struct Runner<'a> {
     client: Client,
     facts: ServerFacts,
-    config: RunConfig,
+    settings: RunSettings,
+    start: RunStart,
     journal: Journal,
     reporter: &'a dyn Reporter,
     record: RunRecord,
@@ -134,34 +83,35 @@ struct Runner<'a> {
 pub async fn run(
     client: Client,
     facts: ServerFacts,
-    mut config: RunConfig,
+    settings: RunSettings,
+    mut start: RunStart,
     journal: Journal,
     reporter: &dyn Reporter,
     controls: Controls,
 ) -> Result<RunRecord, RunError> {
-    for secret in &config.secrets {
+    for secret in &start.secrets {
         sm_core::secrets::register(secret);
     }
     let scrubbed = Scrubbed(reporter);
     let reporter: &dyn Reporter = &scrubbed;
     // one client for every stream of the run, cell or load phase, and so one way to cancel
     let client = client.with_abort_on_cancel(facts.abort_request);
-    let plan = Plan::build(&plan_input(&config, &facts));
-    if !config.dry_run {
+    let plan = Plan::build(&plan_input(&settings, &facts));
+    if !start.dry_run {
         let asked = runnable::Asked {
-            phases: &config.phases,
-            api: config.api,
+            phases: &settings.phases,
+            api: settings.api,
             max_model_len: facts.max_model_len,
-            max_tokens: config.max_tokens,
+            max_tokens: settings.max_tokens,
         };
         let why = runnable::nothing_to_run(&plan, &asked);
         if !why.is_empty() {
             return Err(RunError::NothingToRun(why));
         }
     }
-    let fresh = skeleton(&client, &facts, &config, &plan);
+    let fresh = skeleton(&client, &facts, &settings, &start, &plan);
     let mut retried = None;
-    let (mut record, run_id, mut diffs) = match config.resume.take() {
+    let (mut record, run_id, mut diffs) = match start.resume.take() {
         Some(mut old) => {
             let diffs = resume::differences(&old, &fresh);
             // another model makes other prompts: sizing them would only repeat that line
@@ -169,7 +119,7 @@ pub async fn run(
                 return Err(RunError::Mismatch(diffs));
             }
             let id = old.run_id.clone().unwrap_or_else(run_id);
-            if config.retry_failed {
+            if start.retry_failed {
                 retried = Some(resume::forget_failed(&mut old));
             }
             (resume::continue_from(old, fresh), id, diffs)
@@ -181,7 +131,8 @@ pub async fn run(
     let mut r = Runner {
         client,
         facts,
-        config,
+        settings,
+        start,
         journal,
         reporter,
         record,
@@ -193,7 +144,7 @@ pub async fn run(
     };
     r.declare_phases();
     r.reporter.start(&r.record);
-    if r.config.dry_run {
+    if r.start.dry_run {
         r.journal.write(&r.record)?;
         return Ok(sm_core::secrets::scrubbed(&r.record)?);
     }
@@ -206,7 +157,7 @@ pub async fn run(
     if !diffs.is_empty() {
         return Err(RunError::Mismatch(diffs));
     }
-    if r.config.save_requests {
+    if r.settings.save_requests {
         // a new run starts the file afresh; a resumed one adds to it
         r.requests = Some(RequestsFile::open(r.journal.dir(), r.record.events.is_empty())?);
     }
@@ -229,83 +180,56 @@ pub async fn run(
     Ok(sm_core::secrets::scrubbed(&r.record)?)
 }
 
-fn plan_input(config: &RunConfig, facts: &ServerFacts) -> PlanInput {
+fn plan_input(settings: &RunSettings, facts: &ServerFacts) -> PlanInput {
     PlanInput {
-        contexts: config.contexts.clone(),
-        concurrency: config.concurrency.clone(),
-        max_tokens: config.max_tokens,
-        prefill_contexts: config.prefill_contexts.clone(),
-        prefill_at_max: config.prefill_at_max,
+        contexts: settings.contexts.clone(),
+        concurrency: settings.concurrency.clone(),
+        max_tokens: settings.max_tokens,
+        prefill_contexts: settings.prefill_contexts.clone(),
+        prefill_at_max: settings.prefill_at_max,
         max_model_len: facts.max_model_len.map(Tokens),
         limits: Limits {
             kv_budget: facts.kv_budget.map(Tokens),
             block_size: facts.block_size,
             max_num_seqs: facts.max_num_seqs,
         },
-        rule: config.rule,
+        rule: settings.rule,
     }
 }
 
-fn skeleton(client: &Client, facts: &ServerFacts, config: &RunConfig, plan: &Plan) -> RunRecord {
+fn skeleton(client: &Client, facts: &ServerFacts, settings: &RunSettings, start: &RunStart, plan: &Plan) -> RunRecord {
     let decode = plan
         .cells
         .iter()
-        .filter(|_| config.phases.matrix)
+        .filter(|_| settings.phases.matrix)
         .filter_map(|c| c.over_capacity.as_ref().map(|reason| over_capacity_cell(c, reason)))
         .collect();
     RunRecord {
         schema: SCHEMA.to_string(),
         tool: Tool {
             name: "speedmatrix".into(),
-            version: config.tool_version.clone(),
+            version: start.tool_version.clone(),
             commit: option_env!("SPEEDMATRIX_COMMIT").map(str::to_string),
             client_threads: crate::cell::health::client_threads(),
         },
         status: RunStatus::Planned,
         started: now_rfc3339(),
         finished: None,
-        label: config.label.clone(),
+        label: settings.label.clone(),
         // one builder for the server facts, so what methodology says is kept (block size,
         // where max_num_seqs came from) is kept
         server: facts.server_info(client.base()),
-        settings: Settings {
-            contexts: plan.rows.iter().filter_map(|r| r.fit.context()).map(|t| t.0).collect(),
-            concurrency: config.concurrency.clone(),
-            duration_s: config.timing.duration.as_secs_f64(),
-            max_tokens: config.max_tokens.0,
-            prefill_contexts: plan.prefill.iter().map(|p| p.context.0).collect(),
-            capacity_rule: config.rule,
-            api: config.api,
-            // what sizing will use; confirmed (or corrected) once prompts are sized
-            prompt_source: match (&facts.tokenize, &config.tokenizer) {
+        // what sizing will use; confirmed (or corrected) once prompts are sized
+        settings: settings.recorded(
+            plan,
+            match (&facts.tokenize, &start.tokenizer) {
                 (sm_client::discover::TokenizeApi::None, None) => PromptSource::UsageCalibration,
                 (sm_client::discover::TokenizeApi::None, Some(_)) => PromptSource::TokenizerFile,
                 _ => PromptSource::ServerTokenize,
             },
-            ignore_eos: config.ignore_eos,
-            temperature: config.temperature,
-            timing: TimingSettings {
-                warmup_s: Some(config.warmup.as_secs_f64()),
-                ready_stable_s: Some(config.timing.ready_stable.as_secs_f64()),
-                ready_timeout_s: Some(config.timing.ready_timeout.as_secs_f64()),
-                stall_timeout_s: Some(config.timing.idle_timeout.as_secs_f64()),
-                server_wait_s: Some(config.server_wait.as_secs_f64()),
-                metrics_interval_s: Some(config.timing.metrics_interval.map_or(0.0, |i| i.as_secs_f64())),
-            },
-            slo: Some(config.slo.clone()),
-            cost_per_hour_usd: config.cost_per_hour,
-            find_capacity: config.find_capacity,
-            precision_pct: config.timing.precision.map(|p| p.pct),
-            min_duration_s: config.timing.precision.map(|p| p.min_duration.as_secs_f64()),
-            repeats: (config.repeats > 1).then_some(config.repeats),
-            save_requests: config.save_requests,
-            prompts_file: config.phases.prompts_file.as_ref().map(|f| f.info.clone()),
-            matrix: config.phases.matrix,
-            model_shape: None,
-            gpu_metrics: config.gpu_metrics.clone(),
-        },
-        hardware: config.hardware.clone(),
-        launch_command: config.launch_command.clone(),
+        ),
+        hardware: start.hardware.clone(),
+        launch_command: start.launch_command.clone(),
         plan: plan.to_record(),
         prefill: Vec::new(),
         decode,
@@ -361,13 +285,13 @@ impl Runner<'_> {
 
     fn spec(&self, max_tokens: u64, continuous_usage: bool) -> RequestSpec {
         RequestSpec {
-            api: self.config.api,
+            api: self.settings.api,
             model: self.facts.model.clone(),
             max_tokens,
             stream: true,
-            ignore_eos: self.config.ignore_eos,
+            ignore_eos: self.settings.ignore_eos,
             continuous_usage,
-            temperature: self.config.temperature,
+            temperature: self.settings.temperature,
         }
     }
 
@@ -379,8 +303,8 @@ impl Runner<'_> {
     fn sources<'t>(&'t self, target: &'t Target) -> crate::telemetry::Sources<'t> {
         crate::telemetry::Sources {
             target,
-            interval: self.config.timing.metrics_interval,
-            gpu: self.config.gpu.as_ref(),
+            interval: self.settings.timing.metrics_interval,
+            gpu: self.start.gpu.as_ref(),
         }
     }
 
@@ -406,13 +330,13 @@ impl Runner<'_> {
         self.reporter.step(&Step::Warmup);
         self.warm_up().await;
         // the prefill rows belong to the matrix's page; a phase measures the idle references it needs
-        if self.config.phases.matrix {
+        if self.settings.phases.matrix {
             self.prefill_rows(plan, &prompts).await?;
         }
         if self.halted() {
             return Ok(RunStatus::Interrupted);
         }
-        if self.config.phases.matrix
+        if self.settings.phases.matrix
             && let Some(status) = self.matrix(plan, &prompts).await?
         {
             return Ok(status);
@@ -423,15 +347,15 @@ impl Runner<'_> {
     /// The hidden warm-up, the decode matrix and the capacity search. `Some(status)` when the run
     /// cannot go on to the phases.
     async fn matrix(&mut self, plan: &Plan, prompts: &Prompts) -> Result<Option<RunStatus>, RunError> {
-        if !self.config.warmup.is_zero() {
+        if let Some(window) = self.settings.warmup {
             self.reporter.step(&Step::Warmup);
-            self.hidden_warmup(plan, &prompts.sizer).await?;
+            self.hidden_warmup(plan, &prompts.sizer, window).await?;
         }
         let status = self.decode_cells(plan, prompts).await?;
         if status != RunStatus::Complete {
             return Ok(Some(status));
         }
-        if !self.config.find_capacity {
+        if !self.settings.find_capacity {
             return Ok(None);
         }
         match self.find_capacity(plan, prompts).await? {
@@ -442,7 +366,7 @@ impl Runner<'_> {
 
     /// The matrix, once per `--repeats` pass: interleaved, so that a drift shows between repeats.
     async fn decode_cells(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {
-        for pass in 1..=self.config.repeats.max(1) {
+        for pass in 1..=self.settings.repeats.max(1) {
             for cell in plan.runnable() {
                 if self.halted() {
                     return Ok(RunStatus::Interrupted);
@@ -467,10 +391,10 @@ impl Runner<'_> {
         searched: bool,
     ) -> Result<Option<RunStatus>, RunError> {
         // which measurement of the cell this is, under --repeats (a searched level is measured once)
-        let repeat = (self.config.repeats > 1 && !searched)
+        let repeat = (self.settings.repeats > 1 && !searched)
             .then(|| self.record.decode_cell(cell.context.0, cell.concurrency).map_or(1, |c| repeats::measured(c) + 1));
         let mut outcome = match prompts.get(cell.context) {
-            Ok(prompt) => self.decode_cell(cell, &prompt, self.config.timing, true).await,
+            Ok(prompt) => self.decode_cell(cell, &prompt, self.settings.timing, true).await,
             Err(e) => CellOutcome::failed(CellStatus::Error, e),
         };
         if self.stopped() {
@@ -502,7 +426,7 @@ impl Runner<'_> {
         }
         // with metrics the drain barrier has proved the server idle: a fixed gap would add nothing
         if !self.facts.metrics_available {
-            tokio::time::sleep(self.config.idle_gap).await;
+            tokio::time::sleep(self.settings.idle_gap).await;
         }
         Ok(None)
     }
@@ -521,7 +445,7 @@ impl Runner<'_> {
             Ok(s) => s,
             Err(e) => return CellOutcome::failed(CellStatus::Error, format!("the cache-warming scout failed: {e}")),
         };
-        let spec = self.spec(self.config.max_tokens.0, true);
+        let spec = self.spec(self.settings.max_tokens.0, true);
         let body = Arc::new(spec.body(prompt));
         self.event(RunEvent::CellStarted { cell: shown(&cell.label, cell.context.0), concurrency: cell.concurrency });
         let target = self.target();
@@ -535,8 +459,8 @@ impl Runner<'_> {
             timing,
             usage_at_end: scouted.reports_usage,
             skip_seen,
-            gpu: self.config.gpu.clone(),
-            ranks: self.config.ranks.as_deref().filter(|_| ranked),
+            gpu: self.start.gpu.clone(),
+            ranks: self.start.ranks.as_deref().filter(|_| ranked),
         };
         run_cell(cell_spec, self.reporter, &self.controls).await
     }
@@ -544,9 +468,9 @@ impl Runner<'_> {
     fn finish_cell(&mut self, cell: &Cell, mut outcome: CellOutcome, lines: LineCell) -> std::io::Result<()> {
         let searched = lines.searched;
         let requests = outcome.requests.take();
-        let mut dc = decode_cell(cell, outcome, &self.config.slo, self.config.cost_per_hour);
-        if let Some(p) = self.config.timing.precision {
-            precision_verdict(&mut dc, p.pct, self.config.timing.duration);
+        let mut dc = decode_cell(cell, outcome, &self.settings.slo, self.settings.cost_per_hour);
+        if let Some(p) = self.settings.timing.precision {
+            precision_verdict(&mut dc, p.pct, self.settings.timing.duration);
         }
         dc.searched = searched;
         dc.warnings.extend(self.take_warmup_warning());
@@ -572,7 +496,7 @@ impl Runner<'_> {
             .find(|c| c.context == dc.context && c.concurrency == dc.concurrency && !searched);
         match existing {
             Some(cell) => {
-                repeats::merge(cell, &dc, &self.config.slo, self.config.cost_per_hour);
+                repeats::merge(cell, &dc, &self.settings.slo, self.settings.cost_per_hour);
                 self.reporter.cell_done(cell);
             }
             None => {

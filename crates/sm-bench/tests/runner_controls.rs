@@ -5,12 +5,11 @@ use std::time::Duration;
 
 use sm_bench::CellTiming;
 use sm_bench::Journal;
-use sm_bench::{ControlHandle, Reporter, RunConfig, Step};
+use sm_bench::{ControlHandle, Reporter, RunSettings, RunStart, Step};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
 use sm_core::Tokens;
-use sm_core::capacity::CapacityRule;
-use sm_core::record::{Api, CellStatus, Hardware, RunRecord, RunStatus};
+use sm_core::record::{CellStatus, RunRecord, RunStatus};
 
 /// Calls `on_step` with the handle on every step, as a dashboard key press would arrive.
 struct Steer<F> {
@@ -24,48 +23,26 @@ impl<F: Fn(&Step, &ControlHandle) + Send + Sync> Reporter for Steer<F> {
     }
 }
 
-fn config(contexts: &[u64], concurrency: &[u32], warmup: Duration) -> RunConfig {
-    RunConfig {
+fn config(contexts: &[u64], concurrency: &[u32], warmup: Option<Duration>) -> RunSettings {
+    RunSettings {
         contexts: contexts.iter().map(|&k| Tokens(k * 1024)).collect(),
         concurrency: concurrency.to_vec(),
         max_tokens: Tokens(512),
-        prefill_contexts: Vec::new(),
         prefill_at_max: false,
-        api: Api::Chat,
-        rule: CapacityRule::Reference,
         timing: CellTiming {
             duration: Duration::from_secs(1),
             ready_stable: Duration::from_millis(300),
             ..CellTiming::default()
         },
         warmup,
-        idle_gap: Duration::from_millis(100),
-        ignore_eos: true,
-        temperature: None,
-        label: None,
-        launch_command: None,
-        hardware: Hardware::default(),
-        dry_run: false,
-        tool_version: "test".into(),
-        secrets: Vec::new(),
-        resume: None,
-        retry_failed: false,
         server_wait: Duration::from_secs(30),
-        tokenizer: None,
-        slo: sm_core::slo::Slo::default(),
-        cost_per_hour: None,
-        find_capacity: false,
-        repeats: 1,
-        save_requests: false,
-        phases: Default::default(),
-        gpu: None,
-        ranks: None,
-        gpu_metrics: None,
+        idle_gap: Duration::from_millis(100),
+        ..RunSettings::default()
     }
 }
 
 /// Runs `config` against a fresh tiny simulated engine, steered by `on_step`.
-async fn steered_run(config: RunConfig, on_step: impl Fn(&Step, &ControlHandle) + Send + Sync) -> RunRecord {
+async fn steered_run(config: RunSettings, on_step: impl Fn(&Step, &ControlHandle) + Send + Sync) -> RunRecord {
     let sim = sm_sim::start(sm_sim::SimOptions::new(sm_sim::Profile::builtin("tiny").unwrap())).await.unwrap();
     let client = Client::new(&sim.url(), None, 8).unwrap();
     let facts = discover::discover(&client, &Overrides::default()).await.unwrap();
@@ -73,12 +50,16 @@ async fn steered_run(config: RunConfig, on_step: impl Fn(&Step, &ControlHandle) 
     let journal = Journal::create(dir.path()).unwrap();
     let (handle, controls) = sm_bench::controls();
     let reporter = Steer { handle, on_step };
-    let record = sm_bench::run(client, facts, config, journal, &reporter, controls).await.unwrap();
+    let record = sm_bench::run(client, facts, config, start(), journal, &reporter, controls).await.unwrap();
     sim.shutdown().await;
     let written: RunRecord =
         serde_json::from_str(&std::fs::read_to_string(dir.path().join("run.json")).unwrap()).unwrap();
     assert_eq!(written, record, "run.json holds the final record");
     record
+}
+
+fn start() -> RunStart {
+    RunStart { tool_version: "test".into(), ..RunStart::default() }
 }
 
 fn events(record: &RunRecord) -> String {
@@ -87,7 +68,7 @@ fn events(record: &RunRecord) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finish_during_a_prefill_row_stops_after_that_row() {
-    let config = config(&[1, 2], &[1], Duration::from_secs(1));
+    let config = config(&[1, 2], &[1], Some(Duration::from_secs(1)));
     let record = steered_run(config, |step, handle| {
         if matches!(step, Step::Prefill { index: 1, .. }) {
             handle.finish_after_cell();
@@ -103,7 +84,7 @@ async fn finish_during_a_prefill_row_stops_after_that_row() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn finish_during_the_last_prefill_row_skips_the_hidden_warmup() {
-    let config = config(&[1], &[1], Duration::from_secs(1));
+    let config = config(&[1], &[1], Some(Duration::from_secs(1)));
     let record = steered_run(config, |step, handle| {
         if matches!(step, Step::Prefill { index, total, .. } if index == total) {
             handle.finish_after_cell();
@@ -118,7 +99,7 @@ async fn finish_during_the_last_prefill_row_skips_the_hidden_warmup() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skip_during_the_scout_skips_that_cell_only() {
-    let config = config(&[1], &[1, 2], Duration::ZERO);
+    let config = config(&[1], &[1, 2], None);
     let record = steered_run(config, |step, handle| {
         if matches!(step, Step::Scout { concurrency: 2, .. }) {
             handle.skip_cell();

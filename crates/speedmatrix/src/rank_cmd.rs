@@ -22,7 +22,7 @@ pub(crate) async fn worker(settings: &Settings, r: &Ranks) -> Result<ExitCode> {
         sm_core::secrets::register(key);
     }
     // a worker holds at most its share of the largest cell
-    let most = settings.concurrency.iter().copied().max().unwrap_or(1);
+    let most = settings.run.concurrency.iter().copied().max().unwrap_or(1);
     let client = Client::new(url, settings.api_key.clone(), sm_bench::share(most, r.ranks, r.rank).max(1) as usize)?;
     if !settings.quiet() {
         eprintln!("rank {} of {}: joining rank 0 at {}", r.rank, r.ranks, r.coordinator);

@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sm_bench::CellTiming;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::record::Api;
@@ -246,26 +245,6 @@ fn split_list(text: &str) -> impl Iterator<Item = &str> {
 }
 
 pub(crate) const K: u64 = 1024;
-
-// the cell timing defaults live with the cell timing (sm-bench), so the library and the flags agree
-pub(crate) const DEFAULT_DURATION: Duration = CellTiming::DEFAULT_DURATION;
-pub(crate) const DEFAULT_MAX_TOKENS: Tokens = Tokens(4096);
-pub(crate) const DEFAULT_READY_STABLE: Duration = CellTiming::DEFAULT_READY_STABLE;
-pub(crate) const DEFAULT_READY_TIMEOUT: Duration = CellTiming::DEFAULT_READY_TIMEOUT;
-pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = CellTiming::DEFAULT_STALL_TIMEOUT;
-pub(crate) const DEFAULT_SERVER_WAIT: Duration = Duration::from_secs(300);
-pub(crate) const DEFAULT_MIN_DURATION: Duration = Duration::from_secs(5);
-pub(crate) const DEFAULT_WARMUP: Duration = Duration::from_secs(3);
-/// `--metrics-interval` when neither the flag nor a resumed run sets it.
-pub(crate) const DEFAULT_METRICS_INTERVAL: Duration = Duration::from_secs(1);
-
-/// The published matrix: 8K…256K × 1…128, 30 s windows, 4,096 output tokens.
-pub(crate) fn default_contexts() -> Vec<Tokens> {
-    [8, 16, 32, 64, 128, 256].iter().map(|k| Tokens(k * K)).collect()
-}
-pub(crate) fn default_concurrency() -> Vec<u32> {
-    vec![1, 2, 4, 8, 16, 32, 64, 128]
-}
 
 /// `--cost-per-hour`: a positive price, USD per hour.
 fn precision(s: &str) -> Result<f64, String> {

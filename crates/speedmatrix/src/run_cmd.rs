@@ -7,12 +7,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use sm_bench::LocalTokenizer;
-use sm_bench::RunConfig;
-use sm_bench::{CellTiming, Precision};
+use sm_bench::RunStart;
 use sm_bench::{Journal, JournalError};
 use sm_client::Client;
 use sm_client::discover::{self, Overrides};
-use sm_core::record::{CellStatus, Gpu, RunRecord, RunStatus};
+use sm_core::record::{CellStatus, Gpu, Hardware, RunRecord, RunStatus};
 use sm_core::requests::REQUESTS_FILE;
 use sm_core::roofline_record::RecordedShape;
 use sm_core::{Tokens, redact};
@@ -36,13 +35,6 @@ pub async fn main(args: RunArgs) -> ExitCode {
 }
 
 async fn run(args: RunArgs) -> Result<ExitCode> {
-    // read and checked first, so that a wrong --model-config fails before anything is measured
-    let shape = args.roofline.shape()?;
-    // a resume without the flags keeps the shape the run was given: the new cells get theirs too
-    let shape = match (shape, &args.resume) {
-        (None, Some(dir)) => crate::settings::read_record(dir)?.settings.model_shape,
-        (shape, _) => shape,
-    };
     let settings = Settings::resolve(args)?;
     for w in &settings.warnings {
         eprintln!("warning: {w}");
@@ -70,7 +62,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         (Engine::Demo { .. }, Some(h)) => h.url(),
         (Engine::Demo { .. }, None) => unreachable!("the simulated engine was started"),
     };
-    let pool = settings.concurrency.iter().copied().max().unwrap_or(1) as usize;
+    let pool = settings.run.concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&url, settings.api_key.clone(), pool)?;
     let launch_command = launch_command(&settings, &client);
     let facts = discover_server(&settings, &client, launch_command.clone()).await?;
@@ -78,33 +70,43 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         print_facts(&facts);
     }
     print_warnings(&facts);
-    let mut config = config(&settings, launch_command);
-    config.tokenizer = tokenizer;
     let (gpu, gpu_warning) = crate::gpu_args::reader(&settings.gpu_metrics, &url, sim.is_some());
     if let Some(w) = gpu_warning {
         eprintln!("warning: {w}");
     }
-    config.gpu = gpu;
     let journal = match locked {
         Some(journal) => journal,
         None => claim_default(Path::new("results"), &facts.model)?,
     };
     let (handle, controls) = sm_bench::controls();
     let stop = Stop::new(handle.clone());
-    let display = if config.dry_run { Display::Quiet } else { Display::choose(settings.progress) };
+    let dry_run = settings.dry_run;
+    let display = if dry_run { Display::Quiet } else { Display::choose(settings.progress) };
     let (reporter, display) = progress_display(display, handle, stop.clone());
     let _signals =
         Signals::watch(stop.clone(), signal_notice(&reporter, display)).context("cannot watch for signals")?;
-    let dry_run = config.dry_run;
-    if let Some(r) = settings.ranks.as_ref().filter(|_| !dry_run) {
-        config.ranks = Some(crate::rank_cmd::gather(r, settings.quiet()).await?);
-    }
-    let group = config.ranks.clone();
-    let mut record = sm_bench::run(client, facts, config, journal.clone(), reporter.as_ref(), controls).await?;
-    if let Some(g) = group {
+    let ranks = match settings.ranks.as_ref().filter(|_| !dry_run) {
+        Some(r) => Some(crate::rank_cmd::gather(r, settings.quiet()).await?),
+        None => None,
+    };
+    let start = RunStart {
+        resume: settings.resumed.clone(),
+        retry_failed: matches!(settings.output, Output::Resume { retry_failed: true, .. }),
+        dry_run,
+        hardware: hardware(&settings),
+        launch_command,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        secrets: settings.api_key.iter().cloned().collect(),
+        tokenizer,
+        gpu,
+        ranks: ranks.clone(),
+    };
+    let run = settings.run.clone();
+    let mut record = sm_bench::run(client, facts, run, start, journal.clone(), reporter.as_ref(), controls).await?;
+    if let Some(g) = ranks {
         g.dismiss().await;
     }
-    apply_roofline(&mut record, shape, &journal)?;
+    apply_roofline(&mut record, settings.model_shape.clone(), &journal)?;
     // gives the terminal back before the summary is printed on it
     drop(reporter);
     if let Some(h) = sim {
@@ -295,54 +297,14 @@ fn launch_command(settings: &Settings, client: &Client) -> Option<String> {
     local_port(client.base()).and_then(discover::launch_command_for_port)
 }
 
-fn config(s: &Settings, launch_command: Option<String>) -> RunConfig {
+/// This machine, with the GPUs the user named (`--gpu NAME --gpu-count N`) in place of the ones seen.
+fn hardware(s: &Settings) -> Hardware {
     let mut hardware = discover::hardware();
     if let Some((name, count)) = &s.gpu {
         hardware.gpus = (0..*count).map(|_| Gpu { name: name.clone(), memory_mib: None }).collect();
         hardware.gpu_count = *count;
     }
-    RunConfig {
-        contexts: s.contexts.clone(),
-        concurrency: s.concurrency.clone(),
-        max_tokens: s.max_tokens,
-        prefill_contexts: s.prefill_contexts.clone(),
-        prefill_at_max: s.prefill_at_max,
-        api: s.api,
-        rule: s.capacity_rule,
-        timing: CellTiming {
-            duration: s.duration,
-            ready_stable: s.ready_stable,
-            ready_timeout: s.ready_timeout,
-            idle_timeout: s.stall_timeout,
-            precision: s.precision.map(|(pct, min_duration)| Precision { pct, min_duration }),
-            metrics_interval: Some(s.metrics_interval).filter(|i| !i.is_zero()),
-            ..CellTiming::default()
-        },
-        warmup: s.warmup,
-        idle_gap: sm_bench::IDLE_GAP,
-        ignore_eos: true,
-        temperature: None,
-        // a label is free text: a secret written into it is redacted like one in a launch command
-        label: s.label.as_deref().map(redact::redact_command),
-        launch_command,
-        hardware,
-        dry_run: s.dry_run,
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        secrets: s.api_key.iter().cloned().collect(),
-        resume: s.resumed.clone(),
-        retry_failed: matches!(s.output, Output::Resume { retry_failed: true, .. }),
-        server_wait: s.server_wait,
-        tokenizer: None,
-        slo: s.slo.clone(),
-        cost_per_hour: s.cost_per_hour,
-        find_capacity: s.find_capacity,
-        repeats: s.repeats,
-        save_requests: s.save_requests,
-        phases: s.phases.clone(),
-        gpu: None,
-        ranks: None,
-        gpu_metrics: Some(s.gpu_metrics.recorded()),
-    }
+    hardware
 }
 
 /// Takes `--out DIR` for a new run: refused when DIR holds a run already, unless `--force`, which

@@ -75,7 +75,7 @@ impl Runner<'_> {
         let mut sampling = self.sources(&target).start(Instant::now());
         sampling.first_taken().await;
         let asked = Instant::now();
-        let scouted = scout(&self.client, spec.path(), &body, self.config.timing.ready_timeout).await;
+        let scouted = scout(&self.client, spec.path(), &body, self.settings.timing.ready_timeout).await;
         let span = asked.elapsed();
         let reads = sampling.stop().await;
         let request = match &scouted {

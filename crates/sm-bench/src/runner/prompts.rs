@@ -46,8 +46,8 @@ impl Runner<'_> {
         let contexts = contexts(plan);
         self.reporter.step(&Step::Sizing);
         let smallest = contexts.first().map_or(1024, |c| c.0);
-        let local = self.config.tokenizer.clone();
-        let sizer = Sizer::new(&self.client, &self.facts, self.config.api, &self.run_id, smallest, local).await?;
+        let local = self.start.tokenizer.clone();
+        let sizer = Sizer::new(&self.client, &self.facts, self.settings.api, &self.run_id, smallest, local).await?;
         let mut by_context = Vec::new();
         let mut diffs = Vec::new();
         let mut recorded_before = Vec::new();

@@ -14,12 +14,12 @@ use crate::runner::progress::RunEvent;
 
 impl Runner<'_> {
     pub(super) async fn find_capacity(&mut self, plan: &Plan, prompts: &Prompts) -> Result<RunStatus, RunError> {
-        let top = self.config.concurrency.iter().copied().max().unwrap_or(1);
+        let top = self.settings.concurrency.iter().copied().max().unwrap_or(1);
         let limits = self.record.limits();
         for row in &plan.rows {
             let Some(ctx) = row.fit.context() else { continue };
             let label = sm_core::context::label(row.requested);
-            let fit = fit_limit(self.config.rule, &limits, ctx, self.config.max_tokens);
+            let fit = fit_limit(self.settings.rule, &limits, ctx, self.settings.max_tokens);
             loop {
                 if self.halted() {
                     return Ok(RunStatus::Interrupted);
@@ -34,7 +34,7 @@ impl Runner<'_> {
                     label: label.clone(),
                     concurrency,
                     over_capacity: None,
-                    kv_need: kv_need(self.config.rule, ctx, self.config.max_tokens, concurrency, limits.block_size),
+                    kv_need: kv_need(self.settings.rule, ctx, self.settings.max_tokens, concurrency, limits.block_size),
                 };
                 if let Some(status) = self.measure_cell(&cell, prompts, true).await? {
                     return Ok(status);

@@ -90,7 +90,7 @@ impl Runner<'_> {
     /// Waits up to `--server-wait` for the server to answer. `false` when it did not, or the user
     /// stopped the run.
     async fn wait_for_server(&mut self) -> bool {
-        let limit = self.config.server_wait;
+        let limit = self.settings.server_wait;
         self.event(RunEvent::ServerLost { wait: limit });
         let start = Instant::now();
         while start.elapsed() < limit {

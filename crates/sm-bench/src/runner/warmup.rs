@@ -22,7 +22,7 @@ impl Runner<'_> {
     pub(super) async fn warm_up(&mut self) {
         let spec = RequestSpec { continuous_usage: false, ..self.spec(16, false) };
         let body = spec.body(&prompt::warmup_prompt(&prompt::tag(&self.run_id, WARMUP, 0)));
-        match scout(&self.client, spec.path(), &body, self.config.timing.stream_timeouts().first_token).await {
+        match scout(&self.client, spec.path(), &body, self.settings.timing.stream_timeouts().first_token).await {
             Ok(_) => self.event(RunEvent::WarmupRequestDone),
             Err(e) => self.warmup_failed(WarmupFailure { stage: WarmupStage::Request, reason: e.to_string() }),
         }
@@ -30,7 +30,7 @@ impl Runner<'_> {
 
     /// A C=1 cell at the largest runnable context, with a prompt that shares no
     /// prefix with the measured ones; its figures are discarded.
-    pub(super) async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer) -> std::io::Result<()> {
+    pub(super) async fn hidden_warmup(&mut self, plan: &Plan, sizer: &Sizer, window: Duration) -> std::io::Result<()> {
         let Some(cell) = plan.runnable().filter(|c| c.concurrency == 1).max_by_key(|c| c.context) else {
             return Ok(());
         };
@@ -42,14 +42,14 @@ impl Runner<'_> {
             }
         };
         let at = sm_core::context::shown(&cell.label, cell.context.0);
-        self.event(RunEvent::DecodeWarmupStarted { at, window: self.config.warmup });
+        self.event(RunEvent::DecodeWarmupStarted { at, window });
         // a fixed window: the warm-up is not measured, so there is nothing for --precision to settle
         let timing = CellTiming {
-            duration: self.config.warmup,
+            duration: window,
             ready_stable: Duration::ZERO,
             precision: None,
             metrics_interval: None,
-            ..self.config.timing
+            ..self.settings.timing
         };
         // rank 0 alone: the hidden warm-up is not measured
         let outcome = self.decode_cell(cell, &prompt, timing, false).await;

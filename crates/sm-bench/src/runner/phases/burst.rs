@@ -87,7 +87,7 @@ fn planned(plan: &Plan, concurrency: &[u32], from_file: bool, rounds: u32) -> Ve
 impl Runner<'_> {
     /// The phase's section with this run's settings (a resumed run's bursts kept).
     pub(in crate::runner) fn declare_burst(&mut self, config: &BurstConfig) -> &mut BurstPhase {
-        let max_tokens = self.config.max_tokens.0;
+        let max_tokens = self.settings.max_tokens.0;
         self.record.phases.burst.get_or_insert_with(|| BurstPhase {
             max_tokens,
             ignore_eos: config.ignore_eos,
@@ -102,15 +102,15 @@ impl Runner<'_> {
         plan: &Plan,
         prompts: &Prompts,
     ) -> Result<Option<RunStatus>, RunError> {
-        let Some(config) = self.config.phases.burst.clone() else { return Ok(None) };
-        let from_file = self.config.phases.prompts_file.is_some();
-        let retry_failed = self.config.retry_failed;
+        let Some(config) = self.settings.phases.burst.clone() else { return Ok(None) };
+        let from_file = self.settings.phases.prompts_file.is_some();
+        let retry_failed = self.start.retry_failed;
         let phase = self.declare_burst(&config);
         // `--resume --retry-failed`: a burst that failed is sent again, as a failed cell is measured again
         if retry_failed {
             phase.bursts.retain(|b| b.status != CellStatus::Error);
         }
-        for step in planned(plan, &self.config.concurrency, from_file, config.rounds) {
+        for step in planned(plan, &self.settings.concurrency, from_file, config.rounds) {
             if self.recorded(&step) {
                 continue;
             }
@@ -155,10 +155,10 @@ impl Runner<'_> {
     /// sends it), or C lines of the file in order, each with its own `max_tokens` where it has one.
     /// One body, not C copies: over ranks every worker is sent them.
     fn burst_bodies(&self, step: &Planned, prompts: &Prompts) -> Result<Vec<JsonBody>, String> {
-        let max_tokens = self.config.max_tokens.0;
-        let ignore_eos = self.config.phases.burst.as_ref().is_none_or(|c| c.ignore_eos);
+        let max_tokens = self.settings.max_tokens.0;
+        let ignore_eos = self.settings.phases.burst.as_ref().is_none_or(|c| c.ignore_eos);
         let spec = |max_tokens| RequestSpec { ignore_eos, ..self.spec(max_tokens, true) };
-        if let Some(file) = &self.config.phases.prompts_file {
+        if let Some(file) = &self.settings.phases.prompts_file {
             return Ok((0..step.concurrency as usize)
                 .map(|i| {
                     let line = file.get(step.file_offset + i);
@@ -178,7 +178,7 @@ impl Runner<'_> {
     async fn send_burst(&mut self, step: &Planned, bodies: Vec<JsonBody>) -> Option<Sent> {
         let target = self.target();
         if target.metrics {
-            match drain(&target, self.config.timing.drain_timeout, IDLE_FOR).await {
+            match drain(&target, self.settings.timing.drain_timeout, IDLE_FOR).await {
                 Ok(()) => {}
                 Err(DrainError::Unreachable) => {
                     return Some((failed(step, format!("{SERVER_LOST} before the burst")), Vec::new(), Seen::Gone));
@@ -186,12 +186,12 @@ impl Runner<'_> {
                 Err(e) => return Some((failed(step, format!("before the burst: {e}")), Vec::new(), Seen::Failures)),
             }
         } else {
-            tokio::time::sleep(self.config.idle_gap).await;
+            tokio::time::sleep(self.settings.idle_gap).await;
         }
         if self.stopped() {
             return None;
         }
-        let what = what(step, self.config.phases.burst.as_ref().map_or(1, |c| c.rounds));
+        let what = what(step, self.settings.phases.burst.as_ref().map_or(1, |c| c.rounds));
         self.reporter.step(&Step::Phase { kind: PhaseKind::Burst, what, started: Instant::now(), length: None });
         // every request is due at the start: the figures count from that instant, so the time the
         // client takes to send all C (every rank's part, over ranks) is part of each latency

@@ -63,10 +63,10 @@ impl Runner<'_> {
         _plan: &Plan,
         prompts: &Prompts,
     ) -> Result<Option<RunStatus>, RunError> {
-        let Some(config) = self.config.phases.mixed_prefill.clone() else { return Ok(None) };
+        let Some(config) = self.settings.phases.mixed_prefill.clone() else { return Ok(None) };
         // new in every session: a probe measured again must not meet the prompt of an earlier try
         let salt = super::super::run_id();
-        if self.config.retry_failed {
+        if self.start.retry_failed {
             self.mixed_levels().iter_mut().for_each(forget_failed);
         }
         for (i, spec) in config.levels.iter().enumerate() {
@@ -83,7 +83,7 @@ impl Runner<'_> {
                 return Ok(Some(status));
             }
             if self.facts.metrics_available && !self.halted() {
-                let _ = drain(&self.target(), self.config.timing.drain_timeout, IDLE_FOR).await;
+                let _ = drain(&self.target(), self.settings.timing.drain_timeout, IDLE_FOR).await;
             }
         }
         Ok(self.halted().then_some(RunStatus::Interrupted))
@@ -122,8 +122,8 @@ impl Runner<'_> {
 
     /// The level's place in the record: the one a resumed run recorded, else a new one.
     fn mixed_level_index(&mut self, spec: &MixedLevelSpec, config: &MixedPrefillConfig) -> usize {
-        let background_context = self.config.contexts.first().map_or(0, |c| c.0);
-        let background_max_tokens = self.config.max_tokens.0;
+        let background_context = self.settings.contexts.first().map_or(0, |c| c.0);
+        let background_max_tokens = self.settings.max_tokens.0;
         let levels = self.mixed_levels();
         let same = |l: &MixedLevel| l.prompt_context == spec.prompt_context.0 && l.background == spec.background;
         if let Some(i) = levels.iter().position(same) {
@@ -174,13 +174,13 @@ impl Runner<'_> {
         // re-warm the prefix cache with the background prompt, as before a decode cell
         let warm = self.spec(1, false);
         if let Err(e) =
-            scout(&self.client, warm.path(), &warm.body(&prepared.background), self.config.timing.ready_timeout).await
+            scout(&self.client, warm.path(), &warm.body(&prepared.background), self.settings.timing.ready_timeout).await
         {
             return Ok(LevelEnd::failed(format!("the cache-warming scout failed: {e}")));
         }
-        let spec = self.spec(self.config.max_tokens.0, true);
+        let spec = self.spec(self.settings.max_tokens.0, true);
         let body = JsonBody::new(&spec.body(&prepared.background));
-        let timeouts = self.config.timing.stream_timeouts();
+        let timeouts = self.settings.timing.stream_timeouts();
         // the level's span: the background's start through every probe to its stop (methodology §14)
         let target = self.target();
         let origin = Instant::now();
@@ -331,7 +331,7 @@ impl Runner<'_> {
     ) -> (Result<ScoutResult, String>, sm_core::requests::RequestLine) {
         let spec = self.spec(1, false);
         let asked = Instant::now();
-        let scouted = scout(&self.client, spec.path(), &spec.body(prompt), self.config.timing.ready_timeout).await;
+        let scouted = scout(&self.client, spec.path(), &spec.body(prompt), self.settings.timing.ready_timeout).await;
         let request = match &scouted {
             Ok(s) => PrefillRequest::Answered {
                 times: s.times,
@@ -426,7 +426,7 @@ impl Runner<'_> {
     /// ends the wait with no error: the client cut the level, the server did not fail it, and the
     /// probes' loop sees the stop (a resume measures the level).
     async fn steady(&self, bg: &Background, streams: u32) -> Result<(), String> {
-        let deadline = Instant::now() + self.config.timing.ready_timeout;
+        let deadline = Instant::now() + self.settings.timing.ready_timeout;
         while bg.recorder.streaming() < streams as usize {
             if let Some(e) = bg.recorder.failure() {
                 return Err(e);
@@ -438,12 +438,12 @@ impl Runner<'_> {
                 return Err(format!(
                     "only {} of {streams} background streams had a first token after {:.0} s",
                     bg.recorder.streaming(),
-                    self.config.timing.ready_timeout.as_secs_f64()
+                    self.settings.timing.ready_timeout.as_secs_f64()
                 ));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(self.config.timing.ready_stable).await;
+        tokio::time::sleep(self.settings.timing.ready_stable).await;
         Ok(())
     }
 

@@ -68,7 +68,7 @@ impl Runner<'_> {
     /// anything is measured: a run stopped before a phase began still records it, so `--resume`
     /// (which takes a phase's settings from its section) runs it.
     pub(super) fn declare_phases(&mut self) {
-        let phases = self.config.phases.clone();
+        let phases = self.settings.phases.clone();
         if let Some(c) = &phases.rate {
             self.declare_rate(c);
         }
@@ -86,7 +86,7 @@ impl Runner<'_> {
     /// Runs every phase asked for. `Some(status)` when the run cannot go on (stopped, or the server
     /// went away and did not come back).
     pub(super) async fn phases(&mut self, plan: &Plan, prompts: &Prompts) -> Result<Option<RunStatus>, RunError> {
-        for kind in self.config.phases.kinds() {
+        for kind in self.settings.phases.kinds() {
             if self.halted() {
                 return Ok(Some(RunStatus::Interrupted));
             }

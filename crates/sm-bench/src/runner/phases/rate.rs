@@ -88,17 +88,17 @@ impl Runner<'_> {
         plan: &Plan,
         prompts: &Prompts,
     ) -> Result<Option<RunStatus>, RunError> {
-        let Some(config) = self.config.phases.rate.clone() else { return Ok(None) };
+        let Some(config) = self.settings.phases.rate.clone() else { return Ok(None) };
         self.declare_rate(&config);
         // `--resume --retry-failed`: a level that failed is measured again, as a failed cell is
-        if self.config.retry_failed
+        if self.start.retry_failed
             && let Some(phase) = self.record.phases.rate.as_mut()
         {
             phase.levels.retain(|l| l.status != LevelStatus::Error);
         }
         let size = match config.requests {
             Some(n) => LevelSize::Requests(n),
-            None => LevelSize::Window(self.config.timing.duration.as_secs_f64()),
+            None => LevelSize::Window(self.settings.timing.duration.as_secs_f64()),
         };
         for row in self.rate_rows(plan, prompts) {
             for &rate in &config.rates {
@@ -154,7 +154,7 @@ impl Runner<'_> {
     }
 
     fn rate_settings(&self, config: &RateConfig) -> RateSettings {
-        let window = self.config.timing.duration;
+        let window = self.settings.timing.duration;
         RateSettings {
             drain_max_s: config.drain_max.as_secs_f64(),
             rates: config.rates.clone(),
@@ -164,7 +164,7 @@ impl Runner<'_> {
             window_s: config.requests.is_none().then_some(window.as_secs_f64()),
             seed: config.seed,
             grace_s: None,
-            max_tokens: self.config.max_tokens.0,
+            max_tokens: self.settings.max_tokens.0,
         }
     }
 
@@ -193,12 +193,12 @@ impl Runner<'_> {
 
     /// The rows: each runnable context's exact-length prompt, or the `--prompts` file's lines.
     fn rate_rows(&self, plan: &Plan, prompts: &Prompts) -> Vec<Row> {
-        if let Some(file) = &self.config.phases.prompts_file {
+        if let Some(file) = &self.settings.phases.prompts_file {
             let bodies: Vec<JsonBody> = file
                 .prompts
                 .iter()
                 .map(|p| {
-                    let spec = self.spec(p.max_tokens.unwrap_or(self.config.max_tokens.0), true);
+                    let spec = self.spec(p.max_tokens.unwrap_or(self.settings.max_tokens.0), true);
                     JsonBody::new(&spec.body(&p.prompt))
                 })
                 .collect();
@@ -209,7 +209,7 @@ impl Runner<'_> {
             if rows.iter().any(|r| r.context == cell.context.0) {
                 continue;
             }
-            let spec = self.spec(self.config.max_tokens.0, true);
+            let spec = self.spec(self.settings.max_tokens.0, true);
             let bodies =
                 prompts.get(cell.context).map(|p| -> Arc<[JsonBody]> { Arc::new([JsonBody::new(&spec.body(&p))]) });
             rows.push(Row { context: cell.context.0, label: shown(&cell.label, cell.context.0), bodies });
@@ -241,7 +241,7 @@ impl Runner<'_> {
         };
         let SentSchedule { start, requests, ranks, reads, cut_after } = sent;
         let key = figures::LevelKey { context: row.context, label: row.label.clone(), rate };
-        let mut measured = figures::level(key, start, &requests, &self.config.slo);
+        let mut measured = figures::level(key, start, &requests, &self.settings.slo);
         measured.ranks = ranks;
         measured.drain_s = cut_after.map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0);
         if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {

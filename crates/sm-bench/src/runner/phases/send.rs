@@ -42,7 +42,7 @@ impl Runner<'_> {
     pub(super) async fn send_schedule(&self, s: Schedule<'_>) -> Result<Option<SentSchedule>, String> {
         let path = self.spec(1, true).path();
         let remote = self.remote_part(&s, path).await?;
-        let group = self.config.ranks.as_deref();
+        let group = self.start.ranks.as_deref();
         let part = group.map_or(Part::ALL, |g| Part { rank: 0, ranks: g.ranks() as usize });
         let run = LevelRun {
             client: &self.client,
@@ -52,7 +52,7 @@ impl Runner<'_> {
             part,
             max_concurrency: s.cap.map(|c| share(c, part.ranks as u32, 0)),
             drain_max: s.drain_max,
-            timeouts: self.config.timing.stream_timeouts(),
+            timeouts: self.settings.timing.stream_timeouts(),
         };
         let target = self.target();
         // the samplers' first reads before the first request: the server's counters over the
@@ -85,8 +85,8 @@ impl Runner<'_> {
     /// With ranks, every worker's part of `s`, ready to open; `None` without. Each worker is sent
     /// the whole schedule and takes every N-th request; the cap is shared out as a cell's streams.
     async fn remote_part(&self, s: &Schedule<'_>, path: &str) -> Result<Option<RemoteLevel>, String> {
-        let Some(group) = &self.config.ranks else { return Ok(None) };
-        let timeouts = self.config.timing.stream_timeouts();
+        let Some(group) = &self.start.ranks else { return Ok(None) };
+        let timeouts = self.settings.timing.stream_timeouts();
         let bodies = s.bodies.iter().map(|b| serde_json::from_slice(b.as_bytes()).map_err(|e| e.to_string()));
         let order = LevelOrder {
             path: path.to_string(),

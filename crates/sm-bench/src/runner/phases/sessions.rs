@@ -72,10 +72,10 @@ impl Runner<'_> {
     /// The phase's section with this run's settings (a resumed run's conversations kept).
     pub(in crate::runner) fn declare_sessions(&mut self, config: &SessionsConfig) {
         // the phase is skipped with the completions API (it says why when its turn comes)
-        if self.config.api != Api::Chat {
+        if self.settings.api != Api::Chat {
             return;
         }
-        let settings = config.settings(self.config.max_tokens.0, self.config.phases.prompts_file.is_some());
+        let settings = config.settings(self.settings.max_tokens.0, self.settings.phases.prompts_file.is_some());
         self.record.phases.sessions.get_or_insert_with(|| SessionsPhase::new(settings));
     }
 
@@ -84,14 +84,14 @@ impl Runner<'_> {
         _plan: &Plan,
         prompts: &Prompts,
     ) -> Result<Option<RunStatus>, RunError> {
-        let Some(config) = self.config.phases.sessions.clone() else { return Ok(None) };
-        let file = self.config.phases.prompts_file.clone();
-        if self.config.api != Api::Chat {
+        let Some(config) = self.settings.phases.sessions.clone() else { return Ok(None) };
+        let file = self.settings.phases.prompts_file.clone();
+        if self.settings.api != Api::Chat {
             let reason = "a conversation needs the chat API: run the sessions phase with --api chat".to_string();
             self.event(RunEvent::SessionsSkipped { reason });
             return Ok(None);
         }
-        let settings = config.settings(self.config.max_tokens.0, file.is_some());
+        let settings = config.settings(self.settings.max_tokens.0, file.is_some());
         let users = self.sessions_to_hold(settings)?;
         if users.is_empty() {
             return Ok(None);
@@ -129,8 +129,8 @@ impl Runner<'_> {
                 start: start + config.stagger() * i as u32,
                 think: config.think_time,
                 client: self.client.clone(),
-                spec: self.spec(self.config.max_tokens.0, true),
-                timeouts: self.config.timing.stream_timeouts(),
+                spec: self.spec(self.settings.max_tokens.0, true),
+                timeouts: self.settings.timing.stream_timeouts(),
                 t0: self.t0,
                 stop: self.controls.stop_now.clone(),
                 finish: self.controls.finish_after_cell.clone(),
@@ -202,7 +202,7 @@ impl Runner<'_> {
             }
             *phase = SessionsPhase::new(settings);
         }
-        let retry = self.config.retry_failed;
+        let retry = self.start.retry_failed;
         let held_again = |s: SessionStatus| match s {
             SessionStatus::Interrupted => true,
             SessionStatus::Failed | SessionStatus::ServerLost => retry,

@@ -20,8 +20,11 @@ fn vllm_two_ranks_share_a_cell_a_rate_level_and_a_burst() {
         "2",
         "--duration",
         "3s",
+        // long enough (2 to 3 s on a CPU) that both streams run at once for --ready-stable between
+        // their restarts: with 32 tokens (a request of 0.2 s) and a busy client widening the gaps,
+        // vLLM's gauge never held 2 for a second and readiness gave up after 180 s (CI, 2026-12-07)
         "--max-tokens",
-        "32",
+        "512",
         "--matrix",
         "--request-rate",
         "2",
