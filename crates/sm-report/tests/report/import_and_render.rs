@@ -150,7 +150,7 @@ fn renders_a_speedmatrix_run_with_every_section() {
     assert_eq!(row[7], sm_report::format::ms1(cell.tbt_ms_p50.unwrap()));
     // the error cell's reason is both a tooltip and a footnote
     if let Some(err) = r.decode.iter().find(|c| c.status == Some(CellStatus::Error)) {
-        let reason = sm_report::escape::html(err.reason.as_deref().unwrap());
+        let reason = escaped(err.reason.as_deref().unwrap());
         assert!(html.contains(&format!("title=\"{reason}\"")) && html.contains("id=\"fn-1\""), "error reason shown");
     }
 
