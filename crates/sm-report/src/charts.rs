@@ -3,8 +3,8 @@
 //! 64K→128K is as wide as 128K→256K. Only valid rows have points.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
+use maud::Markup;
 use sm_core::context::shown;
 use sm_core::record::{CellStatus, PrefillRow};
 
@@ -54,7 +54,7 @@ impl PrefillCharts {
     }
 
     /// Both charts side by side, as `<div class="charts">` of two figures.
-    pub fn html(self) -> String {
+    pub fn html(self) -> Markup {
         let labels: Vec<String> = self.contexts.values().cloned().collect();
         let xs: Vec<f64> = self.contexts.keys().map(|&c| c as f64).collect();
         let charts = [
@@ -75,12 +75,11 @@ impl PrefillCharts {
                 value_fmt: format::ms,
             },
         ];
-        let mut s = String::from("<div class=\"charts\">\n");
-        for c in &charts {
-            let _ = writeln!(s, "<figure>{}</figure>", svg::line_chart_log_x(c, &xs));
+        maud::html! {
+            div class="charts" {
+                @for c in &charts { figure { (svg::line_chart_log_x(c, &xs)) } }
+            }
         }
-        s.push_str("</div>\n");
-        s
     }
 }
 
@@ -116,7 +115,7 @@ mod tests {
         assert_eq!(c.tok_s[1].values, [None, Some(6000.0), Some(5000.0)]);
         let names: Vec<(&str, Option<usize>)> = c.ttft.iter().map(|s| (s.name.as_str(), s.color)).collect();
         assert_eq!(names, [("A", Some(0)), ("B", Some(1))], "a run keeps its name and colour in both charts");
-        let html = c.html();
+        let html = c.html().into_string();
         assert_eq!(html.matches("<figure>").count(), 2);
     }
 

@@ -1,21 +1,26 @@
 //! Escaping for text that comes from a record: model names, launch commands
 //! and error reasons are written by servers and users, never trusted as markup.
 
-/// Text content and attribute values of HTML and SVG.
-pub fn html(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for ch in text.chars() {
-        match ch {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c if c.is_control() && c != '\n' && c != '\t' => out.push('\u{FFFD}'),
-            c => out.push(c),
+/// Record text as the page's text content or attribute value: spliced into a `maud` template,
+/// which escapes `&`, `<`, `>` and `"`. The engine leaves control characters alone, so they are
+/// shown here as U+FFFD first (a NUL or a terminal escape in a model name is nothing a reader can
+/// use); line breaks and tabs stay, for the multi-line hovers. Every text the page takes from a record goes through this one type.
+#[derive(Debug, Clone, Copy)]
+pub struct Text<'a>(pub &'a str);
+
+impl maud::Render for Text<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        if self.0.chars().any(shown_as_replacement) {
+            let shown: String = self.0.chars().map(|c| if shown_as_replacement(c) { '\u{FFFD}' } else { c }).collect();
+            shown.as_str().render_to(buffer);
+        } else {
+            self.0.render_to(buffer);
         }
     }
-    out
+}
+
+fn shown_as_replacement(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
 }
 
 /// A cell of a GitHub-flavoured Markdown table: no line breaks, no column
@@ -48,7 +53,8 @@ mod tests {
 
     #[test]
     fn hostile_text() {
-        assert_eq!(html("<script>alert('x')</script>&"), "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;&amp;");
+        let page = maud::Render::render(&Text("<script>alert('x')</script>&\"\u{1b}[31m\u{0}\n\t")).into_string();
+        assert_eq!(page, "&lt;script&gt;alert('x')&lt;/script&gt;&amp;&quot;\u{FFFD}[31m\u{FFFD}\n\t");
         assert_eq!(markdown_cell("a|b <redacted>\nc"), "a\\|b &lt;redacted&gt; c");
     }
 }

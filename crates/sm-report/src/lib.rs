@@ -95,4 +95,32 @@ mod tests {
         assert!(crate::markdown(&r).contains("## Arrivals at a rate"));
         assert!(crate::html::CSS.contains("td.verdict"), "the page wraps the verdict column");
     }
+
+    /// The page's markup is all `maud` templates, which escape what they splice: outside the
+    /// tests no module writes a tag as a string or escapes by hand, so no escaping can be forgotten.
+    #[test]
+    fn no_markup_is_written_by_hand() {
+        fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    sources(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") && !path.ends_with("tests.rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        sources(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut files);
+        assert!(files.len() > 20, "{files:?}");
+        for file in files {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap();
+            for (i, line) in code.lines().enumerate().filter(|(_, l)| !l.trim_start().starts_with("//")) {
+                let at = format!("{}:{}: {line}", file.display(), i + 1);
+                assert!(!line.contains("escape::html") && !line.contains("PreEscaped(format"), "{at}");
+                assert!(!line.contains("\"<") && !line.contains("r#\"<"), "a tag written as a string: {at}");
+            }
+        }
+    }
 }

@@ -1,12 +1,11 @@
 //! The server's gauges per cell on the page (methodology §14.1): a summary line per cell under the
 //! Markdown matrix, and on the HTML page a chart of the window's series per cell, shown on demand.
 
-use std::fmt::Write;
-
+use maud::{Markup, html};
 use sm_core::record::{CellStatus, DecodeCell};
 use sm_core::server_metrics::ServerMetrics;
 
-use crate::escape::html;
+use crate::escape::Text;
 use crate::svg::{self, Chart, Series};
 
 /// The valid cells with gauges, in the matrix's reading order (by context, then concurrency), not
@@ -54,9 +53,9 @@ pub fn markdown_lines(decode: &[DecodeCell]) -> Vec<String> {
 
 /// HTML: per valid cell, a `<details>` with its summary and the window's series as two charts
 /// (requests running and waiting; KV-cache usage where exported). Nothing without series.
-pub fn html_section(s: &mut String, decode: &[DecodeCell]) {
+pub fn html_section(decode: &[DecodeCell]) -> Markup {
     let cells: Vec<_> = valid(decode).map(|(c, m)| (format!("{} × {}", c.label, c.concurrency), m)).collect();
-    html_details(s, "The server's gauges per cell", &cells);
+    html_details("The server's gauges per cell", &cells)
 }
 
 /// The summary as a line among other sources' (the GPU's): it starts with the word "server"
@@ -68,20 +67,25 @@ pub fn labelled(m: &ServerMetrics) -> String {
 
 /// HTML: a titled block with a `<details>` per labelled span that has a series (nothing when
 /// none has): its summary, and its charts on demand.
-pub fn html_details(s: &mut String, title: &str, spans: &[(String, &ServerMetrics)]) {
+pub fn html_details(title: &str, spans: &[(String, &ServerMetrics)]) -> Markup {
     let spans: Vec<_> = spans.iter().filter(|(_, m)| !m.series.is_empty()).collect();
     if spans.is_empty() {
-        return;
+        return html! {};
     }
-    let _ = writeln!(s, "<div class=\"server-gauges\">\n<h3>{}</h3>", html(title));
-    for (label, m) in spans {
-        let _ =
-            write!(s, "<details><summary>{}: {}</summary>\n{}</details>\n", html(label), html(&summary(m)), charts(m));
+    html! {
+        div class="server-gauges" {
+            h3 { (Text(title)) }
+            @for (label, m) in spans {
+                details {
+                    summary { (Text(label)) ": " (Text(&summary(m))) }
+                    (charts(m))
+                }
+            }
+        }
     }
-    s.push_str("</div>\n");
 }
 
-fn charts(m: &ServerMetrics) -> String {
+fn charts(m: &ServerMetrics) -> Markup {
     let ts: Vec<f64> = m.series.iter().map(|p| p.t_s).collect();
     let labels: Vec<String> = ts.iter().map(|t| format!("{t:.1}")).collect();
     let line = |name: &str, values: Vec<Option<f64>>, color| Series { name: name.into(), values, color: Some(color) };
@@ -96,19 +100,18 @@ fn charts(m: &ServerMetrics) -> String {
         ],
         value_fmt: crate::format::fixed1,
     };
-    let mut out = svg::line_chart_time(&requests, &ts);
-    if m.series.iter().any(|p| p.kv_usage.is_some()) {
-        let kv = Chart {
-            title: "KV-cache usage",
-            x_title: "seconds into the span",
-            y_title: "% of the KV cache",
-            x_labels: labels,
-            series: vec![line("KV usage", m.series.iter().map(|p| p.kv_usage.map(|v| v * 100.0)).collect(), 2)],
-            value_fmt: crate::format::fixed1,
-        };
-        out.push_str(&svg::line_chart_time(&kv, &ts));
+    let kv = m.series.iter().any(|p| p.kv_usage.is_some()).then(|| Chart {
+        title: "KV-cache usage",
+        x_title: "seconds into the span",
+        y_title: "% of the KV cache",
+        x_labels: labels,
+        series: vec![line("KV usage", m.series.iter().map(|p| p.kv_usage.map(|v| v * 100.0)).collect(), 2)],
+        value_fmt: crate::format::fixed1,
+    });
+    html! {
+        (svg::line_chart_time(&requests, &ts))
+        @if let Some(kv) = &kv { (svg::line_chart_time(kv, &ts)) }
     }
-    out
 }
 
 #[cfg(test)]
@@ -146,13 +149,10 @@ mod tests {
                 "1K × 4: server 412.3 tok/s (+0.4 % vs measured), 3.7 running, 0 waiting at most, KV cache up to 35 %, 0 preemptions, queue p50 1.2 ms (mean 1.5 ms)"
             ]
         );
-        let mut s = String::new();
-        html_section(&mut s, std::slice::from_ref(&cell));
+        let s = html_section(std::slice::from_ref(&cell)).into_string();
         assert!(s.contains("<details><summary>1K × 4: server 412.3 tok/s"), "{s}");
         assert_eq!(s.matches("<svg").count(), 2, "requests and KV usage");
         cell.status = Some(CellStatus::Error);
-        let mut none = String::new();
-        html_section(&mut none, &[cell]);
-        assert!(none.is_empty());
+        assert!(html_section(&[cell]).into_string().is_empty());
     }
 }

@@ -6,7 +6,9 @@
 
 use std::fmt::Write;
 
-use crate::escape::html;
+use maud::{Markup, html};
+
+use crate::escape::Text;
 
 pub struct Series {
     pub name: String,
@@ -71,13 +73,12 @@ fn tick_label(v: f64) -> String {
 }
 
 /// Charts side by side, as the page and the site lay them out.
-pub fn charts_row(charts: &[Chart]) -> String {
-    let mut s = String::from("<div class=\"charts\">\n");
-    for c in charts {
-        let _ = writeln!(s, "<figure>{}</figure>", line_chart(c));
+pub fn charts_row(charts: &[Chart]) -> Markup {
+    html! {
+        div class="charts" {
+            @for c in charts { figure { (line_chart(c)) } }
+        }
     }
-    s.push_str("</div>\n");
-    s
 }
 
 /// Where the points and the x ticks of a chart go.
@@ -91,13 +92,13 @@ enum XAxis<'a> {
 }
 
 /// A chart with evenly spaced x categories (concurrency levels).
-pub fn line_chart(chart: &Chart) -> String {
+pub fn line_chart(chart: &Chart) -> Markup {
     draw(chart, &XAxis::Categories, None)
 }
 
 /// [`line_chart`] with a horizontal line at `limit` (dashed, labelled); the y axis reaches it
 /// even when every point lies below.
-pub fn line_chart_with_limit(chart: &Chart, limit: Option<&Limit>) -> String {
+pub fn line_chart_with_limit(chart: &Chart, limit: Option<&Limit>) -> Markup {
     draw(chart, &XAxis::Categories, limit.filter(|l| l.value.is_finite() && l.value > 0.0))
 }
 
@@ -105,7 +106,7 @@ pub fn line_chart_with_limit(chart: &Chart, limit: Option<&Limit>) -> String {
 /// 64K→128K is as wide as 128K→256K and 251K→256K is the short step it is. The axis is labelled
 /// at powers of two; each point's label is in its tooltip. Falls back to even spacing when an x
 /// is missing, not positive or not finite.
-pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> String {
+pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> Markup {
     let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x > 0.0);
     let axis = if usable { XAxis::Log(xs) } else { XAxis::Categories };
     draw(chart, &axis, None)
@@ -113,7 +114,7 @@ pub fn line_chart_log_x(chart: &Chart, xs: &[f64]) -> String {
 
 /// A chart whose points sit at `xs` (seconds into a window) on a linear axis from 0: scrapes that
 /// came late sit where they were taken. Even spacing when an x is missing or not finite.
-pub fn line_chart_time(chart: &Chart, xs: &[f64]) -> String {
+pub fn line_chart_time(chart: &Chart, xs: &[f64]) -> Markup {
     let usable = xs.len() == chart.x_labels.len() && xs.iter().all(|x| x.is_finite() && *x >= 0.0);
     let axis = if usable { XAxis::Linear(xs) } else { XAxis::Categories };
     draw(chart, &axis, None)
@@ -156,7 +157,12 @@ fn log_positions(xs: &[f64]) -> (Vec<f64>, Vec<(f64, String)>) {
     (xs.iter().map(|&x| at(x)).collect(), ticks)
 }
 
-fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
+/// A coordinate as the charts write it, to a tenth of a unit.
+fn d1(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> Markup {
     let n = chart.x_labels.len().max(1);
     // A file can hold any number: values past 1e15 are clamped so the axis stays finite
     // (1.7e308 once made the tick loop below endless).
@@ -185,101 +191,80 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> String {
     };
     let x_at = |i: usize| LEFT + plot_w * positions.get(i).copied().unwrap_or(0.5);
     let y_at = |v: f64| axis_bottom - PLOT_H * (v / top_value);
-
-    let mut s = String::new();
-    let _ = write!(
-        s,
+    let title = Text(chart.title);
+    html! {
         // named by aria-label, not by an id: the same chart (the server's gauges) appears once per
         // span, and an id made from its title would be on the page as many times
-        r#"<svg class="chart" viewBox="0 0 {W} {height}" role="img" aria-label="{title}" xmlns="http://www.w3.org/2000/svg"><title>{title}</title>"#,
-        title = html(chart.title),
-    );
-    let _ = write!(s, r#"<text class="ct" x="{LEFT}" y="16">{}</text>"#, html(chart.title));
-    y_grid(&mut s, top_value, step, &y_at);
-    let _ = write!(
-        s,
-        r#"<text class="axis" transform="translate(14 {cy:.1}) rotate(-90)" text-anchor="middle">{}</text>"#,
-        html(chart.y_title),
-        cy = TOP + PLOT_H / 2.0,
-    );
-    for (pos, l) in &x_ticks {
-        let _ = write!(
-            s,
-            r#"<text class="tick" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
-            html(l),
-            x = LEFT + plot_w * pos,
-            y = axis_bottom + 16.0,
-        );
+        svg class="chart" viewBox={ "0 0 " (W) " " (height) } role="img" aria-label=(title)
+            xmlns="http://www.w3.org/2000/svg" {
+            title { (title) }
+            text class="ct" x=(LEFT) y="16" { (title) }
+            (y_grid(top_value, step, &y_at))
+            text class="axis" transform={ "translate(14 " (d1(TOP + PLOT_H / 2.0)) ") rotate(-90)" }
+                text-anchor="middle" { (Text(chart.y_title)) }
+            @for (pos, l) in &x_ticks {
+                text class="tick" x=(d1(LEFT + plot_w * pos)) y=(d1(axis_bottom + 16.0)) text-anchor="middle" {
+                    (Text(l))
+                }
+            }
+            text class="axis" x=(d1(LEFT + plot_w / 2.0)) y=(d1(axis_bottom + 34.0)) text-anchor="middle" {
+                (Text(chart.x_title))
+            }
+            @if let Some(l) = limit {
+                (limit_line(l, y_at(l.value.min(top_value))))
+            }
+            @for (si, series) in chart.series.iter().enumerate() {
+                @let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
+                (series_marks(chart, series, &class, &x_at, &y_at))
+                (legend_item(series, &class, si / per_row, si % per_row, axis_bottom))
+            }
+        }
     }
-    let _ = write!(
-        s,
-        r#"<text class="axis" x="{x:.1}" y="{y:.1}" text-anchor="middle">{}</text>"#,
-        html(chart.x_title),
-        x = LEFT + plot_w / 2.0,
-        y = axis_bottom + 34.0,
-    );
-    if let Some(l) = limit {
-        limit_line(&mut s, l, y_at(l.value.min(top_value)));
+}
+
+/// A series' swatch and name under the plot, in row `row` and column `col` of the legend.
+fn legend_item(series: &Series, class: &str, row: usize, col: usize, axis_bottom: f64) -> Markup {
+    let lx = LEFT + col as f64 * LEGEND_ITEM;
+    let ly = axis_bottom + 54.0 + row as f64 * 18.0;
+    html! {
+        line class={ "line " (class) } x1=(lx) x2=(lx + 16.0) y1=(d1(ly)) y2=(d1(ly)) {}
+        text class="legend" x=(lx + 22.0) y=(d1(ly + 4.0)) { (Text(&series.name)) }
     }
-    for (si, series) in chart.series.iter().enumerate() {
-        let class = format!("s{}", series.color.unwrap_or(si) % SERIES_CLASSES);
-        series_marks(&mut s, chart, series, &class, &x_at, &y_at);
-        let row = si / per_row;
-        let col = si % per_row;
-        let lx = LEFT + col as f64 * LEGEND_ITEM;
-        let ly = axis_bottom + 54.0 + row as f64 * 18.0;
-        let _ = write!(
-            s,
-            r#"<line class="line {class}" x1="{lx}" x2="{lx2}" y1="{ly:.1}" y2="{ly:.1}"/><text class="legend" x="{tx}" y="{ty:.1}">{}</text>"#,
-            html(&series.name),
-            lx2 = lx + 16.0,
-            tx = lx + 22.0,
-            ty = ly + 4.0,
-        );
-    }
-    s.push_str("</svg>");
-    s
 }
 
 /// A horizontal line across the plot at `y` (an SLO's limit), labelled at its right end.
-fn limit_line(s: &mut String, l: &Limit, y: f64) {
-    let _ = write!(
-        s,
-        r#"<line class="limit" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="limit" x="{x2}" y="{ty:.1}" text-anchor="end">{}</text>"#,
-        html(&l.label),
-        x2 = W - RIGHT,
-        ty = y - 5.0,
-    );
+fn limit_line(l: &Limit, y: f64) -> Markup {
+    html! {
+        line class="limit" x1=(LEFT) x2=(W - RIGHT) y1=(d1(y)) y2=(d1(y)) {}
+        text class="limit" x=(W - RIGHT) y=(d1(y - 5.0)) text-anchor="end" { (Text(&l.label)) }
+    }
 }
 
 /// Gridlines and y ticks from 0 to `top_value`.
-fn y_grid(s: &mut String, top_value: f64, step: f64, y_at: &dyn Fn(f64) -> f64) {
+fn y_grid(top_value: f64, step: f64, y_at: &dyn Fn(f64) -> f64) -> Markup {
+    let mut ticks = Vec::new();
     let mut v = 0.0;
-    let mut ticks = 0;
-    while v <= top_value + step / 2.0 && ticks < 64 {
-        ticks += 1;
-        let y = y_at(v);
-        let _ = write!(
-            s,
-            r#"<line class="grid" x1="{LEFT}" x2="{x2}" y1="{y:.1}" y2="{y:.1}"/><text class="tick" x="{tx}" y="{ty:.1}" text-anchor="end">{label}</text>"#,
-            x2 = W - RIGHT,
-            tx = LEFT - 6.0,
-            ty = y + 4.0,
-            label = html(&tick_label(v)),
-        );
+    while v <= top_value + step / 2.0 && ticks.len() < 64 {
+        ticks.push(v);
         v += step;
+    }
+    html! {
+        @for v in ticks {
+            @let y = y_at(v);
+            line class="grid" x1=(LEFT) x2=(W - RIGHT) y1=(d1(y)) y2=(d1(y)) {}
+            text class="tick" x=(LEFT - 6.0) y=(d1(y + 4.0)) text-anchor="end" { (Text(&tick_label(v))) }
+        }
     }
 }
 
 /// One series' line and points; a point's tooltip names its x label.
 fn series_marks(
-    s: &mut String,
     chart: &Chart,
     series: &Series,
     class: &str,
     x_at: &dyn Fn(usize) -> f64,
     y_at: &dyn Fn(f64) -> f64,
-) {
+) -> Markup {
     // a gap (no figure) breaks the line rather than dropping to zero
     let mut d = String::new();
     let mut pen_down = false;
@@ -292,20 +277,16 @@ fn series_marks(
             None => pen_down = false,
         }
     }
-    if !d.is_empty() {
-        let _ = write!(s, r#"<path class="line {class}" d="{}"/>"#, d.trim_end());
-    }
-    for (i, v) in series.values.iter().enumerate() {
-        if let Some(v) = v {
-            let label = chart.x_labels.get(i).map_or("", String::as_str);
-            let tip = format!("{} · {label}: {}", series.name, (chart.value_fmt)(*v));
-            let _ = write!(
-                s,
-                r#"<circle class="pt {class}" cx="{:.1}" cy="{:.1}" r="3"><title>{}</title></circle>"#,
-                x_at(i),
-                y_at(*v),
-                html(&tip),
-            );
+    let points = series.values.iter().enumerate().filter_map(|(i, v)| v.map(|v| (i, v)));
+    html! {
+        @if !d.is_empty() {
+            path class={ "line " (class) } d=(d.trim_end()) {}
+        }
+        @for (i, v) in points {
+            @let label = chart.x_labels.get(i).map_or("", String::as_str);
+            circle class={ "pt " (class) } cx=(d1(x_at(i))) cy=(d1(y_at(v))) r="3" {
+                title { (Text(&series.name)) " · " (Text(label)) ": " (Text(&(chart.value_fmt)(v))) }
+            }
         }
     }
 }
@@ -330,7 +311,8 @@ mod tests {
             x_labels: vec!["1".into(), "2".into(), "4".into()],
             series: vec![Series { name: "<b>".into(), values: vec![Some(1.0), None, Some(3.0)], color: None }],
             value_fmt: crate::format::fixed1,
-        });
+        })
+        .into_string();
         assert_eq!(svg.matches('M').count(), 2, "{svg}");
         assert!(!svg.contains("<b>") && svg.contains("&lt;b&gt;"));
     }
@@ -353,7 +335,8 @@ mod tests {
                 value_fmt: crate::format::fixed1,
             },
             &xs,
-        );
+        )
+        .into_string();
         let px = point_xs(&svg);
         let (doubling, last_step) = (px[1] - px[0], px[3] - px[2]);
         // evenly spaced, every step would be the same; on a log axis 64K→128K is a doubling
@@ -385,7 +368,7 @@ mod tests {
             value_fmt: crate::format::fixed1,
         };
         let limit = Limit { value: 30.0, label: "SLO <30>".into() };
-        let svg = line_chart_with_limit(&chart, Some(&limit));
+        let svg = line_chart_with_limit(&chart, Some(&limit)).into_string();
         assert_eq!(svg.matches("<line class=\"limit\"").count(), 1, "{svg}");
         assert!(svg.contains(">SLO &lt;30&gt;</text>"), "the label is escaped: {svg}");
         // the axis goes past the limit although every point is below it
@@ -397,9 +380,9 @@ mod tests {
             .into_iter()
             .collect();
         assert!(ys[0] > TOP && ys[0] < TOP + PLOT_H, "{ys:?}");
-        assert!(!line_chart_with_limit(&chart, None).contains("class=\"limit\""));
+        assert!(!line_chart_with_limit(&chart, None).into_string().contains("class=\"limit\""));
         let bad = Limit { value: f64::NAN, label: "x".into() };
-        assert!(!line_chart_with_limit(&chart, Some(&bad)).contains("class=\"limit\""));
+        assert!(!line_chart_with_limit(&chart, Some(&bad)).into_string().contains("class=\"limit\""));
     }
 
     #[test]
@@ -412,7 +395,8 @@ mod tests {
             x_labels: vec!["1".into(), "2".into()],
             series: vec![Series { name: "a".into(), values: vec![Some(1.7e308), Some(f64::INFINITY)], color: None }],
             value_fmt: crate::format::fixed1,
-        });
+        })
+        .into_string();
         assert!(svg.matches("class=\"grid\"").count() <= 64);
     }
 }

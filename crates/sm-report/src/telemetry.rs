@@ -4,12 +4,13 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
 use sm_core::context::shown;
 use sm_core::phases::rate::LevelStatus;
 use sm_core::record::{CellStatus, PlanKind, RunRecord};
 use sm_core::telemetry::Telemetry;
 
-use crate::escape::{html, markdown_cell};
+use crate::escape::{Text, markdown_cell};
 
 const TITLE: &str = "Telemetry of the prefill rows and the load phases";
 
@@ -104,18 +105,20 @@ pub(crate) fn markdown(s: &mut String, record: &RunRecord) {
 }
 
 /// HTML: the same lines, and each span's series of the server's gauges on demand.
-pub(crate) fn html_section(s: &mut String, record: &RunRecord) {
+pub(crate) fn html_section(record: &RunRecord) -> Markup {
     let spans = spans(record);
     if spans.is_empty() {
-        return;
+        return html! {};
     }
-    let _ = writeln!(s, "<section id=\"span-telemetry\">\n<h2>{}</h2>\n<ul class=\"span-telemetry\">", html(TITLE));
-    for (label, t) in &spans {
-        let _ = writeln!(s, "<li>{}: {}</li>", html(label), html(&line(t)));
-    }
-    s.push_str("</ul>\n");
     let series: Vec<_> =
         spans.iter().filter_map(|(label, t)| t.server_metrics.as_ref().map(|m| (label.clone(), m))).collect();
-    crate::server_metrics::html_details(s, "The server's gauges per span", &series);
-    s.push_str("</section>\n");
+    html! {
+        section id="span-telemetry" {
+            h2 { (TITLE) }
+            ul class="span-telemetry" {
+                @for (label, t) in &spans { li { (Text(label)) ": " (Text(&line(t))) } }
+            }
+            (crate::server_metrics::html_details("The server's gauges per span", &series))
+        }
+    }
 }

@@ -4,10 +4,11 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
 use sm_core::phases::burst::{Burst, BurstPhase};
 use sm_core::record::{CellStatus, RunRecord};
 
-use crate::escape::{html as esc, markdown_cell as md};
+use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, NONE, opt};
 
 /// The cells' grid: row labels (with their context), concurrency columns, each cell's summary.
@@ -62,30 +63,39 @@ fn caption(phase: &BurstPhase) -> String {
     text
 }
 
-pub(super) fn html(s: &mut String, record: &RunRecord) {
-    let Some(phase) = &record.phases.burst else { return };
+pub(super) fn html(record: &RunRecord) -> Markup {
+    let Some(phase) = &record.phases.burst else { return html! {} };
     let g = grid(phase);
-    let _ = writeln!(s, "<h2 id=\"bursts\">Bursts</h2>\n<p class=\"caption\">{}</p>", esc(&caption(phase)));
-    s.push_str("<div class=\"scroll\"><table class=\"matrix burst\">\n<thead><tr><th class=\"ctx\">Context</th>");
-    for c in &g.cols {
-        let _ = write!(s, "<th scope=\"col\">{c}</th>");
-    }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for (ri, (_, label)) in g.rows.iter().enumerate() {
-        let _ = write!(s, "<tr><th class=\"ctx\" scope=\"row\">{}</th>", esc(label));
-        for (ci, cell) in g.cells[ri].iter().enumerate() {
-            html_cell(s, cell.as_ref(), &format!("{label} context, {} at once", g.cols[ci]));
+    html! {
+        h2 id="bursts" { "Bursts" }
+        p class="caption" { (Text(&caption(phase))) }
+        div class="scroll" {
+            table class="matrix burst" {
+                thead { tr { th class="ctx" { "Context" } @for c in &g.cols { th scope="col" { (c) } } } }
+                tbody {
+                    @for (ri, (_, label)) in g.rows.iter().enumerate() {
+                        tr {
+                            th class="ctx" scope="row" { (Text(label)) }
+                            @for (ci, cell) in g.cells[ri].iter().enumerate() {
+                                (html_cell(cell.as_ref(), &format!("{label} context, {} at once", g.cols[ci])))
+                            }
+                        }
+                    }
+                }
+            }
         }
-        s.push_str("</tr>\n");
+        p class="caption" { "each cell: end-to-end p50 · time to the last completion · output tok/s over the burst" }
+        div class="scroll" {
+            table class="all" {
+                thead { tr { @for h in DETAIL_HEADER { th { (h) } } } }
+                tbody {
+                    @for row in detail_rows(&g) {
+                        tr { @for c in &row { td { (Text(c)) } } }
+                    }
+                }
+            }
+        }
     }
-    s.push_str("</tbody></table></div>\n<p class=\"caption\">each cell: end-to-end p50 · time to the last completion · output tok/s over the burst</p>\n");
-    let header = DETAIL_HEADER.iter().map(|h| format!("<th>{}</th>", esc(h))).collect::<String>();
-    let _ = writeln!(s, "<div class=\"scroll\"><table class=\"all\">\n<thead><tr>{header}</tr></thead>\n<tbody>");
-    for row in detail_rows(&g) {
-        let tds: String = row.iter().map(|c| format!("<td>{}</td>", esc(c))).collect();
-        let _ = writeln!(s, "<tr>{tds}</tr>");
-    }
-    s.push_str("</tbody></table></div>\n");
 }
 
 /// A cell's hover text: every figure, and why it is not valid.
@@ -112,27 +122,25 @@ fn tip(b: &Burst, cell: &str) -> String {
     t
 }
 
-fn html_cell(s: &mut String, cell: Option<&Burst>, where_: &str) {
+fn html_cell(cell: Option<&Burst>, where_: &str) -> Markup {
     match cell {
-        None => s.push_str("<td class=\"cell nm\">—</td>"),
-        Some(b) if b.status == CellStatus::OverCapacity => {
-            let tip = esc(b.reason.as_deref().unwrap_or("over capacity"));
-            let _ = write!(s, "<td class=\"cell oc\" title=\"{tip}\"><span class=\"st\">over capacity</span></td>");
-        }
+        None => html! { td class="cell nm" { "—" } },
+        Some(b) if b.status == CellStatus::OverCapacity => html! {
+            td class="cell oc" title=(Text(b.reason.as_deref().unwrap_or("over capacity"))) {
+                span class="st" { "over capacity" }
+            }
+        },
         Some(b) => {
             let [e2e, last, tok] = cell_lines(b);
-            let (class, mark) = match b.status {
-                CellStatus::Valid => ("cell", String::new()),
-                status => ("cell err", format!("<span class=\"st\">{}</span>", esc(status.word()))),
-            };
-            let tip = esc(&tip(b, where_));
-            let _ = write!(
-                s,
-                "<td class=\"{class}\" title=\"{tip}\">{mark}<span class=\"tot\">{}</span><span class=\"ttft\">{}</span><span class=\"ttft\">{}</span></td>",
-                esc(&e2e),
-                esc(&last),
-                esc(&tok)
-            );
+            let valid = b.status == CellStatus::Valid;
+            html! {
+                td class=(if valid { "cell" } else { "cell err" }) title=(Text(&tip(b, where_))) {
+                    @if !valid { span class="st" { (b.status.word()) } }
+                    span class="tot" { (Text(&e2e)) }
+                    span class="ttft" { (Text(&last)) }
+                    span class="ttft" { (Text(&tok)) }
+                }
+            }
         }
     }
 }

@@ -4,11 +4,12 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
 use sm_core::plan::shown_context;
 use sm_core::record::{PlanKind, RunRecord};
 
-use crate::escape::{html as esc, markdown_cell};
+use crate::escape::{Text, markdown_cell};
 use crate::format::{self, opt};
 
 fn levels(record: &RunRecord) -> &[MixedLevel] {
@@ -82,38 +83,44 @@ fn summary(l: &MixedLevel) -> String {
     s
 }
 
-pub(super) fn html(s: &mut String, record: &RunRecord) {
+pub(super) fn html(record: &RunRecord) -> Markup {
     let levels = levels(record);
     if levels.is_empty() {
-        return;
+        return html! {};
     }
-    s.push_str(
-        "<h2 id=\"mixed-prefill\">A new user under load</h2>\n<p class=\"caption\">a fresh prompt's TTFT while \
-         background streams decode, against the same prompt on the idle server; the background's tok/s before \
-         (the window before the send), during (send → first token) and after (the window after the first token)</p>\n",
-    );
-    for l in levels {
-        let _ = writeln!(s, "<h3>{}</h3>\n<p class=\"caption\">{}</p>", esc(&title(record, l)), esc(&summary(l)));
-        s.push_str("<div class=\"scroll\"><table class=\"mixed\">\n<thead><tr>");
-        for h in HEADER {
-            let _ = write!(s, "<th>{}</th>", esc(h));
+    html! {
+        h2 id="mixed-prefill" { "A new user under load" }
+        p class="caption" {
+            "a fresh prompt's TTFT while background streams decode, against the same prompt on the idle server; the \
+             background's tok/s before (the window before the send), during (send → first token) and after (the \
+             window after the first token)"
         }
-        s.push_str("</tr></thead>\n<tbody>\n");
-        for (i, p) in l.probes.iter().enumerate() {
-            s.push_str("<tr>");
-            for c in probe_cells(i + 1, p) {
-                let _ = write!(s, "<td class=\"num\">{}</td>", esc(&c));
+        @for l in levels { (level_html(record, l)) }
+    }
+}
+
+/// A level's heading and summary, its table of probes and the timeline of its median probe.
+fn level_html(record: &RunRecord, l: &MixedLevel) -> Markup {
+    html! {
+        h3 { (Text(&title(record, l))) }
+        p class="caption" { (Text(&summary(l))) }
+        div class="scroll" {
+            table class="mixed" {
+                thead { tr { @for h in HEADER { th { (h) } } } }
+                tbody {
+                    @for (i, p) in l.probes.iter().enumerate() {
+                        tr { @for c in probe_cells(i + 1, p) { td class="num" { (Text(&c)) } } }
+                    }
+                }
             }
-            s.push_str("</tr>\n");
         }
-        s.push_str("</tbody></table></div>\n");
-        if let Some((n, p, tl)) = median_probe(l) {
-            let what = format!(
+        @if let Some((n, p, tl)) = median_probe(l) {
+            @let what = format!(
                 "Background tokens per {} ms around probe {n} (TTFT {})",
                 tl.bin_ms,
                 opt(p.ttft_ms, format::ms)
             );
-            let _ = writeln!(s, "<div class=\"charts one\"><figure>{}</figure></div>", timeline_svg(&what, tl));
+            div class="charts one" { figure { (timeline_svg(&what, tl)) } }
         }
     }
 }
@@ -139,59 +146,46 @@ const RIGHT: f64 = 12.0;
 const TOP: f64 = 28.0;
 const BOTTOM: f64 = 36.0;
 
+/// A coordinate as the charts write it.
+fn d(v: f64, digits: usize) -> String {
+    format!("{v:.digits$}")
+}
+
 /// The timeline as an inline SVG: one bar per bin, dashed lines at the probe's send and first token.
-pub(crate) fn timeline_svg(what: &str, tl: &Timeline) -> String {
+pub(crate) fn timeline_svg(what: &str, tl: &Timeline) -> Markup {
     let n = tl.tokens.len().max(1) as f64;
     let max = tl.tokens.iter().copied().max().unwrap_or(0).max(1) as f64;
     let (pw, ph) = (W - LEFT - RIGHT, H - TOP - BOTTOM);
     let bin_s = tl.bin_ms / 1000.0;
     let x_at = |t: f64| LEFT + ((t - tl.start_s) / (bin_s * n)).clamp(0.0, 1.0) * pw;
-    let mut s = format!(
-        r#"<svg class="chart" viewBox="0 0 {W} {H}" role="img" xmlns="http://www.w3.org/2000/svg"><title>{t}</title><text class="ct" x="{LEFT}" y="16">{t}</text>"#,
-        t = esc(what)
-    );
     let bw = pw / n;
-    for (i, &v) in tl.tokens.iter().enumerate() {
-        let h = v as f64 / max * ph;
-        let _ = write!(
-            s,
-            r#"<rect class="s0" x="{:.1}" y="{:.1}" width="{:.2}" height="{h:.1}"><title>{v}</title></rect>"#,
-            LEFT + i as f64 * bw,
-            TOP + ph - h,
-            (bw - 0.5).max(0.3)
-        );
-    }
     let base = TOP + ph;
-    let _ = write!(s, r#"<line class="grid" x1="{LEFT}" x2="{:.1}" y1="{base:.1}" y2="{base:.1}"/>"#, W - RIGHT);
-    let _ = write!(
-        s,
-        r#"<text class="tick" x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"#,
-        LEFT - 4.0,
-        TOP + 4.0,
-        max as u64
-    );
     // the send's label ends at its line, the first token's starts at its own: close lines stay legible
-    for (t, name, anchor, dx) in [(0.0, "sent", "end", -3.0), (tl.first_token_s, "first token", "start", 3.0)] {
-        let x = x_at(t);
-        let _ = write!(
-            s,
-            r#"<line class="limit" x1="{x:.1}" x2="{x:.1}" y1="{TOP}" y2="{base:.1}"/><text class="limit" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{name}</text>"#,
-            x + dx,
-            base + 12.0
-        );
+    let marks = [(0.0, "sent", "end", -3.0), (tl.first_token_s, "first token", "start", 3.0)];
+    let ends = [(tl.start_s, "start"), (tl.start_s + bin_s * n, "end")];
+    html! {
+        svg class="chart" viewBox={ "0 0 " (W) " " (H) } role="img" xmlns="http://www.w3.org/2000/svg" {
+            title { (Text(what)) }
+            text class="ct" x=(LEFT) y="16" { (Text(what)) }
+            @for (i, &v) in tl.tokens.iter().enumerate() {
+                @let h = v as f64 / max * ph;
+                rect class="s0" x=(d(LEFT + i as f64 * bw, 1)) y=(d(TOP + ph - h, 1)) width=(d((bw - 0.5).max(0.3), 2))
+                    height=(d(h, 1)) { title { (v) } }
+            }
+            line class="grid" x1=(LEFT) x2=(d(W - RIGHT, 1)) y1=(d(base, 1)) y2=(d(base, 1)) {}
+            text class="tick" x=(d(LEFT - 4.0, 1)) y=(d(TOP + 4.0, 1)) text-anchor="end" { (max as u64) }
+            @for (t, name, anchor, dx) in marks {
+                @let x = x_at(t);
+                line class="limit" x1=(d(x, 1)) x2=(d(x, 1)) y1=(TOP) y2=(d(base, 1)) {}
+                text class="limit" x=(d(x + dx, 1)) y=(d(base + 12.0, 1)) text-anchor=(anchor) { (name) }
+            }
+            @for (t, anchor) in ends {
+                text class="axis" x=(d(x_at(t), 1)) y=(d(H - 6.0, 1)) text-anchor=(anchor) {
+                    (crate::format::signed1(t)) " s"
+                }
+            }
+        }
     }
-    let end = tl.start_s + bin_s * n;
-    for (t, anchor) in [(tl.start_s, "start"), (end, "end")] {
-        let _ = write!(
-            s,
-            r#"<text class="axis" x="{:.1}" y="{:.1}" text-anchor="{anchor}">{} s</text>"#,
-            x_at(t),
-            H - 6.0,
-            crate::format::signed1(t)
-        );
-    }
-    s.push_str("</svg>");
-    s
 }
 
 pub(super) fn markdown(s: &mut String, record: &RunRecord) {

@@ -16,11 +16,13 @@ mod sessions;
 pub(crate) use rate::tests::record as sample_with_rate;
 
 /// The phases' sections of the HTML page, after the decode matrix.
-pub(crate) fn html(s: &mut String, record: &RunRecord) {
-    rate::html(s, record);
-    burst::html(s, record);
-    mixed::html(s, record);
-    sessions::html(s, record);
+pub(crate) fn html(record: &RunRecord) -> maud::Markup {
+    maud::html! {
+        (rate::html(record))
+        (burst::html(record))
+        (mixed::html(record))
+        (sessions::html(record))
+    }
 }
 
 /// The phases' sections of the Markdown report, after the decode matrix.

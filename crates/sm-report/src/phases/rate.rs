@@ -4,12 +4,11 @@
 
 use std::fmt::Write as _;
 
-use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, Saturation};
+use maud::{Markup, html};
+use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
 use sm_core::record::RunRecord;
 
-use sm_core::phases::rate::RequestRate;
-
-use crate::escape::{html as esc, markdown_cell};
+use crate::escape::{Text, markdown_cell};
 use crate::svg::{Chart, Series};
 
 /// The rows of the phase, in order: `(label, levels)`.
@@ -111,42 +110,45 @@ fn caption(phase: &RatePhase) -> String {
     )
 }
 
-pub(super) fn html(s: &mut String, record: &RunRecord) {
-    let Some(phase) = &record.phases.rate else { return };
-    s.push_str("<section id=\"rate\">\n<h2>Arrivals at a rate</h2>\n");
-    let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(&caption(phase)));
-    s.push_str(&charts(phase));
-    for (label, levels) in rows(phase) {
-        let _ = writeln!(s, "<h3>{}</h3>", esc(label));
-        s.push_str("<div class=\"scroll\"><table class=\"rate\">\n<thead><tr>");
-        for h in HEADER {
-            let _ = write!(s, "<th>{}</th>", esc(h));
-        }
-        s.push_str("</tr></thead>\n<tbody>\n");
-        for l in levels {
-            let class = if l.saturated { " class=\"saturated\"" } else { "" };
-            let _ = write!(s, "<tr{class}>");
-            for (i, c) in cells(l).iter().enumerate() {
-                // a long error wraps in its own column instead of widening the table past the screen
-                let class = if i == VERDICT { " class=\"verdict\"" } else { "" };
-                let _ = write!(s, "<td{class}>{}</td>", esc(c));
+pub(super) fn html(record: &RunRecord) -> Markup {
+    let Some(phase) = &record.phases.rate else { return html! {} };
+    html! {
+        section id="rate" {
+            h2 { "Arrivals at a rate" }
+            p class="caption" { (Text(&caption(phase))) }
+            (charts(phase))
+            @for (label, levels) in rows(phase) {
+                h3 { (Text(label)) }
+                div class="scroll" {
+                    table class="rate" {
+                        thead { tr { @for h in HEADER { th { (h) } } } }
+                        tbody {
+                            @for l in levels {
+                                tr class=[l.saturated.then_some("saturated")] {
+                                    @for (i, c) in cells(l).iter().enumerate() {
+                                        // a long error wraps in its own column instead of widening the
+                                        // table past the screen
+                                        td class=[(i == VERDICT).then_some("verdict")] { (Text(c)) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
             }
-            s.push_str("</tr>\n");
         }
-        s.push_str("</tbody></table></div>\n");
     }
-    s.push_str("</section>\n");
 }
 
 /// Latency against the offered rate, one line per row: where the server stops keeping up, the
 /// line turns up (the due-time latency holds the queue).
-fn charts(phase: &RatePhase) -> String {
+fn charts(phase: &RatePhase) -> Markup {
     let mut rates: Vec<RequestRate> = phase.levels.iter().map(|l| l.rate).collect();
     rates.sort_by(|a, b| a.order().total_cmp(&b.order()));
     rates.dedup();
     let rows = rows(phase);
     if rates.len() < 2 || rows.is_empty() {
-        return String::new();
+        return html! {};
     }
     let series = |pick: fn(&RateLevel) -> Option<f64>| -> Vec<Series> {
         rows.iter()
@@ -328,8 +330,7 @@ pub(crate) mod tests {
     #[test]
     fn the_page_markdown_console_and_csv_show_each_level() {
         let r = record();
-        let mut h = String::new();
-        html(&mut h, &r);
+        let h = html(&r).into_string();
         assert!(h.contains("<h3>1K</h3>") && h.contains("<td>1.95</td>") && h.contains("<td>0.6 / 2</td>"), "{h}");
         assert!(h.contains("class=\"saturated\"") && h.contains("&lt;b&gt;") && !h.contains("<b>"), "{h}");
         assert!(h.find("<td>2</td>").unwrap() < h.find("<td>16</td>").unwrap(), "levels ascend");
@@ -356,8 +357,7 @@ pub(crate) mod tests {
         let mut none = r.clone();
         none.phases.rate.as_mut().unwrap().levels[2].reason = Some(format!("error: {}", "a long reason ".repeat(20)));
         // a long error wraps in its column on the page, and on the terminal under its level
-        let mut h = String::new();
-        html(&mut h, &none);
+        let h = html(&none).into_string();
         assert!(h.contains("<td class=\"verdict\">error: a long reason"), "{h}");
         let mut t = String::new();
         terminal(&mut t, &none, 80);

@@ -4,12 +4,13 @@
 
 use std::fmt::Write;
 
+use maud::{Markup, html};
 use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnStatus, request_tok_s};
 use sm_core::record::RunRecord;
 use sm_core::units::plural;
 
 use crate::csv::field;
-use crate::escape::{html as esc, markdown_cell as md};
+use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, opt};
 use crate::svg::{Chart, Series, charts_row};
 
@@ -82,7 +83,7 @@ fn totals(p: &SessionsPhase) -> Option<String> {
     ))
 }
 
-fn charts(p: &SessionsPhase) -> String {
+fn charts(p: &SessionsPhase) -> Markup {
     let x_labels: Vec<String> = p.by_turn.iter().map(|t| t.turn.to_string()).collect();
     let series = |name: &str, f: fn(&sm_core::phases::sessions::TurnFigures) -> Option<f64>| Series {
         name: name.into(),
@@ -108,34 +109,32 @@ fn charts(p: &SessionsPhase) -> String {
     charts_row(&[ttft, cached])
 }
 
-pub(super) fn html(s: &mut String, record: &RunRecord) {
-    let Some(p) = &record.phases.sessions else { return };
-    s.push_str("<h2 id=\"sessions\">Multi-turn sessions</h2>\n");
-    let _ = writeln!(s, "<p class=\"caption\">{}</p>", esc(&caption(&p.settings)));
-    if p.by_turn.is_empty() {
-        s.push_str("<p class=\"caption\">No turn was measured.</p>\n");
-        return;
-    }
-    s.push_str("<div class=\"scroll\"><table class=\"sessions\">\n<thead><tr>");
-    for h in HEADER {
-        let _ = write!(s, "<th>{}</th>", esc(h));
-    }
-    s.push_str("</tr></thead>\n<tbody>\n");
-    for row in rows(p) {
-        s.push_str("<tr>");
-        for (i, cell) in row.iter().enumerate() {
-            let class = if i == 0 { "ctx" } else { "num" };
-            let _ = write!(s, "<td class=\"{class}\">{}</td>", esc(cell));
+pub(super) fn html(record: &RunRecord) -> Markup {
+    let Some(p) = &record.phases.sessions else { return html! {} };
+    html! {
+        h2 id="sessions" { "Multi-turn sessions" }
+        p class="caption" { (Text(&caption(&p.settings))) }
+        @if p.by_turn.is_empty() {
+            p class="caption" { "No turn was measured." }
+        } @else {
+            div class="scroll" {
+                table class="sessions" {
+                    thead { tr { @for h in HEADER { th { (h) } } } }
+                    tbody {
+                        @for row in rows(p) {
+                            tr {
+                                @for (i, cell) in row.iter().enumerate() {
+                                    td class=(if i == 0 { "ctx" } else { "num" }) { (Text(cell)) }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(t) = totals(p) { p { (Text(&t)) } }
+            // a single turn draws no line; its figures are in the table
+            @if p.by_turn.len() > 1 { (charts(p)) }
         }
-        s.push_str("</tr>\n");
-    }
-    s.push_str("</tbody></table></div>\n");
-    if let Some(t) = totals(p) {
-        let _ = writeln!(s, "<p>{}</p>", esc(&t));
-    }
-    // a single turn draws no line; its figures are in the table
-    if p.by_turn.len() > 1 {
-        s.push_str(&charts(p));
     }
 }
 

@@ -114,6 +114,24 @@ fn hostile_text_is_escaped() {
     assert!(md.contains("\\| pipe"));
 }
 
+/// Text from a record reaches the page as text, in an element and in an attribute: the template
+/// escapes markup and quotes, and a control character is shown as U+FFFD.
+#[test]
+fn record_text_is_only_text_on_the_page() {
+    let mut r = sample();
+    let hostile = "<script>alert(1)</script> \"quoted\" it's \u{7}bell";
+    r.server.model = hostile.into();
+    let cell = r.decode.iter_mut().find(|c| c.status == Some(CellStatus::Error)).expect("the sample's error cell");
+    cell.reason = Some(hostile.into());
+    let html = sm_report::html_page(&r, &[]);
+    let shown = "&lt;script&gt;alert(1)&lt;/script&gt; &quot;quoted&quot; it's \u{FFFD}bell";
+    assert!(html.contains(&format!("<dt>Served model</dt><dd>{shown}</dd>")), "the model as text");
+    assert!(html.contains(&format!("title=\"{shown}\"")), "the reason as the error cell's hover");
+    assert!(html.matches(shown).count() >= 3, "and as its footnote");
+    assert!(!html.contains("<script") && !html.contains('\u{7}'), "nothing of it as markup or a control");
+    assert_eq!(html.matches("<dd>").count(), html.matches("</dd>").count(), "no element left open");
+}
+
 #[test]
 fn renders_a_speedmatrix_run_with_every_section() {
     let r = sample();
@@ -150,7 +168,7 @@ fn renders_a_speedmatrix_run_with_every_section() {
     assert_eq!(row[7], sm_report::format::ms1(cell.tbt_ms_p50.unwrap()));
     // the error cell's reason is both a tooltip and a footnote
     if let Some(err) = r.decode.iter().find(|c| c.status == Some(CellStatus::Error)) {
-        let reason = sm_report::escape::html(err.reason.as_deref().unwrap());
+        let reason = escaped(err.reason.as_deref().unwrap());
         assert!(html.contains(&format!("title=\"{reason}\"")) && html.contains("id=\"fn-1\""), "error reason shown");
     }
 

@@ -128,7 +128,7 @@ fn every_prefill_and_decode_number_matches_the_published_page() {
     }
     assert_eq!(rows.len() * p.columns.len(), p.matrix.len(), "every published cell was compared");
     assert_eq!((valued, over), (45, 3));
-    assert!(html.contains(&sm_report::view::OVER_CAPACITY_NOTE.replace('\'', "&#39;")));
+    assert!(html.contains(&escaped(sm_report::view::OVER_CAPACITY_NOTE)));
 
     let all: Vec<Vec<String>> =
         body_rows(table(&html, "all")).iter().map(|r| r.iter().map(|c| strip_tags(c)).collect()).collect();
@@ -189,7 +189,7 @@ fn launch_command_is_the_published_one_and_leaks_no_secret() {
     let p = published();
     let (html, md, json) = rendered();
     assert!(p.launch.contains("--api-key <redacted>"));
-    assert!(html.contains(&format!("<code>{}</code>", sm_report::escape::html(&p.launch))), "launch command in HTML");
+    assert!(html.contains(&format!("<code>{}</code>", escaped(&p.launch))), "launch command in HTML");
     assert!(md.contains(&p.launch), "launch command in Markdown");
 
     let doc: Value = serde_json::from_str(&std::fs::read_to_string(reference(LIL)).unwrap()).unwrap();

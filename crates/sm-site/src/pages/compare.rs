@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use maud::{Markup, PreEscaped, html};
+use maud::{Markup, html};
 
 use sm_core::context::shown;
 use sm_core::plan::planned_label;
@@ -283,8 +283,8 @@ fn decode_curves(index: &[DecodeIndex], rows: &[Aligned], cols: &[u32]) -> Marku
         h2 id="decode-curves" { "Decode curves" }
         p.caption { "total tok/s by simultaneous requests, one chart per context, runs overlaid" }
         div.charts {
-            // sm_report::svg builds the chart and escapes every text in it (titles, labels, names)
-            @for row in rows { figure { (PreEscaped(chart(row))) } }
+            // sm_report::svg's charts are maud markup too: their text is escaped where it is spliced
+            @for row in rows { figure { (chart(row)) } }
         }
     }
 }
@@ -302,8 +302,7 @@ fn prefill_section(runs: &[Compared]) -> Markup {
         @if charts.is_empty() {
             p.caption { "None of these runs measured prefill." }
         } @else {
-            // sm_report::charts draws them with sm_report::svg, which escapes every text in them
-            (PreEscaped(charts.html()))
+            (charts.html())
         }
     }
 }

@@ -118,10 +118,16 @@ fn raw_text(tag: &str, text: &str) -> String {
 /// A page as lines: `<tag name="value" …>` per start tag (attributes in their order, values
 /// decoded, whitespace squashed), `</tag>` per end tag, a quoted line per text that is not only
 /// whitespace, and the contents of scripts and stylesheets by name where they are the site's own.
+/// Inside an `<svg>` (XML rules) `<line/>` and `<line></line>` are one element: both are the start
+/// tag's line alone, so the charts read the same whichever way they are written.
 fn reduce(html: &str) -> String {
     let mut out = String::new();
     let mut rest = html;
+    let mut svg_depth = 0usize;
+    // the element whose start tag is the last line, while nothing has followed it
+    let mut empty: Option<String> = None;
     while !rest.is_empty() {
+        let before = out.len();
         if let Some(comment) = rest.strip_prefix("<!--") {
             let end = comment.find("-->").unwrap_or(comment.len());
             out.push_str(&format!("<!--{}-->\n", squash(&comment[..end])));
@@ -132,10 +138,16 @@ fn reduce(html: &str) -> String {
             rest = decl.get(end + 1..).unwrap_or("");
         } else if let Some(end_tag) = rest.strip_prefix("</") {
             let end = end_tag.find('>').unwrap_or(end_tag.len());
-            out.push_str(&format!("</{}>\n", end_tag[..end].trim().to_ascii_lowercase()));
+            let name = end_tag[..end].trim().to_ascii_lowercase();
+            if !(svg_depth > 0 && empty.as_deref() == Some(name.as_str())) {
+                out.push_str(&format!("</{name}>\n"));
+            }
+            svg_depth -= usize::from(name == "svg" && svg_depth > 0);
             rest = end_tag.get(end + 1..).unwrap_or("");
         } else if rest.starts_with('<') && rest[1..].starts_with(|c: char| c.is_ascii_alphabetic()) {
+            let self_closing = rest[..rest.find('>').unwrap_or(rest.len())].ends_with('/');
             let (name, attrs, after) = start_tag(&rest[1..]);
+            svg_depth += usize::from(name == "svg");
             out.push('<');
             out.push_str(&name);
             for (k, v) in &attrs {
@@ -151,6 +163,9 @@ fn reduce(html: &str) -> String {
                 out.push_str(&raw_text(&name, &rest[..end]));
                 out.push('\n');
                 rest = &rest[end..];
+            } else if !self_closing {
+                empty = Some(name);
+                continue;
             }
         } else {
             // a `<` that starts no tag is text: look for the next one after it
@@ -161,6 +176,9 @@ fn reduce(html: &str) -> String {
                 out.push_str(&format!("{text:?}\n"));
             }
             rest = &rest[end..];
+        }
+        if out.len() != before {
+            empty = None;
         }
     }
     out
@@ -358,4 +376,8 @@ fn the_reduction_keeps_text_attributes_and_structure() {
     let want = "<!DOCTYPE html>\n<p class=\"a b\" hidden title=\"x & 'y'\">\n\"one \"\n<b>\n\"two\"\n</b>\n</p>\n<script>\n\"s\"\n</script>\n";
     assert_eq!(reduce(html), want);
     assert_eq!(reduce("a &lt;b&gt; &unknown; &#1;"), "\"a <b> &unknown; \\u{1}\"\n");
+    // in a chart an empty element reads the same self-closed or closed; elsewhere its end tag stays
+    let chart = "<svg><line x1=\"1\"></line><text>t</text></svg><span></span>";
+    assert_eq!(reduce(chart), reduce("<svg><line x1=\"1\"/><text>t</text></svg><span></span>"));
+    assert_eq!(reduce(chart), "<svg>\n<line x1=\"1\">\n<text>\n\"t\"\n</text>\n</svg>\n<span>\n</span>\n");
 }

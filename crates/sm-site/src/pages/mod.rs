@@ -4,8 +4,8 @@
 //!
 //! The site serves strangers' uploads, so every page is a `maud` template: each interpolated
 //! value is escaped by the template itself. Only markup the site builds goes in unescaped
-//! (`PreEscaped`), each use saying why it is safe: the compiled-in stylesheets and script, and
-//! the charts `sm_report::svg` draws, which escape their own text.
+//! (`PreEscaped`), each use saying why it is safe: the compiled-in stylesheets and script. The
+//! charts `sm_report::svg` draws are `maud` markup as well, spliced as such.
 
 pub mod capacity;
 pub mod compare;
@@ -113,7 +113,7 @@ fn nav(active: Nav) -> Markup {
 }
 
 /// A page with the control characters an upload's text may hold (the template escapes markup, not
-/// them) shown as U+FFFD, as `sm_report::escape::html` shows them on a run's page. The pages' own
+/// them) shown as U+FFFD, as `sm_report::escape::Text` shows them on a run's page. The pages' own
 /// markup, stylesheets and script have none but line breaks and tabs, which stay.
 fn without_controls(page: String) -> String {
     if !page.chars().any(is_shown_as_replacement) {

@@ -17,6 +17,11 @@ pub const LIL: &str = "ling-3.0-flash-int4-2xh200nvl.lil-bench-result.json";
 pub const PAGE_TEXT: &str = "ling-3.0-flash-int4-2xh200nvl.speed-test-matrix.txt";
 pub const BENCH_0418: &str = "llm-inference-bench-0.4.18.vllm-cpu-tiny.json";
 
+/// `text` as the page writes it: through the template's escaping ([`sm_report::escape::Text`]).
+pub fn escaped(text: &str) -> String {
+    maud::Render::render(&sm_report::escape::Text(text)).into_string()
+}
+
 pub fn unescape(s: &str) -> String {
     s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'").replace("&amp;", "&")
 }
