@@ -1,5 +1,5 @@
 //! GPU power and energy on the page (methodology §14.3): a line per cell in its hover and under
-//! the Markdown matrix ("312 W · 1.9 J/token"), and the CSV's `gpu_*` columns.
+//! the Markdown matrix ("312 W · 1.9 J/token"); the CSV's `gpu_*` columns are `csv::raw::Gpu`.
 
 use sm_core::gpu_telemetry::{EnergyFrom, GpuCell};
 use sm_core::record::{CellStatus, DecodeCell};
@@ -33,16 +33,6 @@ pub fn details(g: &GpuCell) -> String {
     };
     line.push_str(&format!(" ({}{from}, {} reads)", g.source.name(), g.samples));
     line
-}
-
-/// The CSV's flat columns of a cell's `gpu` object: its scalar figures and the number of GPUs.
-pub fn csv_fields(gpu: serde_json::Map<String, serde_json::Value>) -> Vec<(String, serde_json::Value)> {
-    gpu.into_iter()
-        .map(|(k, v)| match (k.as_str(), &v) {
-            ("gpus", serde_json::Value::Array(a)) => ("gpu_count".to_string(), a.len().into()),
-            _ => (format!("gpu_{k}"), v),
-        })
-        .collect()
 }
 
 #[cfg(test)]

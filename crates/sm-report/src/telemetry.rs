@@ -5,11 +5,13 @@
 use std::fmt::Write;
 
 use maud::{Markup, html};
+use serde::Serialize;
 use sm_core::context::shown;
 use sm_core::phases::rate::LevelStatus;
 use sm_core::record::{CellStatus, PlanKind, RunRecord};
 use sm_core::telemetry::Telemetry;
 
+use crate::csv::table::{Num, finite};
 use crate::escape::{Text, markdown_cell};
 
 const TITLE: &str = "Telemetry of the prefill rows and the load phases";
@@ -58,34 +60,36 @@ fn line(t: &Telemetry) -> String {
     parts.join("; ")
 }
 
-/// The telemetry columns of each load phase's CSV (rate.csv, burst.csv, mixed.csv), after its own.
-pub(crate) const CSV_COLUMNS: [&str; 9] = [
-    "gpu_source",
-    "gpu_power_w",
-    "gpu_energy_j",
-    "gpu_joules_per_token",
-    "server_tok_s",
-    "server_running_mean",
-    "server_waiting_max",
-    "server_kv_usage_max",
-    "server_preemptions",
-];
+/// The telemetry columns of each load phase's CSV (rate.csv, burst.csv, mixed_prefill.csv), after
+/// its own: a span's sources (methodology §14), empty where it has no such source.
+#[derive(Serialize, Default)]
+pub(crate) struct CsvColumns {
+    gpu_source: Option<&'static str>,
+    gpu_power_w: Option<Num>,
+    gpu_energy_j: Option<Num>,
+    gpu_joules_per_token: Option<Num>,
+    server_tok_s: Option<Num>,
+    server_running_mean: Option<Num>,
+    server_waiting_max: Option<Num>,
+    server_kv_usage_max: Option<Num>,
+    server_preemptions: Option<u64>,
+}
 
-/// A span's [`CSV_COLUMNS`] (methodology §14), empty where it has no such source.
-pub(crate) fn csv_cells(t: &Telemetry) -> [String; 9] {
-    let opt = |v: Option<f64>| v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"));
-    let (g, m) = (t.gpu.as_ref(), t.server_metrics.as_ref());
-    [
-        g.map_or_else(String::new, |g| g.source.name().to_string()),
-        opt(g.and_then(|g| g.power_w)),
-        opt(g.and_then(|g| g.energy_j)),
-        opt(g.and_then(|g| g.joules_per_token)),
-        opt(m.and_then(|m| m.server_tok_s)),
-        opt(m.map(|m| m.running_mean)),
-        opt(m.map(|m| m.waiting_max)),
-        opt(m.and_then(|m| m.kv_usage_max)),
-        m.and_then(|m| m.preemptions).map_or_else(String::new, |p| p.to_string()),
-    ]
+impl CsvColumns {
+    pub(crate) fn of(t: &Telemetry) -> CsvColumns {
+        let (g, m) = (t.gpu.as_ref(), t.server_metrics.as_ref());
+        CsvColumns {
+            gpu_source: g.map(|g| g.source.name()),
+            gpu_power_w: finite(g.and_then(|g| g.power_w)),
+            gpu_energy_j: finite(g.and_then(|g| g.energy_j)),
+            gpu_joules_per_token: finite(g.and_then(|g| g.joules_per_token)),
+            server_tok_s: finite(m.and_then(|m| m.server_tok_s)),
+            server_running_mean: finite(m.map(|m| m.running_mean)),
+            server_waiting_max: finite(m.map(|m| m.waiting_max)),
+            server_kv_usage_max: finite(m.and_then(|m| m.kv_usage_max)),
+            server_preemptions: m.and_then(|m| m.preemptions),
+        }
+    }
 }
 
 /// Markdown: a line per span with telemetry, nothing without any.

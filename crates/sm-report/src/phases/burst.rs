@@ -5,11 +5,14 @@
 use std::fmt::Write;
 
 use maud::{Markup, html};
+use serde::Serialize;
 use sm_core::phases::burst::{Burst, BurstPhase};
 use sm_core::record::{CellStatus, RunRecord};
 
+use crate::csv::table::{self, Ending, Guarded, Num, guarded, num};
 use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, NONE, opt};
+use crate::telemetry::CsvColumns;
 
 /// The cells' grid: row labels (with their context), concurrency columns, each cell's summary.
 struct Grid {
@@ -257,64 +260,60 @@ fn clip(line: &str, width: usize) -> String {
     }
 }
 
-/// `burst.csv`'s columns: [`Burst`]'s fields, unformatted, one row per burst sent (every round),
-/// then the telemetry columns rate.csv has (`crate::telemetry::CSV_COLUMNS`).
-pub const CSV_COLUMNS: [&str; 20] = [
-    "context_tokens",
-    "label",
-    "concurrency",
-    "round",
-    "status",
-    "reason",
-    "requests",
-    "completed",
-    "failed",
-    "scheduled_s",
-    "e2e_ms_p50",
-    "e2e_ms_p90",
-    "e2e_ms_max",
-    "last_completion_ms",
-    "ttft_ms_p50",
-    "ttft_ms_p90",
-    "ttft_ms_max",
-    "output_tokens",
-    "total_tok_s",
-    "send_spread_ms",
-];
+/// A row of `burst.csv`: [`Burst`]'s fields, unformatted, one row per burst sent (every round),
+/// then the telemetry columns rate.csv has ([`CsvColumns`]).
+#[derive(Serialize, Default)]
+struct CsvRow<'a> {
+    context_tokens: Option<u64>,
+    label: Guarded<&'a str>,
+    concurrency: u32,
+    round: u32,
+    status: String,
+    reason: Guarded<&'a str>,
+    requests: u64,
+    completed: u64,
+    failed: u64,
+    scheduled_s: Option<Num>,
+    e2e_ms_p50: Option<Num>,
+    e2e_ms_p90: Option<Num>,
+    e2e_ms_max: Option<Num>,
+    last_completion_ms: Option<Num>,
+    ttft_ms_p50: Option<Num>,
+    ttft_ms_p90: Option<Num>,
+    ttft_ms_max: Option<Num>,
+    output_tokens: Option<u64>,
+    total_tok_s: Option<Num>,
+    send_spread_ms: Option<Num>,
+}
+
+fn csv_row(b: &Burst) -> CsvRow<'_> {
+    CsvRow {
+        context_tokens: b.context,
+        label: Guarded(&b.label),
+        concurrency: b.concurrency,
+        round: b.round,
+        status: b.status.word().replace(' ', "_"),
+        reason: guarded(&b.reason),
+        requests: b.requests,
+        completed: b.completed,
+        failed: b.failed,
+        scheduled_s: num(b.scheduled_s),
+        e2e_ms_p50: num(b.e2e_ms_p50),
+        e2e_ms_p90: num(b.e2e_ms_p90),
+        e2e_ms_max: num(b.e2e_ms_max),
+        last_completion_ms: num(b.last_completion_ms),
+        ttft_ms_p50: num(b.ttft_ms_p50),
+        ttft_ms_p90: num(b.ttft_ms_p90),
+        ttft_ms_max: num(b.ttft_ms_max),
+        output_tokens: b.output_tokens,
+        total_tok_s: num(b.total_tok_s),
+        send_spread_ms: num(b.send_spread_ms),
+    }
+}
 
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.burst.as_ref()?;
-    let mut out = CSV_COLUMNS.iter().chain(&crate::telemetry::CSV_COLUMNS).copied().collect::<Vec<_>>().join(",");
-    out.push('\n');
-    let n = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-    for b in &phase.bursts {
-        let row = [
-            b.context.map(|c| c.to_string()).unwrap_or_default(),
-            crate::csv::field(&b.label),
-            b.concurrency.to_string(),
-            b.round.to_string(),
-            b.status.word().replace(' ', "_"),
-            crate::csv::field(b.reason.as_deref().unwrap_or("")),
-            b.requests.to_string(),
-            b.completed.to_string(),
-            b.failed.to_string(),
-            n(b.scheduled_s),
-            n(b.e2e_ms_p50),
-            n(b.e2e_ms_p90),
-            n(b.e2e_ms_max),
-            n(b.last_completion_ms),
-            n(b.ttft_ms_p50),
-            n(b.ttft_ms_p90),
-            n(b.ttft_ms_max),
-            b.output_tokens.map(|t| t.to_string()).unwrap_or_default(),
-            n(b.total_tok_s),
-            n(b.send_spread_ms),
-        ];
-        out.push_str(&row.join(","));
-        out.push(',');
-        out.push_str(&crate::telemetry::csv_cells(&b.telemetry).join(","));
-        out.push('\n');
-    }
-    Some(out)
+    let rows = phase.bursts.iter().map(|b| (csv_row(b), CsvColumns::of(&b.telemetry)));
+    Some(table::file(rows, Ending::Lf))
 }

@@ -5,12 +5,15 @@
 use std::fmt::Write;
 
 use maud::{Markup, html};
+use serde::Serialize;
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
 use sm_core::plan::shown_context;
 use sm_core::record::{PlanKind, RunRecord};
 
+use crate::csv::table::{self, Ending, Guarded, Num, guarded, num};
 use crate::escape::{Text, markdown_cell};
 use crate::format::{self, opt};
+use crate::telemetry::CsvColumns;
 
 fn levels(record: &RunRecord) -> &[MixedLevel] {
     record.phases.mixed_prefill.as_ref().map_or(&[], |m| m.levels.as_slice())
@@ -238,57 +241,56 @@ fn clip(line: &str, width: usize) -> String {
     }
 }
 
-const CSV_HEADER: [&str; 17] = [
-    "prompt_context",
-    "background",
-    "background_context",
-    "probe",
-    "sent_s",
-    "ttft_ms",
-    "idle_ttft_ms",
-    "slowdown",
-    "before_tok_s",
-    "during_tok_s",
-    "after_tok_s",
-    "longest_stall_ms",
-    "prompt_tokens",
-    "cached_tokens",
-    "steady",
-    "window_s",
-    "error",
-];
+/// A probe's row of mixed_prefill.csv, with its level's columns (the idle TTFT, the level's
+/// telemetry as rate.csv's, [`CsvColumns`]).
+#[derive(Serialize, Default)]
+struct CsvRow<'a> {
+    prompt_context: u64,
+    background: u32,
+    background_context: u64,
+    probe: usize,
+    sent_s: Num,
+    ttft_ms: Option<Num>,
+    idle_ttft_ms: Option<Num>,
+    slowdown: Option<Num>,
+    before_tok_s: Option<Num>,
+    during_tok_s: Option<Num>,
+    after_tok_s: Option<Num>,
+    longest_stall_ms: Option<Num>,
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    steady: bool,
+    window_s: Num,
+    error: Guarded<&'a str>,
+}
 
-/// The phase's CSV file, one row per probe, each with its level's columns (the idle TTFT, the
-/// level's telemetry as rate.csv's); `None` when the phase did not run.
+/// The row of `l`'s `i`-th probe `p`.
+fn csv_row<'a>(l: &MixedLevel, i: usize, p: &'a MixedProbe) -> CsvRow<'a> {
+    CsvRow {
+        prompt_context: l.prompt_context,
+        background: l.background,
+        background_context: l.background_context,
+        probe: i + 1,
+        sent_s: Num(p.sent_s),
+        ttft_ms: num(p.ttft_ms),
+        idle_ttft_ms: num(l.idle.as_ref().map(|i| i.ttft_ms)),
+        slowdown: num(p.slowdown),
+        before_tok_s: num(p.before_tok_s),
+        during_tok_s: num(p.during_tok_s),
+        after_tok_s: num(p.after_tok_s),
+        longest_stall_ms: num(p.longest_stall_ms),
+        prompt_tokens: p.prompt_tokens,
+        cached_tokens: p.cached_tokens,
+        steady: p.steady,
+        window_s: Num(l.window_s),
+        error: guarded(&p.error),
+    }
+}
+
+/// The phase's CSV file, one row per probe; `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let section = record.phases.mixed_prefill.as_ref()?;
-    let mut out = format!("{},{}\n", CSV_HEADER.join(","), crate::telemetry::CSV_COLUMNS.join(","));
-    let num = |v: Option<f64>| v.map_or_else(String::new, |x| x.to_string());
-    let int = |v: Option<u64>| v.map_or_else(String::new, |x| x.to_string());
-    for l in &section.levels {
-        for (i, p) in l.probes.iter().enumerate() {
-            let row = [
-                l.prompt_context.to_string(),
-                l.background.to_string(),
-                l.background_context.to_string(),
-                (i + 1).to_string(),
-                p.sent_s.to_string(),
-                num(p.ttft_ms),
-                num(l.idle.as_ref().map(|i| i.ttft_ms)),
-                num(p.slowdown),
-                num(p.before_tok_s),
-                num(p.during_tok_s),
-                num(p.after_tok_s),
-                num(p.longest_stall_ms),
-                int(p.prompt_tokens),
-                int(p.cached_tokens),
-                p.steady.to_string(),
-                l.window_s.to_string(),
-                crate::csv::field(p.error.as_deref().unwrap_or("")),
-            ];
-            let telemetry = crate::telemetry::csv_cells(&l.telemetry);
-            let _ = writeln!(out, "{},{}", row.join(","), telemetry.join(","));
-        }
-    }
-    Some(out)
+    let probes = section.levels.iter().flat_map(|l| l.probes.iter().enumerate().map(move |(i, p)| (l, i, p)));
+    let rows = probes.map(|(l, i, p)| (csv_row(l, i, p), CsvColumns::of(&l.telemetry)));
+    Some(table::file(rows, Ending::Lf))
 }

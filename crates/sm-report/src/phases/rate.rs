@@ -5,11 +5,14 @@
 use std::fmt::Write as _;
 
 use maud::{Markup, html};
+use serde::Serialize;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
 use sm_core::record::RunRecord;
 
+use crate::csv::table::{self, Ending, Guarded, Num, finite, guarded};
 use crate::escape::{Text, markdown_cell};
 use crate::svg::{Chart, Series};
+use crate::telemetry::CsvColumns;
 
 /// The rows of the phase, in order: `(label, levels)`.
 fn rows(phase: &RatePhase) -> Vec<(&str, Vec<&RateLevel>)> {
@@ -226,55 +229,113 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     }
 }
 
-const CSV_HEADER: &str = "context,label,rate_rps,status,reason,scheduled,sent,completed,failed,cancelled,unsent,late,\
-span_s,achieved_rps,output_tok_s,input_tok_s,ttft_ms_p50,ttft_ms_p90,ttft_ms_p99,tbt_ms_p50,tbt_ms_p90,tbt_ms_p99,\
-e2e_ms_p50,e2e_ms_p90,e2e_ms_p99,send_lag_ms_p50,send_lag_ms_p99,send_lag_ms_max,in_flight_mean,in_flight_max,\
-goodput_pct,goodput_rps,saturated,backlog_pct,saturation,drain_s,note";
+/// A level's row of rate.csv, then the span's telemetry ([`CsvColumns`]).
+#[derive(Serialize, Default)]
+struct CsvRow<'a> {
+    context: u64,
+    label: Guarded<&'a str>,
+    rate_rps: String,
+    status: &'static str,
+    reason: Guarded<&'a str>,
+    scheduled: u64,
+    sent: u64,
+    completed: u64,
+    failed: u64,
+    cancelled: u64,
+    unsent: u64,
+    late: u64,
+    span_s: Option<Num>,
+    achieved_rps: Option<Num>,
+    output_tok_s: Option<Num>,
+    input_tok_s: Option<Num>,
+    ttft_ms_p50: Option<Num>,
+    ttft_ms_p90: Option<Num>,
+    ttft_ms_p99: Option<Num>,
+    tbt_ms_p50: Option<Num>,
+    tbt_ms_p90: Option<Num>,
+    tbt_ms_p99: Option<Num>,
+    e2e_ms_p50: Option<Num>,
+    e2e_ms_p90: Option<Num>,
+    e2e_ms_p99: Option<Num>,
+    send_lag_ms_p50: Option<Num>,
+    send_lag_ms_p99: Option<Num>,
+    send_lag_ms_max: Option<Num>,
+    in_flight_mean: Option<Num>,
+    in_flight_max: Option<u64>,
+    goodput_pct: Option<Num>,
+    goodput_rps: Option<Num>,
+    saturated: bool,
+    backlog_pct: Option<Num>,
+    saturation: &'static str,
+    drain_s: Option<Num>,
+    note: Guarded<String>,
+}
 
-fn opt(v: Option<f64>) -> String {
-    v.filter(|v| v.is_finite()).map_or_else(String::new, |v| format!("{v}"))
+/// p50, p90 and p99 of a level's figure; empty where it has none.
+fn percentiles(p: Option<sm_core::phases::rate::Percentiles>) -> [Option<Num>; 3] {
+    [finite(p.map(|q| q.p50)), finite(p.map(|q| q.p90)), finite(p.map(|q| q.p99))]
+}
+
+fn csv_row(l: &RateLevel) -> CsvRow<'_> {
+    let c = &l.counts;
+    let [ttft_ms_p50, ttft_ms_p90, ttft_ms_p99] = percentiles(l.ttft_ms);
+    let [tbt_ms_p50, tbt_ms_p90, tbt_ms_p99] = percentiles(l.tbt_ms);
+    let [e2e_ms_p50, e2e_ms_p90, e2e_ms_p99] = percentiles(l.e2e_ms);
+    let lag = l.send_lag_ms;
+    CsvRow {
+        context: l.context,
+        label: Guarded(&l.label),
+        rate_rps: l.rate.to_string(),
+        status: match l.status {
+            LevelStatus::Measured => "measured",
+            LevelStatus::Skipped => "skipped",
+            LevelStatus::Error => "error",
+        },
+        reason: guarded(&l.reason),
+        scheduled: c.scheduled,
+        sent: c.sent,
+        completed: c.completed,
+        failed: c.failed,
+        cancelled: c.cancelled,
+        unsent: c.unsent,
+        late: c.late,
+        span_s: finite(l.span_s),
+        achieved_rps: finite(l.achieved_rps),
+        output_tok_s: finite(l.output_tok_s),
+        input_tok_s: finite(l.input_tok_s),
+        ttft_ms_p50,
+        ttft_ms_p90,
+        ttft_ms_p99,
+        tbt_ms_p50,
+        tbt_ms_p90,
+        tbt_ms_p99,
+        e2e_ms_p50,
+        e2e_ms_p90,
+        e2e_ms_p99,
+        send_lag_ms_p50: finite(lag.map(|g| g.p50)),
+        send_lag_ms_p99: finite(lag.map(|g| g.p99)),
+        send_lag_ms_max: finite(lag.map(|g| g.max)),
+        in_flight_mean: finite(l.in_flight_mean),
+        in_flight_max: l.in_flight_max,
+        goodput_pct: finite(l.goodput_pct),
+        goodput_rps: finite(l.goodput_rps),
+        saturated: l.saturated,
+        backlog_pct: finite(l.backlog_pct),
+        saturation: l.verdict().map_or("", |v| match v {
+            Saturation::KeptUp => "kept_up",
+            Saturation::Saturated => "saturated",
+            Saturation::Unknown => "unknown",
+        }),
+        drain_s: finite(l.drain_s),
+        note: Guarded(l.note().to_string()),
+    }
 }
 
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.rate.as_ref()?;
-    let mut s = format!("{CSV_HEADER},{}\n", crate::telemetry::CSV_COLUMNS.join(","));
-    for l in &phase.levels {
-        let c = &l.counts;
-        let q = |p: Option<sm_core::phases::rate::Percentiles>| {
-            [opt(p.map(|q| q.p50)), opt(p.map(|q| q.p90)), opt(p.map(|q| q.p99))]
-        };
-        let status = match l.status {
-            LevelStatus::Measured => "measured",
-            LevelStatus::Skipped => "skipped",
-            LevelStatus::Error => "error",
-        };
-        let mut row = vec![
-            l.context.to_string(),
-            crate::csv::field(&l.label),
-            l.rate.to_string(),
-            status.into(),
-            crate::csv::field(l.reason.as_deref().unwrap_or("")),
-        ];
-        row.extend([c.scheduled, c.sent, c.completed, c.failed, c.cancelled, c.unsent, c.late].map(|n| n.to_string()));
-        row.extend([opt(l.span_s), opt(l.achieved_rps), opt(l.output_tok_s), opt(l.input_tok_s)]);
-        row.extend(q(l.ttft_ms));
-        row.extend(q(l.tbt_ms));
-        row.extend(q(l.e2e_ms));
-        let lag = l.send_lag_ms;
-        row.extend([opt(lag.map(|g| g.p50)), opt(lag.map(|g| g.p99)), opt(lag.map(|g| g.max))]);
-        row.extend([opt(l.in_flight_mean), l.in_flight_max.map_or_else(String::new, |m| m.to_string())]);
-        row.extend([opt(l.goodput_pct), opt(l.goodput_rps), l.saturated.to_string(), opt(l.backlog_pct)]);
-        let saturation = l.verdict().map_or("", |v| match v {
-            Saturation::KeptUp => "kept_up",
-            Saturation::Saturated => "saturated",
-            Saturation::Unknown => "unknown",
-        });
-        row.extend([saturation.to_string(), opt(l.drain_s), crate::csv::field(&l.note().to_string())]);
-        row.extend(crate::telemetry::csv_cells(&l.telemetry));
-        let _ = writeln!(s, "{}", row.join(","));
-    }
-    Some(s)
+    let rows = phase.levels.iter().map(|l| (csv_row(l), CsvColumns::of(&l.telemetry)));
+    Some(table::file(rows, Ending::Lf))
 }
 
 #[cfg(test)]

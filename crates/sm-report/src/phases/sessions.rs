@@ -5,11 +5,12 @@
 use std::fmt::Write;
 
 use maud::{Markup, html};
+use serde::Serialize;
 use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnStatus, request_tok_s};
 use sm_core::record::RunRecord;
 use sm_core::units::plural;
 
-use crate::csv::field;
+use crate::csv::table::{self, Ending, Guarded, Num, guarded, num};
 use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, opt};
 use crate::svg::{Chart, Series, charts_row};
@@ -195,51 +196,62 @@ fn wrap(text: &str, width: usize) -> String {
     out
 }
 
-const CSV_HEADER: &str = "user,turn,status,request_id,scheduled_s,sent_s,first_token_s,last_token_s,ended_s,ttft_ms,latency_ms,prompt_tokens,cached_tokens,cache_hit_pct,output_tokens,tok_s,reason";
-
-/// The phase's CSV file, `None` when the phase did not run: one row per turn of each user.
-pub(super) fn csv(record: &RunRecord) -> Option<String> {
-    let p = record.phases.sessions.as_ref()?;
-    // rows end in CRLF, as measurements.csv's (RFC 4180)
-    let mut out = format!("{CSV_HEADER}\r\n");
-    for session in &p.sessions {
-        for t in &session.turns {
-            let _ = write!(out, "{}\r\n", csv_row(session.user, t));
-        }
-    }
-    Some(out)
+/// A turn's row of sessions.csv.
+#[derive(Serialize, Default)]
+struct CsvRow<'a> {
+    user: u32,
+    turn: u32,
+    status: &'static str,
+    request_id: Guarded<&'a str>,
+    scheduled_s: Num,
+    sent_s: Option<Num>,
+    first_token_s: Option<Num>,
+    last_token_s: Option<Num>,
+    ended_s: Option<Num>,
+    ttft_ms: Option<Num>,
+    latency_ms: Option<Num>,
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    cache_hit_pct: Option<Num>,
+    output_tokens: u64,
+    tok_s: Option<Num>,
+    reason: Guarded<&'a str>,
 }
 
-fn csv_row(user: u32, t: &SessionTurn) -> String {
-    let num = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{v}"));
-    let int = |v: Option<u64>| v.map_or_else(String::new, |v| v.to_string());
-    let status = match t.status {
-        TurnStatus::Completed => "completed",
-        TurnStatus::Failed => "failed",
-    };
+/// The phase's CSV file, `None` when the phase did not run: one row per turn of each user, each
+/// ending in CRLF as measurements.csv's (RFC 4180).
+pub(super) fn csv(record: &RunRecord) -> Option<String> {
+    let p = record.phases.sessions.as_ref()?;
+    let rows = p.sessions.iter().flat_map(|s| s.turns.iter().map(|t| csv_row(s.user, t)));
+    Some(table::file(rows, Ending::Crlf))
+}
+
+fn csv_row(user: u32, t: &SessionTurn) -> CsvRow<'_> {
     let hit = t.cached_tokens.zip(t.prompt_tokens).filter(|(_, p)| *p > 0).map(|(c, p)| {
         let v = 100.0 * c as f64 / p as f64;
         (v * 100.0).round() / 100.0
     });
     let ms = |v: Option<f64>| v.map(|s| (s * 1e6).round() / 1e3);
-    [
-        user.to_string(),
-        t.turn.to_string(),
-        status.to_string(),
-        field(t.request_id.as_deref().unwrap_or("")),
-        format!("{}", t.scheduled_s),
-        num(t.sent_s),
-        num(t.first_token_s),
-        num(t.last_token_s),
-        num(t.ended_s),
-        num(ms(sm_core::phases::sessions::ttft_s(t))),
-        num(ms(sm_core::phases::sessions::latency_s(t))),
-        int(t.prompt_tokens),
-        int(t.cached_tokens),
-        num(hit),
-        t.output_tokens.to_string(),
-        num(request_tok_s(t).map(|v| (v * 100.0).round() / 100.0)),
-        field(t.reason.as_deref().unwrap_or("")),
-    ]
-    .join(",")
+    CsvRow {
+        user,
+        turn: t.turn,
+        status: match t.status {
+            TurnStatus::Completed => "completed",
+            TurnStatus::Failed => "failed",
+        },
+        request_id: guarded(&t.request_id),
+        scheduled_s: Num(t.scheduled_s),
+        sent_s: num(t.sent_s),
+        first_token_s: num(t.first_token_s),
+        last_token_s: num(t.last_token_s),
+        ended_s: num(t.ended_s),
+        ttft_ms: num(ms(sm_core::phases::sessions::ttft_s(t))),
+        latency_ms: num(ms(sm_core::phases::sessions::latency_s(t))),
+        prompt_tokens: t.prompt_tokens,
+        cached_tokens: t.cached_tokens,
+        cache_hit_pct: num(hit),
+        output_tokens: t.output_tokens,
+        tok_s: num(request_tok_s(t).map(|v| (v * 100.0).round() / 100.0)),
+        reason: guarded(&t.reason),
+    }
 }
