@@ -45,9 +45,10 @@ pub fn judge(record: &mut RunRecord, how: &Judging) -> Result<(), ImportError> {
     Ok(())
 }
 
-/// Reads `path` in any accepted format and judges it as `how` asks.
+/// Reads `path` in any accepted format and judges it as `how` asks, once: a record read for
+/// another SLO is not first judged against the default.
 pub fn load(path: &Path, how: &Judging) -> Result<RunRecord, ImportError> {
-    let mut record = load_any(path)?;
+    let mut record = crate::import::read_any(path)?;
     judge(&mut record, how)?;
     Ok(record)
 }
