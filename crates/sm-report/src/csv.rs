@@ -6,6 +6,7 @@
 
 use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+use sm_core::slo::BoundName;
 
 use crate::view::{self, CellKind};
 
@@ -185,7 +186,7 @@ fn exported(status: CellStatus, all: &'static [&'static str]) -> Vec<&'static st
 /// The CSV's header: the page's All-measurements columns, then the raw ones, the capacity
 /// answer's, then two per bound of the SLO: `slo_<bound>` (the cell's value at the bound's
 /// percentile) and `slo_<bound>_holds`.
-fn columns(bounds: &[String]) -> Vec<String> {
+fn columns(bounds: &[BoundName]) -> Vec<String> {
     let fixed = view::COLUMNS.iter().chain(&KEYS).chain(&PREFILL_FIELDS).chain(&DECODE_FIELDS).chain(&CAPACITY_COLUMNS);
     fixed
         .map(|c| c.to_string())
@@ -195,8 +196,9 @@ fn columns(bounds: &[String]) -> Vec<String> {
 
 /// The bounds with columns: the record's SLO's, in its order, then any other a cell was judged
 /// against (a record edited by hand), so that no judged figure is left out.
-fn bound_keys(record: &RunRecord) -> Vec<String> {
-    let mut keys: Vec<String> = record.settings.slo.iter().flat_map(|s| s.bounds.iter().map(|b| b.key())).collect();
+fn bound_keys(record: &RunRecord) -> Vec<BoundName> {
+    let mut keys: Vec<BoundName> =
+        record.settings.slo.iter().flat_map(|s| s.bounds.iter().map(|b| b.key().into())).collect();
     for check in record.decode.iter().flat_map(|c| &c.slo_bounds) {
         if !keys.contains(&check.bound) {
             keys.push(check.bound.clone());
@@ -206,7 +208,7 @@ fn bound_keys(record: &RunRecord) -> Vec<String> {
 }
 
 /// A valid cell's value and verdict for each bound in `keys`; empty where it has none.
-fn bound_cells(cell: &DecodeCell, keys: &[String]) -> Vec<String> {
+fn bound_cells(cell: &DecodeCell, keys: &[BoundName]) -> Vec<String> {
     let valid = cell.status() == CellStatus::Valid;
     keys.iter()
         .flat_map(|k| match cell.slo_bounds.iter().find(|b| &b.bound == k).filter(|_| valid) {
