@@ -6,7 +6,7 @@ use crate::Tokens;
 use crate::capacity::{CapacityRule, Limits, over_capacity_reason};
 pub use crate::capacity_answer::{BoundedBy, Capacity};
 use crate::record::{CellStatus, DecodeCell, RunRecord};
-use crate::slo::{Slo, SummaryFigures};
+use crate::slo::{BoundName, Slo, SummaryFigures};
 
 /// What the server can hold for one context: the largest concurrency that fits, and why not one
 /// more. `None` when neither the KV budget nor `max_num_seqs` is known.
@@ -57,7 +57,7 @@ pub fn fit_limit(rule: CapacityRule, limits: &Limits, ctx: Tokens, max_tokens: T
 pub enum Level {
     Pass,
     /// Valid, but this bound failed.
-    Fail(String),
+    Fail(BoundName),
     /// Over capacity: never run.
     Unfit,
     /// Error, loop, skipped, or valid without a judgement.
@@ -69,9 +69,9 @@ pub fn level(cell: &DecodeCell) -> Level {
     match cell.status() {
         CellStatus::Valid => match cell.slo_met {
             Some(true) => Level::Pass,
-            Some(false) => Level::Fail(
-                cell.slo_bounds.iter().find(|b| !b.holds).map_or_else(|| "slo".to_string(), |b| b.bound.clone()),
-            ),
+            Some(false) => {
+                Level::Fail(cell.slo_bounds.iter().find(|b| !b.holds).map_or(BoundName::Whole, |b| b.bound.clone()))
+            }
             None => Level::Unmeasured,
         },
         CellStatus::OverCapacity => Level::Unfit,

@@ -5,11 +5,13 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::slo::BoundName;
+
 /// What kept the capacity from being larger.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum BoundedBy {
     /// The first level above failed this bound of the SLO (`tok_s_p10`).
-    Slo(String),
+    Slo(BoundName),
     /// One more user would not fit the KV cache (under the run's capacity rule).
     KvCache,
     /// One more user would be above the server's `max_num_seqs`.
@@ -45,7 +47,7 @@ impl std::str::FromStr for BoundedBy {
             "unmeasured" => BoundedBy::Unmeasured,
             "none" => BoundedBy::None,
             _ => match s.strip_prefix("slo:") {
-                Some(b) if !b.is_empty() => BoundedBy::Slo(b.to_string()),
+                Some(b) if !b.is_empty() => BoundedBy::Slo(BoundName::from(b)),
                 _ => return Err(format!("unknown bounded_by '{s}'")),
             },
         })

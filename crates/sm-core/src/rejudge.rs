@@ -6,7 +6,7 @@ use std::fmt;
 
 use crate::answer::{Capacity, capacities};
 use crate::record::{CellStatus, DecodeCell, RunRecord};
-use crate::slo::{Bound, BoundCheck, Figure, Slo};
+use crate::slo::{Bound, BoundCheck, BoundName, Figure, Slo};
 
 /// Where a run's bound figures came from, which says whether its judged bounds were measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,12 +48,11 @@ fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64
     let mut out: Vec<(u8, f64)> = summary.into_iter().filter_map(|(p, v)| v.map(|v| (p, v))).collect();
     if measured == Measured::Requests {
         for check in &cell.slo_bounds {
-            let Ok(slo) = format!("{}{}", check.bound, probe(figure)).parse::<Slo>() else { continue };
-            if let (Some(b), Some(v)) = (slo.bounds.first(), check.value)
-                && b.figure == figure
-                && !out.iter().any(|(p, _)| *p == b.percentile)
+            if let (BoundName::Key(k), Some(v)) = (&check.bound, check.value)
+                && k.figure == figure
+                && !out.iter().any(|(p, _)| *p == k.percentile)
             {
-                out.push((b.percentile, v));
+                out.push((k.percentile, v));
             }
         }
     }
@@ -61,18 +60,13 @@ fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64
     out
 }
 
-/// A limit that makes a bound's key parse, to read a stored check's figure and percentile.
-fn probe(figure: Figure) -> &'static str {
-    if figure.higher_is_better() { ">=1" } else { "<=1ms" }
-}
-
 /// The figure at `bound`'s percentile that `cell` stored exactly, or what it stored instead.
 fn value(cell: &DecodeCell, bound: &Bound, measured: Measured) -> Result<f64, Unanswerable> {
     let have = stored(cell, bound.figure, measured);
-    have.iter()
-        .find(|(p, _)| *p == bound.percentile)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| Unanswerable { bound: bound.key(), stored: have.iter().map(|(p, _)| format!("p{p}")).collect() })
+    have.iter().find(|(p, _)| *p == bound.percentile).map(|(_, v)| *v).ok_or_else(|| Unanswerable {
+        bound: bound.key().to_string(),
+        stored: have.iter().map(|(p, _)| format!("p{p}")).collect(),
+    })
 }
 
 /// `record`'s capacity answer under `slo`, from its valid cells' stored figures, by the same
@@ -85,7 +79,7 @@ pub fn rejudge(record: &RunRecord, slo: &Slo, measured: Measured) -> Result<Vec<
             .iter()
             .map(|b| {
                 let v = value(cell, b, measured)?;
-                Ok(BoundCheck { bound: b.key(), limit: b.limit, value: Some(v), holds: b.holds(v) })
+                Ok(BoundCheck { bound: b.key().into(), limit: b.limit, value: Some(v), holds: b.holds(v) })
             })
             .collect::<Result<Vec<_>, _>>()?;
         cell.slo_met = Some(bounds.iter().all(|b| b.holds));

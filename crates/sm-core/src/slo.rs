@@ -44,10 +44,96 @@ pub struct Bound {
     pub limit: f64,
 }
 
+/// A bound without its limit, a figure at a percentile: what `slo_bounds` and `bounded_by` name,
+/// written `tok_s_p10`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct BoundKey {
+    pub figure: Figure,
+    pub percentile: u8,
+}
+
+impl fmt::Display for BoundKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}_p{}", self.figure.name(), self.percentile)
+    }
+}
+
+impl FromStr for BoundKey {
+    type Err = ();
+    /// Only the text [`Display`](fmt::Display) writes (`tok_s_p10`, not `tok_s_p010` nor `tok_s`),
+    /// so that a key read from a record is written back the same.
+    fn from_str(s: &str) -> Result<BoundKey, ()> {
+        let (name, p) = s.rsplit_once("_p").ok_or(())?;
+        let figure = [Figure::TokS, Figure::Ttft, Figure::Tbt].into_iter().find(|f| f.name() == name).ok_or(())?;
+        let percentile: u8 = p.parse().map_err(|_| ())?;
+        let key = BoundKey { figure, percentile };
+        ((1..=99).contains(&percentile) && key.to_string() == s).then_some(key).ok_or(())
+    }
+}
+
+/// What a stored judgement names as the bound: a figure at a percentile; the SLO as a whole
+/// (`slo`, a cell that failed without naming a bound); or text no bound reads as (a record edited
+/// by hand or from a later version), kept so that a reader can refuse or show it by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum BoundName {
+    Key(BoundKey),
+    Whole,
+    Unknown(String),
+}
+
+impl BoundName {
+    /// The bound's figure, where it names one.
+    pub fn figure(&self) -> Option<Figure> {
+        match self {
+            BoundName::Key(k) => Some(k.figure),
+            BoundName::Whole | BoundName::Unknown(_) => None,
+        }
+    }
+}
+
+impl From<BoundKey> for BoundName {
+    fn from(k: BoundKey) -> BoundName {
+        BoundName::Key(k)
+    }
+}
+
+impl From<&str> for BoundName {
+    fn from(s: &str) -> BoundName {
+        match s {
+            "slo" => BoundName::Whole,
+            _ => s.parse().map_or_else(|()| BoundName::Unknown(s.to_string()), BoundName::Key),
+        }
+    }
+}
+
+impl fmt::Display for BoundName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BoundName::Key(k) => k.fmt(f),
+            BoundName::Whole => f.write_str("slo"),
+            BoundName::Unknown(text) => f.write_str(text),
+        }
+    }
+}
+
+// Written as its text, so run.json is the same as when the bound was a string; any text reads
+// back (unknown text as `Unknown`), so refusing it is the reader's choice, with its own words.
+impl Serialize for BoundName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for BoundName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BoundName, D::Error> {
+        Ok(BoundName::from(String::deserialize(d)?.as_str()))
+    }
+}
+
 impl Bound {
     /// `tok_s_p10`: how `bounded_by` and the record name the bound.
-    pub fn key(&self) -> String {
-        format!("{}_p{}", self.figure.name(), self.percentile)
+    pub fn key(&self) -> BoundKey {
+        BoundKey { figure: self.figure, percentile: self.percentile }
     }
 
     /// Whether `value` (the cell's figure at this bound's percentile) meets the bound.
@@ -151,7 +237,7 @@ impl FromStr for Slo {
         for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let bound = parse_bound(part)?;
             if bounds.iter().any(|b| b.key() == bound.key()) {
-                return Err(SloError::Duplicate(bound.key()));
+                return Err(SloError::Duplicate(bound.key().to_string()));
             }
             bounds.push(bound);
         }
@@ -253,8 +339,8 @@ impl RequestFigures {
 /// One bound as a cell measured it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BoundCheck {
-    /// The bound's figure and percentile, e.g. `tok_s_p10`.
-    pub bound: String,
+    /// The bound's figure and percentile, written `tok_s_p10`.
+    pub bound: BoundName,
     /// The limit (tok/s for `tok_s`, ms for `ttft` and `tbt`).
     pub limit: f64,
     /// The cell's figure at the bound's percentile; null when no request measured it.
@@ -275,8 +361,8 @@ pub struct Judgement {
 
 impl Judgement {
     /// The first bound that failed, as `bounded_by` names it (`slo:tbt_p99`).
-    pub fn first_failed(&self) -> Option<&str> {
-        self.bounds.iter().find(|b| !b.holds).map(|b| b.bound.as_str())
+    pub fn first_failed(&self) -> Option<&BoundName> {
+        self.bounds.iter().find(|b| !b.holds).map(|b| &b.bound)
     }
 }
 
@@ -306,19 +392,19 @@ impl Slo {
         let bounds = self
             .bounds
             .iter()
-            .map(|b| s.value(b).map(|v| check(b, Some(v))).ok_or_else(|| b.key()))
+            .map(|b| s.value(b).map(|v| check(b, Some(v))).ok_or_else(|| b.key().to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Judgement { met: bounds.iter().all(|b| b.holds), bounds, goodput_pct: None, goodput_tok_s: None })
     }
 
     /// The bounds a summary of p50/p90/p99 figures cannot judge (for an error before a report).
     pub fn unjudgeable_from_summary(&self) -> Vec<String> {
-        self.bounds.iter().filter(|b| !SummaryFigures::can_give(b)).map(Bound::key).collect()
+        self.bounds.iter().filter(|b| !SummaryFigures::can_give(b)).map(|b| b.key().to_string()).collect()
     }
 }
 
 fn check(b: &Bound, value: Option<f64>) -> BoundCheck {
-    BoundCheck { bound: b.key(), limit: b.limit, value, holds: value.is_some_and(|v| b.holds(v)) }
+    BoundCheck { bound: b.key().into(), limit: b.limit, value, holds: value.is_some_and(|v| b.holds(v)) }
 }
 
 /// The percentiles a cell's summary carries: per-request tok/s (median), TTFT and TBT at p50,

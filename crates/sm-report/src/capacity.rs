@@ -6,7 +6,7 @@ use sm_core::answer::{BoundedBy, Capacity};
 use sm_core::capacity::CapacityRule;
 use sm_core::context::shown;
 use sm_core::record::{CellStatus, RunRecord};
-use sm_core::slo::{Bound, Figure, Slo};
+use sm_core::slo::{Bound, BoundName, Figure, Slo};
 
 use crate::format;
 use crate::meta;
@@ -46,7 +46,7 @@ pub struct Headline {
     /// Which SLO was used and how the cells were judged against it.
     pub slo_note: String,
     /// The SLO's floor on per-user tok/s, for the chart's line: `(limit, bound key)`.
-    pub tok_s_limit: Option<(f64, String)>,
+    pub tok_s_limit: Option<(f64, BoundName)>,
 }
 
 /// The record's answer, or `None` when it was not judged (no SLO) or has no decode context.
@@ -65,7 +65,7 @@ pub fn headline(record: &RunRecord) -> Option<Headline> {
     Some(Headline {
         sentences: record.capacity.iter().map(|c| sentence(c, &terms)).collect(),
         slo_note: slo_note(slo, source),
-        tok_s_limit: slo.bounds.iter().find(|b| b.figure == Figure::TokS).map(|b| (b.limit, b.key())),
+        tok_s_limit: slo.bounds.iter().find(|b| b.figure == Figure::TokS).map(|b| (b.limit, b.key().into())),
     })
 }
 
@@ -201,25 +201,30 @@ fn bound_words(b: &Bound) -> String {
 
 /// A bound's key as people name it: `tok_s_p10` → "per-user tok/s p10", `tbt_p99` → "TBT p99";
 /// a key this version does not know is shown as it is.
-pub fn bound_name(key: &str) -> String {
-    let (figure, pct) = key.rsplit_once("_p").unwrap_or((key, ""));
-    let name = match figure {
-        "tok_s" => "per-user tok/s",
-        "ttft" => "TTFT",
-        "tbt" => "TBT",
-        _ => return key.to_string(),
-    };
-    if pct.is_empty() { name.to_string() } else { format!("{name} p{pct}") }
+pub fn bound_name(bound: &BoundName) -> String {
+    match bound {
+        BoundName::Key(k) => format!("{} p{}", figure_name(k.figure), k.percentile),
+        // `slo`, or text no bound reads as: shown as the record wrote it
+        BoundName::Whole | BoundName::Unknown(_) => bound.to_string(),
+    }
+}
+
+fn figure_name(figure: Figure) -> &'static str {
+    match figure {
+        Figure::TokS => "per-user tok/s",
+        Figure::Ttft => "TTFT",
+        Figure::Tbt => "TBT",
+    }
 }
 
 /// A bound's limit or value in its unit: "30 tok/s", "2 s", "150 ms".
-pub fn bound_value(key: &str, v: f64) -> String {
-    if key.starts_with("tok_s") { format!("{} tok/s", format::fixed1(v)) } else { format::ms(v) }
+pub fn bound_value(bound: &BoundName, v: f64) -> String {
+    if bound.figure() == Some(Figure::TokS) { format!("{} tok/s", format::fixed1(v)) } else { format::ms(v) }
 }
 
 /// A bound's limit as `--slo` gave it: "30 tok/s", "2 s", "150 ms".
-pub fn limit_words(key: &str, limit: f64) -> String {
-    if key.starts_with("tok_s") { format!("{} tok/s", trim(limit)) } else { duration(limit) }
+pub fn limit_words(bound: &BoundName, limit: f64) -> String {
+    if bound.figure() == Some(Figure::TokS) { format!("{} tok/s", trim(limit)) } else { duration(limit) }
 }
 
 /// A limit in ms as `--slo` would say it: whole seconds as seconds.

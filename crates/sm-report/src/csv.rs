@@ -8,6 +8,7 @@ mod raw;
 pub(crate) mod table;
 
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
+use sm_core::slo::BoundName;
 
 use crate::view::{self, CellKind, Page};
 use raw::{CapacityColumns, Extras, Figures, Gpu, Intervals, Keys, Notes, Prefill, Ranks, Raw, Server};
@@ -18,7 +19,7 @@ type Bound = (Option<Num>, Option<bool>);
 
 /// The CSV's header: the page's All-measurements columns, then the raw ones, then two per bound
 /// of the SLO: `slo_<bound>` and `slo_<bound>_holds`.
-fn columns(bounds: &[String]) -> Vec<String> {
+fn columns(bounds: &[BoundName]) -> Vec<String> {
     let page = view::COLUMNS.iter().map(|c| c.to_string());
     let slo = bounds.iter().flat_map(|b| [format!("slo_{b}"), format!("slo_{b}_holds")]);
     page.chain(table::header::<Raw>()).chain(slo).collect()
@@ -26,8 +27,9 @@ fn columns(bounds: &[String]) -> Vec<String> {
 
 /// The bounds with columns: the record's SLO's, in its order, then any other a cell was judged
 /// against (a record edited by hand), so that no judged figure is left out.
-fn bound_keys(record: &RunRecord) -> Vec<String> {
-    let mut keys: Vec<String> = record.settings.slo.iter().flat_map(|s| s.bounds.iter().map(|b| b.key())).collect();
+fn bound_keys(record: &RunRecord) -> Vec<BoundName> {
+    let mut keys: Vec<BoundName> =
+        record.settings.slo.iter().flat_map(|s| s.bounds.iter().map(|b| b.key().into())).collect();
     for check in record.decode.iter().flat_map(|c| &c.slo_bounds) {
         if !keys.contains(&check.bound) {
             keys.push(check.bound.clone());
@@ -37,9 +39,9 @@ fn bound_keys(record: &RunRecord) -> Vec<String> {
 }
 
 /// A valid cell's value and verdict for each bound in `keys`; empty where it has none.
-fn bound_cells(cell: &DecodeCell, keys: &[String]) -> Vec<Bound> {
+fn bound_cells(cell: &DecodeCell, keys: &[BoundName]) -> Vec<Bound> {
     let valid = cell.status() == CellStatus::Valid;
-    let judged = |k: &String| cell.slo_bounds.iter().find(|b| &b.bound == k).filter(|_| valid);
+    let judged = |k: &BoundName| cell.slo_bounds.iter().find(|b| &b.bound == k).filter(|_| valid);
     keys.iter().map(|k| judged(k).map_or((None, None), |b| (b.value.map(Num), Some(b.holds)))).collect()
 }
 
@@ -62,7 +64,7 @@ fn prefill_row(p: &PrefillRow, bounds: usize) -> (Raw<'_>, Vec<Bound>) {
 }
 
 /// A measured decode cell's raw columns.
-fn decode_row<'a>(record: &RunRecord, cell: &'a DecodeCell, bounds: &[String]) -> (Raw<'a>, Vec<Bound>) {
+fn decode_row<'a>(record: &RunRecord, cell: &'a DecodeCell, bounds: &[BoundName]) -> (Raw<'a>, Vec<Bound>) {
     let valid = cell.status() == CellStatus::Valid;
     let keys = Keys {
         context_tokens: cell.context,
@@ -91,7 +93,7 @@ fn capacity(record: &RunRecord, context: u64, concurrency: u32) -> CapacityColum
 
 /// The raw columns of each row of the page's All-measurements table, in its order: prefill by
 /// context, then the matrix row by row.
-fn raw_rows<'a>(record: &'a RunRecord, page: &'a Page, bounds: &[String]) -> Vec<(Raw<'a>, Vec<Bound>)> {
+fn raw_rows<'a>(record: &'a RunRecord, page: &'a Page, bounds: &[BoundName]) -> Vec<(Raw<'a>, Vec<Bound>)> {
     let mut prefill: Vec<_> = record.prefill.iter().collect();
     prefill.sort_by_key(|p| p.context);
     let mut rows: Vec<_> = prefill.into_iter().map(|p| prefill_row(p, bounds.len())).collect();

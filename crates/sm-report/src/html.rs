@@ -13,6 +13,7 @@ use crate::capacity::USERS_NOTE;
 use crate::charts::{PrefillCharts, PrefillRun};
 use crate::escape::Text;
 use crate::format::{self, opt};
+use crate::view::precision::MarkKind;
 use crate::view::{self, Page};
 
 mod matrix;
@@ -251,7 +252,7 @@ fn measurement_row(page: &Page, ri: usize) -> Markup {
             }
             @for v in slo { td { (Text(v)) } }
             @for v in precision {
-                td class=[(v.starts_with('⚠') || v.starts_with('✗')).then_some("flag")] { (Text(v)) }
+                td class=[(v.kind == MarkKind::Flag).then_some("flag")] { (Text(&v.text)) }
             }
         }
     }

@@ -252,7 +252,7 @@ fn all(s: &mut String, page: &Page) {
             });
             shown
                 .chain(page.slo_measurements.get(i).into_iter().flatten().cloned())
-                .chain(page.precision.rows.get(i).into_iter().flatten().cloned())
+                .chain(page.precision.rows.get(i).into_iter().flatten().map(|m| m.text.clone()))
                 .collect()
         })
         .collect();

@@ -7,6 +7,7 @@ use sm_core::context::shown;
 use sm_core::plan::planned_label;
 use sm_core::record::{CellStatus, DecodeCell, PlanKind, PlanStatus, PlannedCell, RunRecord, RunStatus};
 use sm_core::redact;
+use sm_core::slo::Figure;
 
 use crate::capacity::{self, Headline};
 use crate::facts::{engine, engine_name, gib, gpu_count, gpu_short, hardware, import_notes, run};
@@ -495,7 +496,7 @@ fn measured_cell(cell: &DecodeCell, row_label: &str, c: u32, footnotes: &mut Vec
 /// What one user of the cell got, as the SLO chart draws it: the SLO's tok/s bound's value at its
 /// percentile where the SLO bounds tok/s, else the median per-request tok/s.
 pub fn user_tok_s(cell: &DecodeCell) -> Option<f64> {
-    match cell.slo_bounds.iter().find(|b| b.bound.starts_with("tok_s")) {
+    match cell.slo_bounds.iter().find(|b| b.bound.figure() == Some(Figure::TokS)) {
         Some(b) => b.value,
         None => cell.per_request_tok_s,
     }

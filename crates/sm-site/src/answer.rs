@@ -94,7 +94,7 @@ pub fn rows(record: &RunRecord) -> Vec<CapacityRow> {
             context: i64::try_from(c.context).unwrap_or(i64::MAX),
             label: c.label.clone(),
             max_users: i64::from(c.max_users),
-            bounded_by: c.bounded_by.to_string(),
+            bounded_by: c.bounded_by.clone(),
         })
         .collect()
 }

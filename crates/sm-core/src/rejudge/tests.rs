@@ -89,7 +89,7 @@ fn a_run_judged_from_summaries_does_not_lend_its_derived_speeds() {
     // judged after the fact, its tok_s_p10 was read off the TBT p90: not a stored figure
     let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
     judge_from_summaries(&mut record, &Slo::default()).unwrap();
-    assert!(record.decode.iter().any(|c| c.slo_bounds.iter().any(|b| b.bound == "tok_s_p10")));
+    assert!(record.decode.iter().any(|c| c.slo_bounds.iter().any(|b| b.bound == BoundName::from("tok_s_p10"))));
     let err = rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Summaries).unwrap_err();
     assert_eq!(err.to_string(), "cannot answer tok_s_p10 (the run stored p50 only)");
     assert!(rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Requests).is_ok());

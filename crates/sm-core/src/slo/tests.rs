@@ -58,7 +58,7 @@ fn a_cell_is_judged_at_each_bounds_percentile() {
     let strict: Slo = "tok_s_p10>=15,ttft_p90<=900ms".parse().unwrap();
     let j = strict.judge(&requests, 10.0);
     assert!(!j.met);
-    assert_eq!(j.first_failed(), Some("ttft_p90"));
+    assert_eq!(j.first_failed(), Some(&BoundName::Key(BoundKey { figure: Figure::Ttft, percentile: 90 })));
 }
 
 #[test]
@@ -111,4 +111,22 @@ fn summaries_give_tok_s_percentiles_through_tbt() {
     let odd: Slo = "tok_s_p25>=1,ttft_p95<=1s".parse().unwrap();
     assert_eq!(odd.unjudgeable_from_summary(), ["tok_s_p25", "ttft_p95"]);
     assert!(Slo::default().unjudgeable_from_summary().is_empty(), "the default SLO judges any summary");
+}
+
+#[test]
+fn a_checked_bound_reads_its_name_once_and_writes_it_back_the_same() {
+    let read = |s: &str| serde_json::from_str::<BoundName>(&format!("\"{s}\"")).unwrap();
+    assert_eq!(read("tok_s_p10"), BoundName::Key(BoundKey { figure: Figure::TokS, percentile: 10 }));
+    assert_eq!(read("tbt_p99").figure(), Some(Figure::Tbt));
+    assert_eq!(read("slo"), BoundName::Whole);
+    // text that is not a key as run.json writes one is kept, to be refused by name
+    for odd in ["latency_p50", "tok_s", "tok_s_p010", "ttft_p0", "ttft_p100", "<b>tok_s_p10"] {
+        assert_eq!(read(odd), BoundName::Unknown(odd.to_string()), "{odd}");
+    }
+    for s in ["tok_s_p10", "ttft_p90", "slo", "latency_p50"] {
+        assert_eq!(serde_json::to_string(&read(s)).unwrap(), format!("\"{s}\""));
+    }
+    let slo: Slo = "tok_s_p10>=30".parse().unwrap();
+    let check = slo.judge(&[req(1.0, 10.0, 50.0)], 1.0).bounds.remove(0);
+    assert_eq!(serde_json::to_value(&check).unwrap()["bound"], "tok_s_p10");
 }

@@ -133,8 +133,12 @@ fn a_label_that_does_not_say_its_count_shows_it() {
 fn words_for_bounds_and_money() {
     assert_eq!(slo_words(&"tok_s>=20".parse().unwrap()), "≥ 20 tok/s each (p50)");
     assert_eq!(slo_words(&"ttft_p99<=1.5s,tbt_p90<=75ms".parse().unwrap()), "TTFT p99 ≤ 1.5 s, TBT p90 ≤ 75 ms");
-    assert_eq!(bound_name("tok_s_p10"), "per-user tok/s p10");
-    assert_eq!(bound_name("something_else"), "something_else");
+    assert_eq!(bound_name(&"tok_s_p10".into()), "per-user tok/s p10");
+    assert_eq!(bound_name(&"something_else".into()), "something_else");
+    assert_eq!(bound_name(&"slo".into()), "slo");
+    // the unit follows the bound's figure, read once from its name
+    assert_eq!(limit_words(&"tok_s_p10".into(), 30.0), "30 tok/s");
+    assert_eq!(limit_words(&"ttft_p90".into(), 2000.0), "2 s");
     assert_eq!(usd(0.4123), "$0.41");
     assert_eq!(usd(1234.5), "$1,234.50");
     assert_eq!(usd(0.0041), "$0.0041");

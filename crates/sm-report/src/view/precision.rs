@@ -169,13 +169,34 @@ fn figures(cell: &DecodeCell, ci: &CellIntervals) -> Figures {
     ]
 }
 
+/// What a precision column's cell says: fine, or a problem the page flags (a precision missed,
+/// repeats that disagree).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkKind {
+    Plain,
+    Flag,
+}
+
+/// One cell of a precision column: its text, and its kind, which picks how the page marks it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mark {
+    pub text: String,
+    pub kind: MarkKind,
+}
+
+impl Mark {
+    fn new(text: String, flagged: bool) -> Mark {
+        Mark { text, kind: if flagged { MarkKind::Flag } else { MarkKind::Plain } }
+    }
+}
+
 /// Precision columns, rows and legend of the All-measurements table.
 #[derive(Debug, Default)]
 pub struct Table {
     /// `Precision` when a cell measured towards `--precision`, `Repeats` when one was repeated.
     pub columns: Vec<&'static str>,
     /// A row per measurement, in the order of [`super::measurements`].
-    pub rows: Vec<Vec<String>>,
+    pub rows: Vec<Vec<Mark>>,
     /// Per measurement: `(column, figure ± half-width)` for the figures with an interval.
     pub pm: Vec<Vec<(usize, Pm)>>,
     /// What the marks mean, for the marks the table shows.
@@ -207,13 +228,15 @@ pub(super) fn table(prefill: &[PrefillLine], matrix: &Matrix, record: &RunRecord
         let p = cell.as_ref().map(|(_, p)| p);
         if any_met {
             row.push(match p.and_then(|p| p.met) {
-                Some(true) => "✓".to_string(),
-                Some(false) => "✗".to_string(),
-                None => NONE.to_string(),
+                Some(true) => Mark::new("✓".to_string(), false),
+                Some(false) => Mark::new("✗".to_string(), true),
+                None => Mark::new(NONE.to_string(), false),
             });
         }
         if any_repeats {
-            row.push(p.map_or_else(|| NONE.to_string(), CellPrecision::repeats_text));
+            row.push(
+                p.map_or_else(|| Mark::new(NONE.to_string(), false), |p| Mark::new(p.repeats_text(), p.disagree())),
+            );
         }
         t.rows.push(row);
         t.pm.push(pms);

@@ -255,7 +255,7 @@ fn text_from_the_file_is_escaped() {
     }
     for c in r.decode.iter_mut().filter(|c| c.context == 131_072) {
         for b in &mut c.slo_bounds {
-            b.bound = format!("<img src=x onerror=alert(2)>{}", b.bound);
+            b.bound = format!("<img src=x onerror=alert(2)>{}", b.bound).as_str().into();
         }
     }
     r.capacity = capacities(&r);

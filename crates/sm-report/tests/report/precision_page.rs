@@ -97,6 +97,12 @@ fn the_full_table_shows_each_figure_with_its_interval_and_the_marks() {
     assert_eq!(text[5], row[5], "no interval, no ±: {}", text[5]);
     assert_eq!(text[col(&header, PRECISION)], "✗");
     assert_eq!(text[col(&header, REPEATS)], "⚠ 3: 3,900.0–4,588.2");
+    // the class comes from the mark's kind, not its glyph: a missed precision and disagreeing
+    // repeats are flagged, a met one is not
+    let page = unescape(&html);
+    assert!(page.contains("<td class=\"flag\">✗</td>"), "{page}");
+    assert!(page.contains("<td class=\"flag\">⚠ 3: 3,900.0–4,588.2</td>"), "{page}");
+    assert!(!page.contains("<td class=\"flag\">✓") && page.contains("<td>✓</td>"), "{page}");
 
     // a cell that is not valid shows no interval and no marks, whatever the record holds
     let (_, row) = all_row(&html, "128K", "64");

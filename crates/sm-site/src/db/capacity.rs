@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
+use sm_core::answer::BoundedBy;
 use sqlx::Row;
 
 use super::{Db, SiteError};
@@ -15,8 +16,8 @@ pub struct CapacityRow {
     pub label: String,
     /// The most simultaneous users whose cell met the SLO; 0 when none did.
     pub max_users: i64,
-    /// What stopped it from being more, as run.json's `bounded_by` says it.
-    pub bounded_by: String,
+    /// What stopped it from being more; the column holds it as run.json's `bounded_by` writes it.
+    pub bounded_by: BoundedBy,
 }
 
 /// Writes a run's answer inside the transaction that stores the run.
@@ -36,7 +37,7 @@ pub(super) async fn insert(
         .bind(row.context)
         .bind(&row.label)
         .bind(row.max_users)
-        .bind(&row.bounded_by)
+        .bind(row.bounded_by.to_string())
         .execute(&mut **tx)
         .await?;
     }
@@ -50,9 +51,16 @@ fn row(r: &sqlx::any::AnyRow) -> Result<(String, CapacityRow), sqlx::Error> {
             context: r.try_get("context")?,
             label: r.try_get("context_label")?,
             max_users: r.try_get("max_users")?,
-            bounded_by: r.try_get("bounded_by")?,
+            bounded_by: bounded_by(r)?,
         },
     ))
+}
+
+/// The column read once into its type: the site writes only answers it validated, so text that
+/// does not parse is a database no site wrote, and an error rather than a guess.
+fn bounded_by(r: &sqlx::any::AnyRow) -> Result<BoundedBy, sqlx::Error> {
+    let text: String = r.try_get("bounded_by")?;
+    text.parse().map_err(|e: String| sqlx::Error::ColumnDecode { index: "bounded_by".into(), source: e.into() })
 }
 
 const COLUMNS: &str = "run_id, context, context_label, max_users, bounded_by";

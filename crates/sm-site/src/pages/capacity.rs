@@ -2,31 +2,32 @@
 //! context, a short tag for what bounds them and a sentence that says it.
 
 use maud::{Markup, html};
+use sm_core::answer::BoundedBy;
+use sm_core::slo::Figure;
 
 use super::swatch;
 use crate::db::CapacityRow;
 use crate::rejudge::{self, Rejudged};
 
 /// A short tag for `bounded_by` and a phrase that says it.
-pub fn bound_tag(bounded_by: &str) -> (String, String) {
+pub fn bound_tag(bounded_by: &BoundedBy) -> (String, String) {
     let (tag, why) = match bounded_by {
-        "kv_cache" => ("KV", "one more user would not fit the KV cache".to_string()),
-        "max_num_seqs" => ("seqs", "one more user would be above the server's max_num_seqs".into()),
-        "matrix_top" => ("top", "every level measured passed: the capacity may be higher".into()),
-        "unmeasured" => ("?", "the next level could not be measured or judged: the capacity may be higher".into()),
-        "none" => ("none", "no level meets the SLO".into()),
-        other => match other.strip_prefix("slo:") {
-            Some(bound) => {
-                let tag = match bound.split('_').next() {
-                    Some("tok") => "tok/s",
-                    Some("ttft") => "TTFT",
-                    Some("tbt") => "TBT",
-                    _ => "SLO",
-                };
-                (tag, format!("the next level failed the SLO's {bound} bound"))
-            }
-            None => ("?", format!("bounded by {other}")),
-        },
+        BoundedBy::KvCache => ("KV", "one more user would not fit the KV cache".to_string()),
+        BoundedBy::MaxNumSeqs => ("seqs", "one more user would be above the server's max_num_seqs".into()),
+        BoundedBy::MatrixTop => ("top", "every level measured passed: the capacity may be higher".into()),
+        BoundedBy::Unmeasured => {
+            ("?", "the next level could not be measured or judged: the capacity may be higher".into())
+        }
+        BoundedBy::None => ("none", "no level meets the SLO".into()),
+        BoundedBy::Slo(bound) => {
+            let tag = match bound.figure() {
+                Some(Figure::TokS) => "tok/s",
+                Some(Figure::Ttft) => "TTFT",
+                Some(Figure::Tbt) => "TBT",
+                None => "SLO",
+            };
+            (tag, format!("the next level failed the SLO's {bound} bound"))
+        }
     };
     (tag.to_string(), why)
 }
@@ -34,16 +35,16 @@ pub fn bound_tag(bounded_by: &str) -> (String, String) {
 /// The users as the list and the comparison print them: `≥ 46` where the true capacity may be
 /// higher (every measured level passed, or the next could not be measured), `—` where not even
 /// the lowest level could be measured or judged.
-pub fn users_text(max_users: i64, bounded_by: &str) -> String {
+pub fn users_text(max_users: i64, bounded_by: &BoundedBy) -> String {
     match bounded_by {
-        "unmeasured" if max_users == 0 => "—".into(),
-        "matrix_top" | "unmeasured" => format!("≥ {max_users}"),
+        BoundedBy::Unmeasured if max_users == 0 => "—".into(),
+        BoundedBy::MatrixTop | BoundedBy::Unmeasured => format!("≥ {max_users}"),
         _ => max_users.to_string(),
     }
 }
 
 /// `46 users`, `≥ 1 user`, `not judged`.
-pub fn users_phrase(max_users: i64, bounded_by: &str) -> String {
+pub fn users_phrase(max_users: i64, bounded_by: &BoundedBy) -> String {
     match users_text(max_users, bounded_by) {
         dash if dash == "—" => "not judged".into(),
         one if max_users == 1 => format!("{one} user"),
@@ -172,9 +173,8 @@ fn rejudged_row(sides: &[Side<'_>], slos: &[String]) -> Markup {
 }
 
 fn answer_cell(record: &sm_core::record::RunRecord, a: &sm_core::answer::Capacity) -> Markup {
-    let bounded = a.bounded_by.to_string();
-    let (tag, mut why) = bound_tag(&bounded);
-    if bounded == "kv_cache" {
+    let (tag, mut why) = bound_tag(&a.bounded_by);
+    if a.bounded_by == BoundedBy::KvCache {
         why = match record.settings.capacity_rule {
             sm_core::capacity::CapacityRule::PrefixShared => "the KV cache holds no more users sharing one prompt",
             _ => "the KV cache holds no more distinct users, each with a prompt of its own",
@@ -182,8 +182,8 @@ fn answer_cell(record: &sm_core::record::RunRecord, a: &sm_core::answer::Capacit
         .into();
     }
     let users = match (a.max_users, &a.bounded_by, a.failed_cell) {
-        (0, sm_core::answer::BoundedBy::Slo(_), Some(f)) => format!("fewer than {f} users"),
-        (n, _, _) => users_phrase(i64::from(n), &bounded),
+        (0, BoundedBy::Slo(_), Some(f)) => format!("fewer than {f} users"),
+        (n, _, _) => users_phrase(i64::from(n), &a.bounded_by),
     };
     let title = format!("{} context: {users} — {why}", sm_core::context::shown(&a.label, a.context));
     let costs = sm_report::capacity::cost_parts(a);
@@ -200,22 +200,32 @@ fn answer_cell(record: &sm_core::record::RunRecord, a: &sm_core::answer::Capacit
 mod tests {
     use super::*;
 
+    fn by(text: &str) -> BoundedBy {
+        text.parse().unwrap()
+    }
+
     #[test]
     fn tags_and_escaping() {
-        assert_eq!(bound_tag("slo:tbt_p99").0, "TBT");
-        assert_eq!(bound_tag("slo:tok_s_p10").0, "tok/s");
-        assert_eq!(bound_tag("kv_cache").0, "KV");
-        assert_eq!(users_text(46, "matrix_top"), "≥ 46");
-        assert_eq!(users_text(0, "unmeasured"), "—");
-        assert_eq!(users_phrase(1, "unmeasured"), "≥ 1 user");
-        assert_eq!(users_phrase(0, "unmeasured"), "not judged");
-        assert_eq!(users_phrase(12, "kv_cache"), "12 users");
-        let row = CapacityRow { context: 8192, label: "<b>8K".into(), max_users: 3, bounded_by: "slo:<i>".into() };
+        assert_eq!(bound_tag(&by("slo:tbt_p99")).0, "TBT");
+        assert_eq!(bound_tag(&by("slo:tok_s_p10")).0, "tok/s");
+        assert_eq!(
+            bound_tag(&by("slo:ttft_p90")),
+            ("TTFT".into(), "the next level failed the SLO's ttft_p90 bound".into())
+        );
+        // a bound no figure reads as is the SLO's, named as the record wrote it
+        assert_eq!(bound_tag(&by("slo:slo")).0, "SLO");
+        assert_eq!(bound_tag(&by("kv_cache")).0, "KV");
+        assert_eq!(users_text(46, &by("matrix_top")), "≥ 46");
+        assert_eq!(users_text(0, &by("unmeasured")), "—");
+        assert_eq!(users_text(0, &by("slo:tok_s_p10")), "0");
+        assert_eq!(users_phrase(1, &by("unmeasured")), "≥ 1 user");
+        assert_eq!(users_phrase(0, &by("unmeasured")), "not judged");
+        assert_eq!(users_phrase(12, &by("kv_cache")), "12 users");
+        let row = CapacityRow { context: 8192, label: "<b>8K".into(), max_users: 3, bounded_by: by("slo:<i>") };
         let html = compact(&row, Some("/?context=8192&sort=users")).into_string();
         assert!(!html.contains("<b>") && !html.contains("<i>") && html.contains("&lt;b&gt;8K (8,192): 3"), "{html}");
         // a 256K fitted to the model is named as on every page, with its tokens
-        let fitted =
-            CapacityRow { context: 257_984, label: "256K".into(), max_users: 4, bounded_by: "kv_cache".into() };
+        let fitted = CapacityRow { context: 257_984, label: "256K".into(), max_users: 4, bounded_by: by("kv_cache") };
         let fitted = compact(&fitted, None).into_string();
         assert!(fitted.contains("256K (257,984): 4"), "{fitted}");
         assert!(html.contains("href=\"/?context=8192&amp;sort=users\""), "{html}");

@@ -234,7 +234,7 @@ fn stored(id: &str, model: &str, label: &str, uploader: &str) -> StoredRun {
 }
 
 fn answer(context: i64, label: &str, max_users: i64, bounded_by: &str) -> CapacityRow {
-    CapacityRow { context, label: label.into(), max_users, bounded_by: bounded_by.into() }
+    CapacityRow { context, label: label.into(), max_users, bounded_by: bounded_by.parse().unwrap() }
 }
 
 /// Three runs as the list shows them: hostile texts everywhere a user writes one, every kind of

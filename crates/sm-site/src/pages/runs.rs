@@ -498,7 +498,7 @@ mod tests {
             context: 8192,
             label: "8K".into(),
             max_users: 12,
-            bounded_by: "slo:ttft_p90".into(),
+            bounded_by: "slo:ttft_p90".parse().unwrap(),
         };
         let again = HashMap::from([
             ("a".to_string(), Rejudged::Cannot("cannot answer ttft_p90 (the run stored <p50> only)".into())),

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use sm_core::answer::{BoundedBy, capacities};
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
-use sm_core::slo::Figure;
+use sm_core::slo::{BoundName, Figure};
 
 use super::{MAX_MS, MAX_TOK_S, Refusal, figure};
 
@@ -18,21 +18,9 @@ const MAX_USD: f64 = 1e9;
 /// The largest context taken, in tokens: far above any model's.
 pub const MAX_CONTEXT_TOKENS: f64 = 1e12;
 
-/// A bound's key as run.json writes it: `tok_s_p10`, `ttft_p90`, `tbt_p99`; `slo` when a cell
-/// failed without naming a bound.
-fn known_bound(key: &str) -> bool {
-    let known = |f: Figure| {
-        key.strip_prefix(f.name()).and_then(|p| p.strip_prefix("_p")).is_some_and(|p| {
-            p.len() <= 2
-                && p.bytes().all(|b| b.is_ascii_digit())
-                && p.parse::<u8>().is_ok_and(|n| (1..=99).contains(&n))
-        })
-    };
-    key == "slo" || [Figure::TokS, Figure::Ttft, Figure::Tbt].into_iter().any(known)
-}
-
-fn bound_limit(key: &str) -> f64 {
-    if key.starts_with("tok_s") { MAX_TOK_S } else { MAX_MS }
+/// The largest figure a bound on `figure` takes: tok/s for a speed, ms for a time.
+fn bound_limit(figure: Option<Figure>) -> f64 {
+    if figure == Some(Figure::TokS) { MAX_TOK_S } else { MAX_MS }
 }
 
 /// The SLO and the price of the run.
@@ -48,7 +36,7 @@ pub fn settings(record: &RunRecord) -> Result<(), Refusal> {
             });
         }
         for b in &slo.bounds {
-            figure("settings.slo", "a limit", Some(b.limit), bound_limit(&b.key()))?;
+            figure("settings.slo", "a limit", Some(b.limit), bound_limit(Some(b.figure)))?;
         }
     }
     figure("settings", "cost_per_hour_usd", s.cost_per_hour_usd, MAX_USD)
@@ -86,14 +74,14 @@ pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
         });
     }
     for b in &c.slo_bounds {
-        if !known_bound(&b.bound) {
+        if let BoundName::Unknown(text) = &b.bound {
             return Err(Refusal::Incoherent {
                 at: at.to_string(),
-                why: format!("slo_bounds names an unknown bound \"{}\"", b.bound),
+                why: format!("slo_bounds names an unknown bound \"{text}\""),
             });
         }
-        figure(at, "an slo_bounds limit", Some(b.limit), bound_limit(&b.bound))?;
-        figure(at, "an slo_bounds value", b.value, bound_limit(&b.bound))?;
+        figure(at, "an slo_bounds limit", Some(b.limit), bound_limit(b.bound.figure()))?;
+        figure(at, "an slo_bounds value", b.value, bound_limit(b.bound.figure()))?;
     }
     Ok(())
 }
@@ -112,10 +100,8 @@ pub fn capacity(record: &RunRecord) -> Result<(), Refusal> {
         if !seen.insert(a.context) {
             return wrong(format!("context {} has two answers", a.context));
         }
-        if let BoundedBy::Slo(bound) = &a.bounded_by
-            && !known_bound(bound)
-        {
-            return wrong(format!("bounded_by names an unknown bound \"slo:{bound}\""));
+        if let BoundedBy::Slo(BoundName::Unknown(text)) = &a.bounded_by {
+            return wrong(format!("bounded_by names an unknown bound \"slo:{text}\""));
         }
         // the users claimed must be a measured cell of that context that met the SLO
         let proving = record.decode_cell(a.context, a.max_users);
@@ -146,7 +132,7 @@ fn judgements_follow(record: &RunRecord) -> Result<(), Refusal> {
         let wrong =
             |why: String| Err(Refusal::Incoherent { at: format!("decode cell {} × {}", c.label, c.concurrency), why });
         let same = c.slo_bounds.len() == slo.bounds.len()
-            && c.slo_bounds.iter().zip(&slo.bounds).all(|(got, b)| got.bound == b.key() && got.limit == b.limit);
+            && c.slo_bounds.iter().zip(&slo.bounds).all(|(got, b)| got.bound == b.key().into() && got.limit == b.limit);
         if !same {
             return wrong(format!("slo_bounds are not the bounds of settings.slo ({slo})"));
         }

@@ -283,7 +283,7 @@ async fn compare(site: &Site, [fresh, old, bench]: [&String; 3]) {
     assert!(section.contains("128K context") && section.contains("not measured"), "{section}");
     let old_record: RunRecord = serde_json::from_value(site.get_json(&format!("/api/runs/{old}")).await).unwrap();
     for a in old_record.capacity.iter().filter(|a| a.max_users > 0) {
-        let users = sm_site::pages::capacity::users_phrase(a.max_users.into(), &a.bounded_by.to_string());
+        let users = sm_site::pages::capacity::users_phrase(a.max_users.into(), &a.bounded_by);
         assert!(section.contains(&format!(">{users}<")), "{a:?}: {section}");
     }
     // the same SLO: no warning
