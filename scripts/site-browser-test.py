@@ -102,6 +102,11 @@ class Browser:
         subprocess.run(["rm", "-rf", self.profile], check=False)
 
 
+# What Chromium answers when an evaluation meets a navigation half-way.
+NAVIGATING = ("Inspected target navigated or closed", "Execution context was destroyed",
+              "Cannot find context with specified id")
+
+
 class Page:
     """One tab of the browser, opened at a URL."""
 
@@ -115,10 +120,23 @@ class Page:
         return r.get("result", {}).get("value")
 
     def wait_for(self, expr, what):
-        while not self.evaluate(expr):
+        while not self._settled(expr):
             if time.monotonic() - self.b.start > DEADLINE_S:
                 raise TimeoutError(f"waited {DEADLINE_S} s for {what}")
             time.sleep(0.2)
+
+    def _settled(self, expr):
+        """The expression's value, or False while the tab is between two pages.
+
+        A form's submit navigates; an evaluation that lands in that gap finds its page gone
+        ("Inspected target navigated or closed", "Execution context was destroyed") and is
+        asked again, as a person waits for the next page to appear."""
+        try:
+            return self.evaluate(expr)
+        except RuntimeError as e:
+            if any(gap in str(e) for gap in NAVIGATING):
+                return False
+            raise
 
     def node(self, selector):
         root = self.b.call("DOM.getDocument", session=self.s)["root"]["nodeId"]
