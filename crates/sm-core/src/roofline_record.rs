@@ -37,18 +37,22 @@ fn multi_token_chunks(cell: &DecodeCell) -> bool {
 pub fn apply(record: &mut RunRecord, shape: RecordedShape) -> Result<(), RooflineError> {
     let (bw, _) = record_bandwidth(record)?;
     for cell in record.decode.iter_mut().filter(|c| c.status() == CellStatus::Valid) {
+        // the warning a previous `apply` gave, found from the figures it came from and not by
+        // reading the warnings: replaced by the one for this shape
+        let stale = roofline_warning(cell);
         let bound = bound_tok_s(&shape.shape, bw, cell.concurrency, cell.context);
         cell.roofline_tok_s = bound;
         cell.roofline_fraction = fraction(cell.total_tok_s, bound);
-        cell.warnings.retain(|w| !w.starts_with(ROOFLINE_WARNING));
-        if let Some(reason) = cell.roofline_fraction.and_then(|f| judge(f, multi_token_chunks(cell))) {
-            let pct = cell.roofline_fraction.unwrap_or(0.0) * 100.0;
-            cell.warnings.push(format!("{ROOFLINE_WARNING} ({pct:.0} %): {reason}"));
-        }
+        cell.warnings.retain(|w| Some(w) != stale.as_ref());
+        cell.warnings.extend(roofline_warning(cell));
     }
     record.settings.model_shape = Some(shape);
     Ok(())
 }
 
-/// The start of the warning a cell above its roofline carries, so a second `apply` replaces it.
-pub const ROOFLINE_WARNING: &str = "tok/s above the memory-bandwidth roofline";
+/// The warning of a cell above its roofline, from its recorded `roofline_fraction`.
+fn roofline_warning(cell: &DecodeCell) -> Option<String> {
+    let f = cell.roofline_fraction?;
+    let reason = judge(f, multi_token_chunks(cell))?;
+    Some(format!("tok/s above the memory-bandwidth roofline ({:.0} %): {reason}", f * 100.0))
+}

@@ -23,14 +23,24 @@ pub struct Speculative {
     pub seed: u64,
 }
 
+/// A `[speculative]` value out of range; which one it is, so that the caller can name the key or
+/// flag it came from without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+pub enum SpeculativeError {
+    #[error("draft_tokens must be from 1 to {MAX_DRAFT_TOKENS}, got {0}")]
+    DraftTokens(u32),
+    #[error("acceptance must be a probability from 0 to 1, got {0}")]
+    Acceptance(f64),
+}
+
 impl Speculative {
     /// Checks K and p; the caller names the key or flag they came from.
-    pub fn new(draft_tokens: u32, acceptance: f64, seed: u64) -> Result<Self, String> {
+    pub fn new(draft_tokens: u32, acceptance: f64, seed: u64) -> Result<Self, SpeculativeError> {
         if !(1..=MAX_DRAFT_TOKENS).contains(&draft_tokens) {
-            return Err(format!("draft_tokens must be from 1 to {MAX_DRAFT_TOKENS}, got {draft_tokens}"));
+            return Err(SpeculativeError::DraftTokens(draft_tokens));
         }
         if !(acceptance.is_finite() && (0.0..=1.0).contains(&acceptance)) {
-            return Err(format!("acceptance must be a probability from 0 to 1, got {acceptance}"));
+            return Err(SpeculativeError::Acceptance(acceptance));
         }
         Ok(Self { draft_tokens, acceptance, seed })
     }
@@ -116,5 +126,17 @@ mod tests {
         assert!(t("draft_tokens = 0\nacceptance = 0.5").unwrap_err().contains("draft_tokens"));
         assert!(t("draft_tokens = 2\nacceptance = 1.5").unwrap_err().contains("acceptance"));
         assert!(t("draft_tokens = 2\nacceptance = 0.5\nk = 1").unwrap_err().contains("unknown key"));
+    }
+
+    #[test]
+    fn an_out_of_range_value_says_which_it_is() {
+        for k in [0, MAX_DRAFT_TOKENS + 1] {
+            assert_eq!(Speculative::new(k, 0.5, 0), Err(SpeculativeError::DraftTokens(k)));
+        }
+        for p in [-0.1, 1.01, f64::NAN, f64::INFINITY] {
+            assert!(matches!(Speculative::new(2, p, 0), Err(SpeculativeError::Acceptance(_))), "{p}");
+        }
+        // K is checked first: both wrong names the draft tokens
+        assert_eq!(Speculative::new(0, 2.0, 0), Err(SpeculativeError::DraftTokens(0)));
     }
 }

@@ -5,6 +5,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use sm_sim::speculative::{Speculative, SpeculativeError};
 use sm_sim::{Flavor, Profile, ServerFault, SimOptions};
 
 const DEFAULT_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
@@ -102,8 +103,11 @@ fn spec_overrides(profile: &mut Profile, draft: Option<&str>, acceptance: Option
         None => base.map(|s| s.acceptance).ok_or("--spec-draft: needs --spec-acceptance P (0 to 1)")?,
     };
     let seed = base.map_or(0, |s| s.seed);
-    profile.speculative = Some(sm_sim::speculative::Speculative::new(k, p, seed).map_err(|e| {
-        let flag = if e.starts_with("draft_tokens") { "--spec-draft" } else { "--spec-acceptance" };
+    profile.speculative = Some(Speculative::new(k, p, seed).map_err(|e| {
+        let flag = match e {
+            SpeculativeError::DraftTokens(_) => "--spec-draft",
+            SpeculativeError::Acceptance(_) => "--spec-acceptance",
+        };
         format!("{flag}: {e}")
     })?);
     Ok(())

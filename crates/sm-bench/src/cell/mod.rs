@@ -243,7 +243,7 @@ async fn collect(spec: &CellSpec<'_>, driven: Driven, begun: Instant) -> CellOut
         }
     };
     if server_lost && outcome.status == CellStatus::Error {
-        outcome.reason = outcome.reason.map(|r| format!("{SERVER_LOST} ({r})"));
+        outcome.reason = outcome.reason.as_deref().map(lost_reason);
         outcome.server_lost = true;
     } else if server_lost {
         warnings.push("the server stopped responding after the cell".into());
@@ -353,12 +353,24 @@ const ANSWER_AFTER_BREAK: Duration = Duration::from_secs(2);
 
 const SKIPPED: &str = "skipped by the user";
 
-/// How a cell's reason starts when the server went away during it.
-pub const SERVER_LOST: &str = "server stopped responding";
+/// How a unit's reason starts when the server went away during it or before it.
+const SERVER_LOST: &str = "server stopped responding";
+
+/// `saw`, what a unit saw fail, marked as a loss of the server: `server stopped responding (saw)`.
+/// Marked once, by what the unit's state says (a cell's `server_lost`, a burst found gone before
+/// it began), never by reading the text back.
+pub(crate) fn lost_reason(saw: &str) -> String {
+    if saw.is_empty() { SERVER_LOST.to_string() } else { format!("{SERVER_LOST} ({saw})") }
+}
+
+/// The reason of a unit (`cell`, `burst`) that found the server gone before it sent anything.
+pub(crate) fn lost_before(unit: &str) -> String {
+    format!("{SERVER_LOST} before the {unit}")
+}
 
 fn before_reason(e: DrainError) -> String {
     match e {
-        DrainError::Unreachable => format!("{SERVER_LOST} before the cell"),
+        DrainError::Unreachable => lost_before("cell"),
         e => format!("before the cell: {e}"),
     }
 }

@@ -18,8 +18,9 @@ pub struct CellOutcome {
     pub warnings: Vec<String>,
     /// The client's own health over the window.
     pub health: Option<Health>,
-    /// The server went away during the cell (or before it): the reason then starts with
-    /// [`crate::cell::SERVER_LOST`], and the runner waits for the server before the next cell.
+    /// The server went away during the cell (or before it): the reason is then marked by
+    /// [`crate::cell::lost_reason`] (once, by this flag), and the runner waits for the server
+    /// before the next cell.
     pub server_lost: bool,
     /// Where the cell's wall time went (a measured cell).
     pub phases: Option<sm_core::record::CellPhases>,

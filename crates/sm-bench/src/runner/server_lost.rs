@@ -1,7 +1,7 @@
 //! A server that goes away mid-run (methodology §6.8), handled the same way for every unit of the
 //! run: a decode cell, a rate level, a burst, a mixed-prefill level and the sessions phase. A unit
 //! whose requests failed asks the server whether it still answers; one that lost it is written with
-//! a reason that starts with [`SERVER_LOST`], and only then does the run wait (bounded by
+//! a reason marked by [`lost_reason`], and only then does the run wait (bounded by
 //! `--server-wait`) for the server: it goes on when the server is back, and ends `failed`, keeping
 //! everything written, when it is not.
 
@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use sm_core::record::RunStatus;
 
 use super::{RunError, Runner};
-use crate::cell::SERVER_LOST;
+pub(crate) use crate::cell::lost_reason;
 use crate::cell::server::answers;
 use crate::runner::progress::RunEvent;
 
@@ -35,18 +35,6 @@ impl Seen {
     /// `Failures` when `failed`, else `Fine`.
     pub(crate) fn failures_if(failed: bool) -> Seen {
         if failed { Seen::Failures } else { Seen::Fine }
-    }
-}
-
-/// `reason` marked as a loss of the server (`server stopped responding (reason)`); a reason that
-/// already says so is kept as it is.
-pub(crate) fn lost_reason(reason: &str) -> String {
-    if reason.starts_with(SERVER_LOST) {
-        reason.to_string()
-    } else if reason.is_empty() {
-        SERVER_LOST.to_string()
-    } else {
-        format!("{SERVER_LOST} ({reason})")
     }
 }
 
@@ -113,10 +101,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_reason_is_marked_once() {
-        let marked = lost_reason("connection refused");
-        assert_eq!(marked, "server stopped responding (connection refused)");
-        assert_eq!(lost_reason(&marked), marked);
-        assert_eq!(lost_reason(""), SERVER_LOST);
+    fn a_loss_is_said_with_what_the_unit_saw() {
+        assert_eq!(lost_reason("connection refused"), "server stopped responding (connection refused)");
+        assert_eq!(lost_reason(""), "server stopped responding");
+        assert_eq!(crate::cell::lost_before("burst"), "server stopped responding before the burst");
     }
 }

@@ -314,7 +314,7 @@ pub fn describe(e: &ClientError) -> String {
             }
         }
         ClientError::Stalled { secs } => format!("the stream stalled: no data for {secs:.0} s"),
-        ClientError::Connect { reason, .. } => format!("server stopped responding: {reason}"),
+        ClientError::Connect { reason, .. } => format!("cannot connect: {reason}"),
         ClientError::Broken { reason, .. } => format!("the connection broke: {reason}"),
         other => other.to_string(),
     }

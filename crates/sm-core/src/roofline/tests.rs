@@ -154,4 +154,16 @@ fn apply_names_speculative_decoding_where_chunks_carry_several_tokens() {
     assert_eq!(flagged.len(), 1, "applied twice, warned once: {flagged:?}");
     assert!(flagged[0].contains("speculative decoding"), "{flagged:?}");
     assert!(r.decode.iter().filter(|c| c.total_tok_s.is_none()).all(|c| c.roofline_tok_s.is_none()));
+    // another shape replaces the warning (a new fraction), a shape under the bound removes it, and
+    // the cell's other warnings stay whatever they say
+    r.decode[i].warnings.push("a note that mentions the roofline".into());
+    let bigger = ModelShape { active_params: 2e14, ..huge };
+    apply(&mut r, RecordedShape { shape: bigger, source: ShapeSource::Flags, config_file: None }).unwrap();
+    let flagged: Vec<_> = r.decode[i].warnings.iter().filter(|w| w.contains("above the")).cloned().collect();
+    assert_eq!(flagged.len(), 1, "{flagged:?}");
+    let small = ModelShape { active_params: 1e6, ..huge };
+    apply(&mut r, RecordedShape { shape: small, source: ShapeSource::Flags, config_file: None }).unwrap();
+    assert!(r.decode[i].roofline_fraction.unwrap() < 1.0);
+    assert_eq!(r.decode[i].warnings.iter().filter(|w| w.contains("above the")).count(), 0);
+    assert!(r.decode[i].warnings.iter().any(|w| w == "a note that mentions the roofline"));
 }

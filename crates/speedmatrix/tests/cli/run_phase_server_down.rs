@@ -62,7 +62,8 @@ fn events(rec: &Value) -> String {
 }
 
 fn says_lost(v: &Value) -> bool {
-    v.as_str().is_some_and(|r| r.starts_with(LOST))
+    // said once: a unit that found the server gone before it began is not marked a second time
+    v.as_str().is_some_and(|r| r.starts_with(LOST) && r.matches(LOST).count() == 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,7 +20,7 @@ use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner, round1, round3};
 use super::send::{Schedule, SentSchedule};
-use crate::cell::SERVER_LOST;
+use crate::cell::lost_before;
 use crate::cell::server::{DrainError, IDLE_FOR, drain};
 use crate::runner::phases::burst::figures::{BurstRequest, figures};
 use crate::runner::phases::open_loop::End;
@@ -129,7 +129,8 @@ impl Runner<'_> {
             };
             let write = |r: &mut Self, lost: bool| {
                 let mut burst = burst;
-                if lost {
+                // a burst that found the server gone before it began says so already
+                if lost && seen != Seen::Gone {
                     burst.reason = burst.reason.as_deref().map(lost_reason);
                 }
                 r.finish_burst(burst)?;
@@ -181,7 +182,7 @@ impl Runner<'_> {
             match drain(&target, self.settings.timing.drain_timeout, IDLE_FOR).await {
                 Ok(()) => {}
                 Err(DrainError::Unreachable) => {
-                    return Some((failed(step, format!("{SERVER_LOST} before the burst")), Vec::new(), Seen::Gone));
+                    return Some((failed(step, lost_before("burst")), Vec::new(), Seen::Gone));
                 }
                 Err(e) => return Some((failed(step, format!("before the burst: {e}")), Vec::new(), Seen::Failures)),
             }
