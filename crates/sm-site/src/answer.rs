@@ -1,22 +1,19 @@
 //! Every stored run carries the capacity answer (methodology §11.3). A run
 //! recorded with speedmatrix.run/1.1 brings its own, judged from each
 //! request's figures; one without (recorded before 1.1, or imported from a
-//! reference tool) is judged here from its cells' p50/p90/p99 summaries
-//! against the default SLO, once, when it is stored — or, for a run stored
+//! reference tool) is judged from its cells' p50/p90/p99 summaries against
+//! the default SLO by the one judging step every command takes
+//! ([`sm_report::judge`]), once, when it is stored — or, for a run stored
 //! before the site kept answers, when the site starts.
 
 use serde_json::Value;
-use sm_core::answer::{capacities, judge_from_summaries};
+use sm_core::answer::capacities;
 use sm_core::record::{RunRecord, SCHEMA, schema_readable};
-use sm_core::slo::Slo;
+use sm_report::meta::SLO_JUDGED_FROM;
 
 use crate::SiteError;
 use crate::db::{CapacityRow, Db};
 
-/// The key of `server.extra` that says a record's cells were judged from their summaries after
-/// the fact, and its value: the ones `sm_report::meta` gives (`SLO_JUDGED_FROM`), so the run's
-/// page says it too, whoever judged the record (the site here, or `speedmatrix import`).
-pub const SLO_JUDGED_FROM: &str = "slo_judged_from";
 const SUMMARIES: &str = "summaries";
 
 /// What a run's cells were judged from.
@@ -54,16 +51,15 @@ pub struct Answer {
 
 /// Gives `record` its answer if it has none, and returns it. A record that was judged (when it
 /// was measured, or by an import) keeps its judgement (its `capacity[]` computed from its cells
-/// if it left it out); one that was not is judged from its summaries against the default SLO.
+/// if it left it out); one that was not is judged as `speedmatrix report` judges it: from its
+/// summaries against the default SLO, or at the median for a file of medians only.
 pub fn ensure(record: &mut RunRecord) -> Result<Answer, String> {
     if record.settings.slo.is_some() {
         if record.capacity.is_empty() {
             record.capacity = capacities(record);
         }
     } else {
-        judge_from_summaries(record, &Slo::default())
-            .map_err(|missing| format!("the default SLO names {} which cell summaries lack", missing.join(", ")))?;
-        record.server.extra.insert(SLO_JUDGED_FROM.into(), SUMMARIES.into());
+        sm_report::judge(record, &sm_report::Judging::default()).map_err(|e| e.to_string())?;
     }
     // a record older than the fields it now holds says the schema that has them
     if minor(&record.schema).is_some_and(|m| minor(SCHEMA).is_some_and(|ours| m < ours)) {
@@ -139,6 +135,25 @@ mod tests {
         assert_eq!(minor("speedmatrix.run/1.12"), Some(12));
         assert_eq!(minor("speedmatrix.run/2"), None);
         assert_eq!(minor("speedmatrix.run/1.x"), None);
+    }
+
+    /// A stored record of medians only (an old reference-tool file) is answered as the report
+    /// answers it, at the median, and not refused for the percentiles it lacks.
+    #[test]
+    fn the_site_judges_a_record_as_the_report_does() {
+        let text = include_str!("../../../tests/data/run-sample.json");
+        let mut medians: RunRecord = serde_json::from_str(text).unwrap();
+        for c in &mut medians.decode {
+            (c.ttft_ms_p90, c.ttft_ms_p99, c.tbt_ms_p90, c.tbt_ms_p99) = (None, None, None, None);
+        }
+        let mut by_report = medians.clone();
+        sm_report::judge(&mut by_report, &sm_report::Judging::default()).unwrap();
+        let answer = ensure(&mut medians).unwrap();
+        assert_eq!((&medians.decode, &medians.capacity), (&by_report.decode, &by_report.capacity));
+        assert_eq!(medians.settings.slo, by_report.settings.slo);
+        assert_eq!(answer.judged_from, JudgedFrom::Summaries);
+        assert!(answer.slo.contains("p50") && !answer.capacity.is_empty(), "{answer:?}");
+        assert_eq!(sm_report::meta::text(&medians, SLO_JUDGED_FROM), Some(sm_report::meta::MEDIANS));
     }
 
     #[test]

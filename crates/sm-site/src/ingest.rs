@@ -115,7 +115,7 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
         slo: record.settings.slo.as_ref().map(ToString::to_string).unwrap_or_default(),
         // a record without an SLO is answered by the site when it starts (`answer::backfill`)
         judged_from: match record.settings.slo {
-            Some(_) if record.server.extra.contains_key(crate::answer::SLO_JUDGED_FROM) => "summaries".into(),
+            Some(_) if record.server.extra.contains_key(sm_report::meta::SLO_JUDGED_FROM) => "summaries".into(),
             Some(_) => "requests".into(),
             None => String::new(),
         },
