@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::Tokens;
 
 /// How the KV need of a cell is estimated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacityRule {
     /// `C × (ctx + max_tokens)`: every request holds its own copy of the prompt.

@@ -66,26 +66,37 @@ impl<'de> Deserialize<'de> for BoundedBy {
     }
 }
 
+crate::record::schema::written_as!(BoundedBy, "BoundedBy", {
+    "type": "string",
+    "pattern": "^(slo:(tok_s|ttft|tbt)_p[0-9]{1,2}|kv_cache|max_num_seqs|matrix_top|unmeasured|none)$",
+    "description": "What kept it from being larger: `slo:<bound>` (the next level failed that bound), `kv_cache` or `max_num_seqs` (one more user would not fit), `matrix_top` (every level measured passed), `unmeasured` (the next level ended error, loop or skipped: a lower bound), `none` (C=1 failed)."
+});
+
 /// The capacity answer of one decode context, as run.json's `capacity[]` holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Capacity {
+    #[schemars(range(min = 1))]
     pub context: u64,
     pub label: String,
     /// The largest concurrency whose cell met the SLO; 0 when none did.
     pub max_users: u32,
     pub bounded_by: BoundedBy,
     /// The concurrency of the cell that proves `max_users` (null when 0).
+    #[schemars(range(min = 1))]
     pub cell: Option<u32>,
     /// The concurrency of the measured cell that failed (with `slo:` or `unmeasured`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub failed_cell: Option<u32>,
     /// The most users the KV cache and `max_num_seqs` allow at this context, where known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit_limit: Option<u32>,
     /// `--cost-per-hour` ÷ `max_users`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub usd_per_user_hour: Option<f64>,
     /// The capacity cell's cost of a million output tokens.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub usd_per_million_tokens: Option<f64>,
 }

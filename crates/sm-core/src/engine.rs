@@ -12,7 +12,7 @@ pub const SIM_PROFILE_KEY: &str = "sim_profile";
 
 /// The engine behind a server, as discovery recognised it and as `server.engine` records it;
 /// anything it does not recognise (a proxy, a hosted API) is `generic`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Engine {
     Vllm,

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Where the samples came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GpuSource {
     /// The local driver's NVML (`libnvidia-ml`), read by this process.
@@ -28,7 +28,7 @@ impl GpuSource {
 }
 
 /// How the cell's energy was found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EnergyFrom {
     /// The GPUs' cumulative energy counters, their difference over the sampled span.
@@ -81,7 +81,7 @@ pub mod reasons {
 }
 
 /// Whether clocks were held down in the window, and by what.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Throttle {
     None,
@@ -112,28 +112,35 @@ impl Throttle {
 }
 
 /// One GPU's figures over the window.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuFigures {
+    /// The GPU's index as its source names it, else its UUID.
     pub gpu: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// Time-weighted mean power (W).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub power_w: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub sm_clock_mhz: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub mem_clock_mhz: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_c_max: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub util_pct: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub mem_used_mib_max: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttle: Option<Throttle>,
     /// An XID error that appeared during the window (the last one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub xid: Option<u64>,
     /// Volatile ECC errors counted during the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,27 +148,33 @@ pub struct GpuFigures {
 }
 
 /// A cell's GPU telemetry (`decode[].gpu` in run.json).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GpuCell {
     pub source: GpuSource,
     /// Reads inside the window.
+    #[schemars(range(min = 1))]
     pub samples: u32,
     /// Mean power of all GPUs together (W).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub power_w: Option<f64>,
     /// Energy of all GPUs over the window (J).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub energy_j: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub energy_from: Option<EnergyFrom>,
     /// `energy_j ÷ output_tokens`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub joules_per_token: Option<f64>,
     /// `joules_per_token × 10⁶ ÷ 3600`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub wh_per_million_tokens: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throttle: Option<Throttle>,
+    #[schemars(length(min = 1))]
     pub gpus: Vec<GpuFigures>,
 }
 

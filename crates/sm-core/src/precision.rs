@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A 95 % confidence interval `[lo, hi]`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Interval {
     pub lo: f64,
     pub hi: f64,

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One rank's share of a decode cell.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RankCell {
     /// 0 is the coordinator (it also drives streams); 1..N−1 are workers.
     pub rank: u32,
@@ -19,19 +19,22 @@ pub struct RankCell {
     pub requests: Option<u64>,
     /// How late this rank's async runtime woke during its window, p99 (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub client_lag_ms_p99: Option<f64>,
     /// CPU this rank's process used during its window, % of one core.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub client_cpu_pct: Option<f64>,
     /// Round trip of the window-open message from rank 0 to this worker and back (ms): the
     /// worker's window opened at most this long after rank 0's (absent on rank 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub open_rtt_ms: Option<f64>,
 }
 
 /// One rank's part of a rate level or a burst (`--request-rate`, `--burst` over ranks): every N-th
 /// request of the schedule.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RankLevel {
     /// 0 is the coordinator (it also sends requests); 1..N−1 are workers.
     pub rank: u32,
@@ -42,9 +45,11 @@ pub struct RankLevel {
     /// How far behind the schedule this rank sent, p99 over its sent requests (ms): a rank whose
     /// client could not keep up shows here, the server's cap too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub send_lag_ms_p99: Option<f64>,
     /// Round trip of the level's open message from rank 0 to this worker and back (ms): the worker
     /// started its part at most this long after rank 0 (absent on rank 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub open_rtt_ms: Option<f64>,
 }

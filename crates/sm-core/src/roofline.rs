@@ -14,12 +14,17 @@ use thiserror::Error;
 pub const TOLERANCE: f64 = 0.05;
 
 /// What a decode step reads, per model.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ModelShape {
     /// Parameters read per step: for a mixture-of-experts model, the active ones (attention,
     /// router, shared experts, `experts_per_tok` routed experts, output head).
+    #[schemars(range(min = 0))]
     pub active_params: f64,
+    /// Bytes per weight (2 for bf16).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub bytes_per_weight: f64,
+    /// KV-cache bytes per token of context.
+    #[schemars(range(min = 0))]
     pub kv_bytes_per_token: f64,
 }
 
@@ -182,7 +187,7 @@ pub fn parse_count(s: &str) -> Result<f64, CountError> {
 }
 
 /// The shape as recorded in `settings.model_shape`, with where it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RecordedShape {
     #[serde(flatten)]
     pub shape: ModelShape,
@@ -193,7 +198,7 @@ pub struct RecordedShape {
     pub config_file: Option<String>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ShapeSource {
     ConfigJson,

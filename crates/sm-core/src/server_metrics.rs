@@ -139,44 +139,64 @@ impl Ours<'_> {
 }
 
 /// One point of the series: seconds since the window opened and the gauges then.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerPoint {
+    #[schemars(range(min = 0))]
     pub t_s: f64,
+    #[schemars(range(min = 0))]
     pub running: f64,
+    #[schemars(range(min = 0))]
     pub waiting: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub kv_usage: Option<f64>,
 }
 
 /// The server's view of one cell's window: a compact series and its summary (methodology §14.1).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerMetrics {
     /// `--metrics-interval`, seconds.
+    #[schemars(range(min = 0))]
     pub interval_s: f64,
     /// Scrapes that answered in the window (the series may keep fewer, see [`MAX_POINTS`]).
+    #[schemars(range(min = 2))]
     pub scrapes: u64,
     /// From the first scrape to the last: the span the counters' differences cover.
+    #[schemars(range(min = 0))]
     pub span_s: f64,
+    /// One point per scrape, thinned to at most 600.
+    #[schemars(length(max = 600))]
     pub series: Vec<ServerPoint>,
+    /// Mean of the running-requests gauge over the scrapes.
+    #[schemars(range(min = 0))]
     pub running_mean: f64,
+    /// Largest waiting-requests gauge.
+    #[schemars(range(min = 0))]
     pub waiting_max: f64,
+    /// Mean KV-cache usage, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub kv_usage_mean: Option<f64>,
+    /// Largest KV-cache usage, 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub kv_usage_max: Option<f64>,
     /// Preemptions in the span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preemptions: Option<u64>,
     /// `100 × hits ÷ queries` of the prefix cache in the span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
     pub prefix_hit_pct: Option<f64>,
     /// Prompt and generation tokens the server counted in the span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
+    /// Generation tokens the server counted in the span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation_tokens: Option<u64>,
     /// The server's output tok/s: generation tokens ÷ span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub server_tok_s: Option<f64>,
     /// The tokens our streams received over the same span (arrival times from the first scrape
     /// to the last).
@@ -189,11 +209,15 @@ pub struct ServerMetrics {
     /// How far `tok_s_diff_pct` can stray from 0 from the scrapes' timing alone: a counter was read
     /// somewhere inside its scrape's request, not at its middle (%).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub tok_s_timing_pct: Option<f64>,
     /// Queue time of the requests queued in the span, from the engine's histogram (ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub queue_time_ms_p50: Option<f64>,
+    /// Mean queue time of the requests queued in the span.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub queue_time_ms_mean: Option<f64>,
 }
 

@@ -130,6 +130,14 @@ impl<'de> Deserialize<'de> for BoundName {
     }
 }
 
+// A record's bound names one figure and percentile; `slo` and unknown text read back, but are not
+// what a writer writes.
+crate::record::schema::written_as!(BoundName, "BoundName", {
+    "type": "string",
+    "pattern": "^(tok_s|ttft|tbt)_p[0-9]{1,2}$",
+    "description": "The figure and percentile, e.g. `tok_s_p10`."
+});
+
 impl Bound {
     /// `tok_s_p10`: how `bounded_by` and the record name the bound.
     pub fn key(&self) -> BoundKey {
@@ -316,6 +324,12 @@ impl<'de> Deserialize<'de> for Slo {
     }
 }
 
+crate::record::schema::written_as!(Slo, "Slo", {
+    "type": "string",
+    "maxLength": 1000,
+    "description": "A service level as its canonical expression, e.g. `tok_s_p10>=20,ttft_p90<=2s` (methodology §11.1)."
+});
+
 /// What one request of a cell saw inside the window.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct RequestFigures {
@@ -337,11 +351,12 @@ impl RequestFigures {
 }
 
 /// One bound as a cell measured it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BoundCheck {
     /// The bound's figure and percentile, written `tok_s_p10`.
     pub bound: BoundName,
     /// The limit (tok/s for `tok_s`, ms for `ttft` and `tbt`).
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub limit: f64,
     /// The cell's figure at the bound's percentile; null when no request measured it.
     pub value: Option<f64>,

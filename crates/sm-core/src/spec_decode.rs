@@ -15,13 +15,16 @@ pub struct SpecCounters {
 }
 
 /// The figures of one window.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpecDecode {
     /// Mean tokens per verification step: 1 + accepted ÷ drafts.
+    #[schemars(range(min = 1))]
     pub acceptance_length: f64,
     /// Share of draft tokens accepted, 0 to 1: accepted ÷ draft tokens.
+    #[schemars(range(min = 0, max = 1))]
     pub acceptance_rate: f64,
     /// Verification steps in the window.
+    #[schemars(range(min = 1))]
     pub drafts: u64,
     /// Draft tokens accepted in the window.
     pub accepted: u64,

@@ -9,7 +9,7 @@ use crate::gpu_telemetry::GpuCell;
 use crate::server_metrics::ServerMetrics;
 
 /// Flattened into the row or level that it measures, so its fields sit beside the row's own.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Telemetry {
     /// The server's gauges over the span, from its `/metrics`.
     #[serde(default, skip_serializing_if = "Option::is_none")]

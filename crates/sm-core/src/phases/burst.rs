@@ -7,70 +7,103 @@ use serde::{Deserialize, Serialize};
 use crate::record::status::CellStatus;
 
 /// The burst phase: its settings and every burst measured so far.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BurstPhase {
     /// `max_tokens` of each request (a prompts-file line may set its own).
     pub max_tokens: u64,
     /// Whether the requests asked the server to ignore end-of-sequence (`--no-ignore-eos` clears it).
     pub ignore_eos: bool,
     /// `--burst-rounds`: how many times each burst is sent; the views show the median over rounds.
+    #[schemars(range(min = 1))]
     pub rounds: u32,
     /// Where the bursts came from when this run did not measure them (an imported file).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub imported_from: Option<String>,
+    /// Every burst, in the order measured; an over-capacity cell once, unsent.
     pub bursts: Vec<Burst>,
 }
 
 /// One burst: `concurrency` requests due at the same instant, each read to its end.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Burst {
     /// The prompt's planned length in tokens; `None` when the prompts came from `--prompts FILE`.
     pub context: Option<u64>,
     /// The context as the user asked for it ("8K"), or "file" for a prompts file.
     pub label: String,
+    /// C: requests due at once.
+    #[schemars(range(min = 1))]
     pub concurrency: u32,
     /// Which round of the cell this is, from 1.
+    #[schemars(range(min = 1))]
     pub round: u32,
     /// `valid` when every request completed; `error` when one failed; `over_capacity` when the
     /// burst was not sent because the plan says it does not fit. A burst the user stopped is not
     /// recorded: a resume sends it again.
     pub status: CellStatus,
+    /// Why the burst is not valid.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Requests sent (imported files: the reference tool's request count, which may exceed C).
     pub requests: u64,
+    /// Requests that completed (finish_reason or [DONE]).
     pub completed: u64,
+    /// Requests that did not complete.
     pub failed: u64,
     /// When the burst was due, seconds since the run started (the run's clock, §13).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub scheduled_s: Option<f64>,
     /// End-to-end latency of the completed requests, from the burst's scheduled time to the
     /// request's end, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub e2e_ms_p50: Option<f64>,
+    /// End-to-end latency p90, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub e2e_ms_p90: Option<f64>,
+    /// End-to-end latency of the slowest completed request, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub e2e_ms_max: Option<f64>,
     /// From the scheduled time to the end of the last completed request, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub last_completion_ms: Option<f64>,
     /// Time to first token from the scheduled time, over requests that received one, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub ttft_ms_p50: Option<f64>,
+    /// Time to first token p90, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub ttft_ms_p90: Option<f64>,
+    /// The longest time to first token, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub ttft_ms_max: Option<f64>,
     /// Output tokens of the completed requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-nullable" = true))]
     pub output_tokens: Option<u64>,
     /// `output_tokens` ÷ `last_completion_ms`, in tokens per second.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub total_tok_s: Option<f64>,
     /// From the first request's send to the last one's, in ms: how far the client was from
     /// sending all C at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub send_spread_ms: Option<f64>,
     /// The server's gauges and the GPUs from just before the burst is sent to its last request's
     /// end (methodology §14); only a valid burst.

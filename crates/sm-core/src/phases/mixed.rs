@@ -15,37 +15,46 @@ pub const MAX_TIMELINE_BINS: usize = 1200;
 pub const TIMELINE_BIN_MS: f64 = 100.0;
 
 /// The phase's section: its levels in the order asked for.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixedPrefillPhase {
+    /// One per `CTX@BG` pair, in the order given.
+    #[schemars(length(max = 16))]
     pub levels: Vec<MixedLevel>,
 }
 
 /// One `CTX@BG` level: its settings, the idle reference and its probes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixedLevel {
     /// CTX: the fresh prompt's length in tokens.
+    #[schemars(range(min = 1))]
     pub prompt_context: u64,
     /// BG: how many background streams decode while the prompt is prefilled.
+    #[schemars(range(min = 1))]
     pub background: u32,
     /// The context of the background streams' prompt (the run's first decode context).
     pub background_context: u64,
     /// The background streams' `max_tokens` (the run's `--max-tokens`).
     pub background_max_tokens: u64,
     /// The length of the before and after intervals, seconds.
+    #[schemars(range(min = 0))]
     pub window_s: f64,
     /// Probes planned (`--mixed-prefill-probes`).
+    #[schemars(range(min = 1))]
     pub probes_planned: u32,
     /// The same-size fresh prompt's TTFT on the idle server; `None` where it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle: Option<IdleReference>,
     /// The probes measured so far, in order.
     #[serde(default)]
+    #[schemars(length(max = 20))]
     pub probes: Vec<MixedProbe>,
     /// Median TTFT of the valid probes, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub ttft_ms_median: Option<f64>,
     /// `ttft_ms_median / idle.ttft_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub slowdown: Option<f64>,
     /// Why the level could not be measured (or finished early), where it could not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -57,7 +66,7 @@ pub struct MixedLevel {
 }
 
 /// Where the idle TTFT came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum IdleSource {
     /// A fresh prompt of CTX tokens sent by this phase before its background started.
@@ -67,24 +76,31 @@ pub enum IdleSource {
 }
 
 /// The idle reference: a cold prompt of CTX tokens with nothing else running.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IdleReference {
+    /// Send → first token of the idle fresh prompt, ms.
+    #[schemars(range(min = 0))]
     pub ttft_ms: f64,
+    /// Its prompt tokens (the server's usage, else as sized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
+    /// The server's cached tokens for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cached_tokens: Option<u64>,
     pub source: IdleSource,
 }
 
 /// One fresh prompt sent into the background's steady decode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct MixedProbe {
     /// When it was sent, seconds since the run started.
+    #[schemars(range(min = 0))]
     pub sent_s: f64,
     /// Send → first token, ms; `None` when the probe failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub ttft_ms: Option<f64>,
+    /// Its prompt tokens (the server's usage, else as sized).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_tokens: Option<u64>,
     /// The server's cached tokens for the probe: at most one KV block, or the probe is not cold.
@@ -92,19 +108,24 @@ pub struct MixedProbe {
     pub cached_tokens: Option<u64>,
     /// `ttft_ms / idle.ttft_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub slowdown: Option<f64>,
     /// The background's output tok/s (all streams) in the `window_s` before the send.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub before_tok_s: Option<f64>,
     /// The same from the send to the probe's first token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub during_tok_s: Option<f64>,
     /// The same in the `window_s` after the probe's first token.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub after_tok_s: Option<f64>,
     /// The longest gap between two chunks of one background request that overlaps send → first
     /// token, ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub longest_stall_ms: Option<f64>,
     /// Whether the background's rate had come back (to 90 % of the level's first before rate)
     /// before this probe was sent; the first probe is sent in steady decode by definition.
@@ -124,13 +145,15 @@ impl MixedProbe {
 }
 
 /// Background output tokens per bin, from `start_s` (relative to the probe's send, ≤ 0) on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Timeline {
     /// The first bin's start, seconds relative to the probe's send.
     pub start_s: f64,
     /// Bin width, ms: [`TIMELINE_BIN_MS`] unless the span needed more than [`MAX_TIMELINE_BINS`].
+    #[schemars(extend("exclusiveMinimum" = 0))]
     pub bin_ms: f64,
     /// Tokens whose chunk arrived in each bin (all background streams).
+    #[schemars(length(max = 1200))]
     pub tokens: Vec<u64>,
     /// The probe's first token, seconds relative to its send.
     pub first_token_s: f64,

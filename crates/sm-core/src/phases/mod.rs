@@ -49,7 +49,7 @@ impl std::fmt::Display for PhaseKind {
 }
 
 /// The sections of the phases that ran; each `None` where that phase did not.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Phases {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<rate::RatePhase>,
@@ -94,12 +94,13 @@ impl Phases {
 }
 
 /// `--prompts FILE.jsonl` as the record keeps it: never the content, only what identifies it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PromptsFileInfo {
     /// The file's name without its directories (a path can name a user).
     pub name: String,
     /// FNV-1a 64-bit hash of the file's bytes, hex ([`crate::record::fnv1a64`]).
     pub hash: String,
     /// How many prompts (non-empty lines) it holds.
+    #[schemars(range(min = 1))]
     pub prompts: u64,
 }

@@ -100,6 +100,11 @@ impl<'de> Deserialize<'de> for RequestRate {
     }
 }
 
+crate::record::schema::written_as!(RequestRate, "RequestRate", {
+    "description": "Requests per second, or `\"inf\"`: every request due at once.",
+    "oneOf": [{ "type": "number", "exclusiveMinimum": 0 }, { "const": "inf" }]
+});
+
 /// How the gaps between the due times of a level's requests are drawn (methodology §13.1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Arrival {
@@ -153,22 +158,31 @@ impl<'de> Deserialize<'de> for Arrival {
     }
 }
 
+crate::record::schema::written_as!(Arrival, "Arrival", {
+    "type": "string",
+    "pattern": "^(poisson|constant|gamma:[0-9.]+)$",
+    "description": "`--arrival`: `poisson`, `constant` or `gamma:<cv>`."
+});
+
 fn trim(v: f64) -> String {
     let s = format!("{v:.6}");
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// The phase's settings as the run resolved them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateSettings {
     /// The levels, in the order they run (ascending, `inf` last).
     pub rates: Vec<RequestRate>,
     pub arrival: Arrival,
     /// `--max-concurrency`: the most requests in flight at once; `None` without a cap.
+    #[schemars(range(min = 1))]
     pub max_concurrency: Option<u32>,
     /// `--requests`: requests per level; `None` when a level is a window of `window_s`.
+    #[schemars(range(min = 1))]
     pub requests: Option<u64>,
     /// The level's window (its due times fall inside it) when `requests` is `None`.
+    #[schemars(range(min = 0))]
     pub window_s: Option<f64>,
     /// The seed of the schedule's generator.
     pub seed: u64,
@@ -176,11 +190,15 @@ pub struct RateSettings {
     /// running before the client cuts them (methodology §13.1). Within it the level's own bound
     /// ends the wait. Records before 1.5 have `grace_s`, the fixed wait of those runs, instead.
     #[serde(default = "default_drain_max_s")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-optional" = true))]
     pub drain_max_s: f64,
     /// Before 1.5: the fixed wait after the last due time (`max(--duration, 5 s)`); kept as read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub grace_s: Option<f64>,
     /// `--max-tokens` of the synthetic prompts (a `--prompts` line's own `max_tokens` wins).
+    #[schemars(range(min = 1))]
     pub max_tokens: u64,
 }
 
@@ -192,23 +210,29 @@ fn default_drain_max_s() -> f64 {
 }
 
 /// p50, p90, p99 of a distribution, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Percentiles {
+    #[schemars(range(min = 0))]
     pub p50: f64,
+    #[schemars(range(min = 0))]
     pub p90: f64,
+    #[schemars(range(min = 0))]
     pub p99: f64,
 }
 
 /// How late the requests of a level were sent, ms (sent − due).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SendLag {
+    #[schemars(range(min = 0))]
     pub p50: f64,
+    #[schemars(range(min = 0))]
     pub p99: f64,
+    #[schemars(range(min = 0))]
     pub max: f64,
 }
 
 /// Whether a level was measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum LevelStatus {
     Measured,
@@ -220,7 +244,7 @@ pub enum LevelStatus {
 }
 
 /// Whether the server kept up with a measured level (methodology §13.1), from queueing evidence.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Saturation {
     /// The requests' wait for their first token did not grow beyond one service time.
@@ -251,13 +275,15 @@ impl fmt::Display for Saturation {
 }
 
 /// Every request of a level by how it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LevelCounts {
     /// Requests the schedule made due.
     pub scheduled: u64,
     /// Of those, sent to the server.
     pub sent: u64,
+    /// Finished by the server.
     pub completed: u64,
+    /// Failed (reason in requests.jsonl).
     pub failed: u64,
     /// Sent, then cut by the client: still running when the level's wait ran out (methodology
     /// §13.1). Never counted against the server: not failed, not behind.
@@ -272,24 +298,30 @@ pub struct LevelCounts {
 pub const LATE_MS: f64 = 10.0;
 
 /// One context × rate level.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RateLevel {
     /// Prompt tokens as planned (the run's exact-length prompt of this context; 0 with `--prompts`).
     pub context: u64,
+    /// The row's name as the page shows it.
     pub label: String,
     pub rate: RequestRate,
     pub status: LevelStatus,
+    /// Why the level was skipped or is an error.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     #[serde(default)]
     pub counts: LevelCounts,
     /// From the level's start (its first due time) to the last end of a request, s.
+    #[schemars(range(min = 0))]
     pub span_s: Option<f64>,
     /// Completed requests ÷ `span_s`.
+    #[schemars(range(min = 0))]
     pub achieved_rps: Option<f64>,
     /// Output tokens received (every request) ÷ `span_s`.
+    #[schemars(range(min = 0))]
     pub output_tok_s: Option<f64>,
     /// Prompt tokens of the completed requests (server usage) ÷ `span_s`.
+    #[schemars(range(min = 0))]
     pub input_tok_s: Option<f64>,
     /// From the due time, completed requests.
     pub ttft_ms: Option<Percentiles>,
@@ -297,11 +329,15 @@ pub struct RateLevel {
     pub e2e_ms: Option<Percentiles>,
     pub send_lag_ms: Option<SendLag>,
     /// Time-weighted mean of the requests in flight (sent, not ended) over the span.
+    #[schemars(range(min = 0))]
     pub in_flight_mean: Option<f64>,
+    /// The most requests in flight at once.
     pub in_flight_max: Option<u64>,
     /// Share of the scheduled requests that completed and met every bound of `settings.slo`, %.
+    #[schemars(range(min = 0, max = 100))]
     pub goodput_pct: Option<f64>,
     /// Those requests ÷ `span_s`.
+    #[schemars(range(min = 0))]
     pub goodput_rps: Option<f64>,
     /// The server (or the cap) did not keep up (methodology §13.1): `saturation` is `saturated`.
     #[serde(default)]
@@ -311,10 +347,12 @@ pub struct RateLevel {
     pub saturation: Option<Saturation>,
     /// Of the requests that got a first token, the share (%) that waited for it longer than the
     /// level's base wait plus one service time (methodology §13.1).
+    #[schemars(range(min = 0, max = 100))]
     pub backlog_pct: Option<f64>,
     /// How long the level waited after its last due time for requests still running, s (1.5):
     /// the level's own bound, at most `--drain-max`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
     pub drain_s: Option<f64>,
     /// The first failure's reason when requests of a measured level failed (1.5): a fault, named
     /// as one, not load.
@@ -433,7 +471,7 @@ fn plural<'a>(n: u64, one: &'a str, many: &'a str) -> &'a str {
 }
 
 /// The phase's section of `run.json`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RatePhase {
     pub settings: RateSettings,
     /// One per context × rate, in the order measured; a resumed run adds the missing ones.

@@ -15,13 +15,16 @@ pub const MAX_TURNS: u32 = 64;
 pub const MAX_TURNS_TOTAL: u64 = 4096;
 
 /// What the phase was asked to do.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionsSettings {
     /// Simulated users, each holding one conversation (`--sessions`).
+    #[schemars(range(min = 1))]
     pub users: u32,
     /// Turns per conversation (`--turns`).
+    #[schemars(range(min = 1))]
     pub turns: u32,
     /// Pause between an answer's end and the user's next turn (`--think-time`).
+    #[schemars(range(min = 0))]
     pub think_time_s: f64,
     /// Tokens of each new user message (`--turn-tokens`); unused with `prompts_file`.
     pub turn_tokens: u64,
@@ -33,6 +36,7 @@ pub struct SessionsSettings {
     pub max_tokens: u64,
     /// Users start this far apart: user `u` (0-based) sends its first turn `u × stagger_s` after
     /// the phase starts.
+    #[schemars(range(min = 0))]
     pub stagger_s: f64,
     /// The user messages came from `--prompts FILE.jsonl` (`settings.prompts_file`).
     #[serde(default, skip_serializing_if = "is_false")]
@@ -44,7 +48,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// How a turn ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TurnStatus {
     /// The answer arrived to its end.
@@ -55,21 +59,29 @@ pub enum TurnStatus {
 
 /// One turn of one user: a request whose prompt is the whole conversation so far. Times are
 /// seconds since the run started, on the run's monotonic clock (methodology §13).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionTurn {
     /// 1-based turn index.
+    #[schemars(range(min = 1))]
     pub turn: u32,
     /// The server's id of the request, secrets scrubbed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
     /// When the turn was due: the user's start for turn 1, else the previous answer's end plus
     /// the think time. TTFT and latency are measured from here.
+    #[schemars(range(min = 0))]
     pub scheduled_s: f64,
     /// When the request was handed to the connection; `null` when it never was.
+    #[schemars(range(min = 0))]
     pub sent_s: Option<f64>,
+    /// Its first token-bearing chunk.
+    #[schemars(range(min = 0))]
     pub first_token_s: Option<f64>,
+    /// Its last token-bearing chunk.
+    #[schemars(range(min = 0))]
     pub last_token_s: Option<f64>,
     /// When the answer ended; `null` unless `status` is `completed`.
+    #[schemars(range(min = 0))]
     pub ended_s: Option<f64>,
     /// `usage.prompt_tokens`.
     pub prompt_tokens: Option<u64>,
@@ -78,12 +90,13 @@ pub struct SessionTurn {
     /// Output tokens of the answer (`usage.completion_tokens`, else its token-bearing chunks).
     pub output_tokens: u64,
     pub status: TurnStatus,
+    /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
 
 /// Where a user's conversation stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionStatus {
     /// Every turn was answered.
@@ -99,61 +112,93 @@ pub enum SessionStatus {
 }
 
 /// One user's conversation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Session {
     /// 0-based user index.
     pub user: u32,
     pub status: SessionStatus,
+    /// Its turns in order.
     pub turns: Vec<SessionTurn>,
 }
 
 /// The figures of one turn index, across users (methodology §13.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TurnFigures {
+    /// 1-based turn index.
+    #[schemars(range(min = 1))]
     pub turn: u32,
+    /// Turns of this index answered.
     pub completed: u64,
+    /// Turns of this index that failed.
     pub failed: u64,
     /// TTFT from the scheduled turn start, p50 and p90 over the completed turns.
+    #[schemars(range(min = 0))]
     pub ttft_ms_p50: Option<f64>,
+    /// TTFT p90 from the scheduled start, ms.
+    #[schemars(range(min = 0))]
     pub ttft_ms_p90: Option<f64>,
     /// Mean `usage.prompt_tokens`.
+    #[schemars(range(min = 0))]
     pub prompt_tokens_mean: Option<f64>,
     /// Mean cached prompt tokens as the server reported them.
+    #[schemars(range(min = 0))]
     pub cached_tokens_mean: Option<f64>,
     /// 100 × Σ cached ÷ Σ prompt tokens, over the turns that reported both.
+    #[schemars(range(min = 0, max = 100))]
     pub cache_hit_pct: Option<f64>,
     /// Mean per-request output rate: (output tokens − 1) ÷ (last token − first token).
+    #[schemars(range(min = 0))]
     pub output_tok_s: Option<f64>,
 }
 
 /// The whole phase, across users and turns (methodology §13.4).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionsSummary {
+    /// Turns answered.
     pub completed: u64,
+    /// Turns that failed.
     pub failed: u64,
     /// Output tokens of the completed turns.
     pub output_tokens: u64,
     /// From the first turn's scheduled start to the last answer's end.
+    #[schemars(range(min = 0))]
     pub span_s: f64,
     /// `output_tokens ÷ span_s`.
+    #[schemars(range(min = 0))]
     pub output_tok_s: Option<f64>,
+    /// TTFT p50 from the scheduled start, ms.
+    #[schemars(range(min = 0))]
     pub ttft_ms_p50: Option<f64>,
+    /// TTFT p90, ms.
+    #[schemars(range(min = 0))]
     pub ttft_ms_p90: Option<f64>,
+    /// TTFT p99, ms.
+    #[schemars(range(min = 0))]
     pub ttft_ms_p99: Option<f64>,
     /// End-to-end latency: answer end minus scheduled start.
+    #[schemars(range(min = 0))]
     pub latency_ms_p50: Option<f64>,
+    /// End-to-end latency p90, ms.
+    #[schemars(range(min = 0))]
     pub latency_ms_p90: Option<f64>,
+    /// End-to-end latency p99, ms.
+    #[schemars(range(min = 0))]
     pub latency_ms_p99: Option<f64>,
+    /// 100 × Σ cached ÷ Σ prompt tokens over every answered turn that reported both.
+    #[schemars(range(min = 0, max = 100))]
     pub cache_hit_pct: Option<f64>,
     /// The largest send lag (sent minus scheduled) of any turn.
+    #[schemars(range(min = 0))]
     pub send_lag_ms_max: Option<f64>,
 }
 
 /// The phase's section: its settings, every turn measured and the figures over them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionsPhase {
     pub settings: SessionsSettings,
+    /// One conversation per user that started, by user index.
     pub sessions: Vec<Session>,
+    /// The figures of each turn index that has a turn measured.
     pub by_turn: Vec<TurnFigures>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SessionsSummary>,

@@ -1,5 +1,5 @@
 //! The run record, schema `speedmatrix.run/1.N` ([`SCHEMA`] is the one written) — published as
-//! `schema/run.schema.json`. Field names are a contract: the report, the results
+//! `schema/run.schema.json`, which [`schema::run_schema`] generates from these types. Field names are a contract: the report, the results
 //! site and other tools read them. Add fields; never rename or repurpose one.
 //! A minor version (`/1.1`) only adds optional fields: every reader of `/1` reads it.
 
@@ -11,6 +11,7 @@ use crate::capacity_answer::Capacity;
 pub use crate::engine::Engine;
 
 mod cells;
+pub mod schema;
 mod settings;
 pub mod status;
 pub use cells::{CellIntervals, CellPhases, DecodeCell, PlanKind, PlannedCell, PrefillRow, Repeat};
@@ -33,80 +34,128 @@ pub fn schema_readable(schema: &str) -> bool {
     })
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Tool {
+    /// The measuring tool: `speedmatrix`.
     pub name: String,
+    /// The tool's version (Cargo package version).
     pub version: String,
+    /// The source commit the tool was built from, when known.
     pub commit: Option<String>,
     /// The measuring runtime's worker threads (`--client-threads`); absent before schema 1.4 and
     /// in imported records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
     pub client_threads: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerInfo {
     /// Base URL without credentials.
     pub url: String,
     /// `vllm`, `sglang`, `llamacpp`, `tgi` or `generic`.
     pub engine: Engine,
+    /// The engine's version as the server reports it (vLLM `GET /version`, SGLang `/get_server_info`, …), when it does.
     pub engine_version: Option<String>,
+    /// The model id the requests name (from `GET /v1/models` or `--model`).
     pub model: String,
+    /// The longest sequence (prompt + output tokens) one request may have, from discovery or `--max-model-len`; null
+    /// when unknown (contexts are then not fitted).
     pub max_model_len: Option<u64>,
+    /// The server's KV cache in tokens, from discovery or `--kv-budget`; null when unknown (no cell is then over
+    /// capacity by KV).
     pub kv_budget_tokens: Option<u64>,
     /// e.g. `vllm:cache_config_info kv_cache_size_tokens`, `--kv-budget`, `unknown`.
     pub kv_budget_source: String,
+    /// The most sequences the server runs at once (vLLM `--max-num-seqs`, SGLang `max_running_requests`, llama.cpp
+    /// `total_slots`, TGI `max_concurrent_requests`, or `--max-num-seqs`); null when unknown. A cell with more requests
+    /// at once is over capacity.
     pub max_num_seqs: Option<u32>,
+    /// Whether the server exposes Prometheus `/metrics` with the engine's scheduler gauges (used for readiness, average
+    /// active requests and the drain barrier).
     pub metrics_available: bool,
+    /// Whether the server's `POST /tokenize` could be used to make prompt lengths exact.
     pub tokenize_available: bool,
     /// Whatever else was learnt (block size, quantization, …), free-form.
     #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Gpu {
+    /// GPU model name, e.g. `NVIDIA H200 NVL`.
     pub name: String,
+    /// GPU memory in MiB, when known.
     pub memory_mib: Option<u64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Hardware {
+    /// Operating system, e.g. `linux`.
     pub os: String,
+    /// Kernel release, when known.
     pub kernel: Option<String>,
+    /// CPU model, when known.
     pub cpu: Option<String>,
+    /// The GPUs (from `nvidia-smi` where present, else the `--gpu` flags); empty when unknown.
     pub gpus: Vec<Gpu>,
+    /// Number of GPUs.
     pub gpu_count: u32,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Event {
     /// Seconds since `started`.
     pub t: f64,
+    /// What happened.
     pub text: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
+    /// The record's schema: `speedmatrix.run/1.5` as written now; `speedmatrix.run/1.4` before a rate level's
+    /// `saturation`, the server metrics' `measured_tokens` and `tok_s_timing_pct`, `drain_s` and `first_failure` and
+    /// the rate phase's `drain_max_s` (which replaced `grace_s`); `speedmatrix.run/1.3` before `tool.client_threads`,
+    /// the `ranks` of a cell, a rate level and a burst, prefill rows, rate levels, bursts, mixed-prefill levels and the
+    /// sessions phase carrying `server_metrics` and `gpu`, and the settings `metrics_interval_s` and `gpu_metrics`;
+    /// `speedmatrix.run/1.2` before the load phases (`phases`), `speedmatrix.run/1.1` before confidence intervals,
+    /// adaptive windows and repeats were added, `speedmatrix.run/1` before the service level and capacity. A minor
+    /// version only adds optional fields, so a reader of `/1` reads every `/1.N`.
+    #[schemars(regex(pattern = r"^speedmatrix\.run/1(\.[0-9]+)?$"))]
     pub schema: String,
+    /// The program that wrote this record.
     pub tool: Tool,
     pub status: RunStatus,
     /// UTC, RFC 3339.
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$"), extend("format" = "date-time"))]
     pub started: String,
+    /// When the run ended: UTC, RFC 3339; null while it runs, when it was only planned, or in an imported record whose
+    /// file gives no time.
+    #[schemars(regex(pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?Z$"), extend("format" = "date-time"))]
     pub finished: Option<String>,
+    /// A free-text label given with `--label`.
     pub label: Option<String>,
+    /// What discovery learnt about the server (methodology §2). Every limit may have been overridden by a flag.
     pub server: ServerInfo,
     pub settings: Settings,
+    /// The hardware the server runs on, as far as it is known.
     pub hardware: Hardware,
+    /// The server's launch command with secrets replaced by `<redacted>` (`--api-key`, `--hf-token`, values of
+    /// `*TOKEN*`, `*KEY*`, `*SECRET*`, `*PASSWORD*`), or null when unknown.
     pub launch_command: Option<String>,
+    /// The plan: every prefill row and decode cell with its planned status, and every skipped context with the reason.
     #[serde(default)]
     pub plan: Vec<PlannedCell>,
+    /// The prefill rows, in ascending context.
     pub prefill: Vec<PrefillRow>,
+    /// The decode cells in measurement order (first column, first row, then row by row), over-capacity cells included.
     pub decode: Vec<DecodeCell>,
+    /// The run's event log.
     pub events: Vec<Event>,
     /// The run's id: the tag at the start of every prompt. A resumed run keeps it,
     /// so it sends the same prompts (and hits the same cache) as before.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-nullable" = true))]
     pub run_id: Option<String>,
     /// Each measured context's prompt: tokens as counted and a hash of its text. A
     /// resume refuses to continue when the server now makes different prompts.
@@ -120,12 +169,13 @@ pub struct RunRecord {
     pub phases: crate::phases::Phases,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PromptInfo {
     pub context: u64,
     /// Prompt tokens as the server counted them while sizing (null with calibration).
     pub tokens: Option<u64>,
     /// FNV-1a 64-bit hash of the prompt's messages, hex.
+    #[schemars(regex(pattern = r"^[0-9a-f]{16}$"))]
     pub hash: String,
 }
 
