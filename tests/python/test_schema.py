@@ -212,3 +212,15 @@ def test_a_gpu_telemetry_run_validates(tmp_path):
     finally:
         sim.terminate()
         sim.wait(timeout=30)
+
+
+def test_every_golden_record_validates():
+    # the records the golden tests pin, imported reference-tool files among them (whose context 0,
+    # a row without a prompt prefix, has a capacity answer too)
+    golden = sorted((ROOT / "tests" / "data" / "golden").rglob("*run.json"))
+    assert len(golden) >= 3, golden
+    for path in golden:
+        try:
+            validate(json.loads(path.read_text()))
+        except jsonschema.ValidationError as e:
+            raise AssertionError(f"{path.relative_to(ROOT)}: {e.message} at {list(e.absolute_path)}") from e

@@ -75,7 +75,7 @@ crate::record::schema::written_as!(BoundedBy, "BoundedBy", {
 /// The capacity answer of one decode context, as run.json's `capacity[]` holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Capacity {
-    #[schemars(range(min = 1))]
+    /// The decode context answered; 0 for a reference-tool file's row without a prompt prefix.
     pub context: u64,
     pub label: String,
     /// The largest concurrency whose cell met the SLO; 0 when none did.
