@@ -24,6 +24,17 @@ pub const CSS: &str = include_str!("page.css");
 /// The page's policy: nothing but its own inline styles and data: images.
 const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";
 
+/// The `<meta>` tags every speedmatrix page opens its head with (the report, the site's pages):
+/// the encoding, the viewport, the generator and the page's own content security policy.
+pub fn head_meta(csp: &str) -> Markup {
+    html! {
+        meta charset="utf-8";
+        meta name="viewport" content="width=device-width, initial-scale=1";
+        meta name="generator" content="speedmatrix";
+        meta http-equiv="Content-Security-Policy" content=(csp);
+    }
+}
+
 /// Renders the page. `links` are `(text, href)` pairs shown as navigation
 /// above the title (the results site passes its own); hrefs with a scheme
 /// other than http(s) are dropped.
@@ -35,10 +46,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="generator" content="speedmatrix";
-                meta http-equiv="Content-Security-Policy" content=(CSP);
+                (head_meta(CSP))
                 title { (Text(&page.title)) " — speed test matrix" }
                 // the stylesheet is this crate's own file, compiled in: no record's text
                 style { (PreEscaped(CSS)) }

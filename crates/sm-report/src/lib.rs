@@ -16,7 +16,7 @@ pub mod escape;
 mod facts;
 pub mod format;
 mod html;
-pub use html::CSS;
+pub use html::{CSS, head_meta};
 pub mod gpu;
 pub mod import;
 mod judged;

@@ -74,10 +74,7 @@ pub fn shell(active: Nav, kicker: &str, title: &str, body: Markup) -> String {
         (DOCTYPE)
         html lang="en" {
             head {
-                meta charset="utf-8";
-                meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="generator" content="speedmatrix";
-                meta http-equiv="Content-Security-Policy" content=(*PAGE_CSP);
+                (sm_report::head_meta(&PAGE_CSP))
                 title { (title) " — speedmatrix results" }
                 // the stylesheets are the report's and the site's own, compiled in: no upload's text
                 style { (PreEscaped(REPORT_CSS)) (PreEscaped(SITE_CSS)) }
