@@ -1,0 +1,117 @@
+//! Issue 31 §1 — each record section's figures as one table: name, unit, when a section carries
+//! it, and how to read it. The consumers (the site's range checks, the CSV files, the docs' figure
+//! list) iterate the table, so a new figure is its record field, its pure function, its table
+//! entry and its methodology paragraph, and nothing else (ARCHITECTURE.md, "Adding a figure").
+//!
+//! The table is static, not a method that returns values: the CSV header, the docs' list and the
+//! tests need the names and units of a section that has no value yet.
+
+use crate::record::CellStatus;
+
+mod tables;
+
+/// What a figure counts, and so which range it may take (the site's checks keep one bound per
+/// unit) and how a reader is told what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// Milliseconds: latencies and spreads.
+    Ms,
+    /// Seconds: spans and times on the run's clock.
+    Seconds,
+    /// Tokens per second.
+    TokPerS,
+    /// Requests per second.
+    ReqPerS,
+    /// A share, 0 to 100.
+    Percent,
+    /// Percent of one CPU core, so above 100 on several.
+    CorePercent,
+    /// Requests in flight or streams active at once.
+    Streams,
+    /// A count of requests or tokens, however large.
+    Count,
+    /// A prompt's or answer's size in tokens: at most a context.
+    Tokens,
+    /// One figure over another of the same unit (a slowdown, a fraction of a bound).
+    Ratio,
+    /// US dollars (per million tokens, per user-hour).
+    Usd,
+}
+
+impl Unit {
+    /// The unit as the docs and the tables write it after a number.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Ms => "ms",
+            Unit::Seconds => "s",
+            Unit::TokPerS => "tok/s",
+            Unit::ReqPerS => "req/s",
+            Unit::Percent => "%",
+            Unit::CorePercent => "% of a core",
+            Unit::Streams => "streams",
+            Unit::Count => "count",
+            Unit::Tokens => "tokens",
+            Unit::Ratio => "×",
+            Unit::Usd => "USD",
+        }
+    }
+}
+
+/// When a section may carry a figure: the site refuses one carried otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Carried {
+    /// Any section (client health, a turn's clock): measured whatever became of it.
+    Always,
+    /// Only a valid section: an error's numbers would read as a measurement.
+    WhenValid,
+    /// Any section that was sent: one the plan held back (over capacity) has nothing to show.
+    WhenSent,
+}
+
+impl Carried {
+    /// Whether a section of this status may carry the figure.
+    pub fn allows(self, status: CellStatus) -> bool {
+        match self {
+            Carried::Always => true,
+            Carried::WhenValid => status == CellStatus::Valid,
+            Carried::WhenSent => status != CellStatus::OverCapacity,
+        }
+    }
+}
+
+/// One figure of a section `T`: its name as run.json and the CSV spell it, its unit, when it is
+/// carried, and how to read it from a section.
+pub struct Figure<T> {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub carried: Carried,
+    pub value: fn(&T) -> Option<f64>,
+}
+
+impl<T> Figure<T> {
+    /// The figure's value in `section`, `None` where the section does not carry it.
+    pub fn of(&self, section: &T) -> Option<f64> {
+        (self.value)(section)
+    }
+}
+
+/// A record section whose figures are one table.
+pub trait Figures: Sized + 'static {
+    /// Every figure of the section, in the order the CSV writes them.
+    const FIGURES: &'static [Figure<Self>];
+
+    /// The section's status as [`Carried`] judges it; a section without one is always valid.
+    fn status(&self) -> CellStatus {
+        CellStatus::Valid
+    }
+
+    /// The figure named `name`, if the section has one.
+    fn figure(name: &str) -> Option<&'static Figure<Self>> {
+        Self::FIGURES.iter().find(|f| f.name == name)
+    }
+}
+
+/// A count as a figure: exact up to 2^53, far above any count a run makes.
+fn count(n: Option<u64>) -> Option<f64> {
+    n.map(|n| n as f64)
+}
