@@ -9,6 +9,8 @@
 use crate::record::CellStatus;
 
 mod tables;
+#[cfg(test)]
+mod tests;
 
 /// What a figure counts, and so which range it may take (the site's checks keep one bound per
 /// unit) and how a reader is told what it is.
@@ -69,6 +71,15 @@ pub enum Carried {
 }
 
 impl Carried {
+    /// Which sections carry the figure, as the docs' list says it.
+    pub fn words(self) -> &'static str {
+        match self {
+            Carried::Always => "any",
+            Carried::WhenValid => "valid only",
+            Carried::WhenSent => "sent only (not over capacity)",
+        }
+    }
+
     /// Whether a section of this status may carry the figure.
     pub fn allows(self, status: CellStatus) -> bool {
         match self {
@@ -109,6 +120,44 @@ pub trait Figures: Sized + 'static {
     fn figure(name: &str) -> Option<&'static Figure<Self>> {
         Self::FIGURES.iter().find(|f| f.name == name)
     }
+}
+
+/// A figure of a section, without the section's type: what the docs' list and the tests that
+/// follow every figure through the outputs iterate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub name: &'static str,
+    pub unit: Unit,
+    pub carried: Carried,
+}
+
+/// One record section and its figures, named by where it sits in run.json (`phases.burst.bursts[]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub path: &'static str,
+    pub figures: Vec<Entry>,
+}
+
+fn section<T: Figures>(path: &'static str) -> Section {
+    let figures = T::FIGURES.iter().map(|f| Entry { name: f.name, unit: f.unit, carried: f.carried }).collect();
+    Section { path, figures }
+}
+
+/// Every record section that has a figure table, in run.json's order.
+pub fn sections() -> Vec<Section> {
+    use crate::phases::{burst, mixed, rate, sessions};
+    vec![
+        section::<crate::record::PrefillRow>("prefill[]"),
+        section::<crate::record::DecodeCell>("decode[]"),
+        section::<crate::capacity_answer::Capacity>("capacity[]"),
+        section::<rate::RateLevel>("phases.rate.levels[]"),
+        section::<burst::Burst>("phases.burst.bursts[]"),
+        section::<mixed::MixedLevel>("phases.mixed_prefill.levels[]"),
+        section::<mixed::MixedProbe>("phases.mixed_prefill.levels[].probes[]"),
+        section::<sessions::SessionTurn>("phases.sessions.sessions[].turns[]"),
+        section::<sessions::TurnFigures>("phases.sessions.by_turn[]"),
+        section::<sessions::SessionsSummary>("phases.sessions.summary"),
+    ]
 }
 
 /// A count as a figure: exact up to 2^53, far above any count a run makes.
