@@ -94,6 +94,9 @@ impl Carried {
 /// carried, and how to read it from a section.
 pub struct Figure<T> {
     pub name: &'static str,
+    /// How the page's and Markdown's tables of the section head the figure's column ("E2E p50");
+    /// `None` where they do not show it.
+    pub label: Option<&'static str>,
     pub unit: Unit,
     pub carried: Carried,
     pub value: fn(&T) -> Option<f64>,
@@ -127,6 +130,7 @@ pub trait Figures: Sized + 'static {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entry {
     pub name: &'static str,
+    pub label: Option<&'static str>,
     pub unit: Unit,
     pub carried: Carried,
 }
@@ -139,7 +143,8 @@ pub struct Section {
 }
 
 fn section<T: Figures>(path: &'static str) -> Section {
-    let figures = T::FIGURES.iter().map(|f| Entry { name: f.name, unit: f.unit, carried: f.carried }).collect();
+    let figures =
+        T::FIGURES.iter().map(|f| Entry { name: f.name, label: f.label, unit: f.unit, carried: f.carried }).collect();
     Section { path, figures }
 }
 

@@ -10,17 +10,40 @@ use crate::phases::rate::RateLevel;
 use crate::phases::sessions::{SessionTurn, SessionsSummary, TurnFigures};
 use crate::record::{CellStatus, DecodeCell, PrefillRow};
 
-/// A figure read straight from the section's field of the same name (an `Option<f64>`).
+/// A column heading, or none: the figure is not in the page's table.
+macro_rules! label {
+    () => {
+        None
+    };
+    ($label:literal) => {
+        Some($label)
+    };
+}
+
+/// A figure read straight from the section's field of the same name (an `Option<f64>`), with
+/// the page's heading of its column if the page shows it.
 macro_rules! field {
-    ($name:ident, $unit:ident, $carried:ident) => {
-        Figure { name: stringify!($name), unit: Unit::$unit, carried: Carried::$carried, value: |s| s.$name }
+    ($name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| s.$name,
+        }
     };
 }
 
 /// A count read from the section's `Option<u64>` field of the same name.
 macro_rules! counted {
-    ($name:ident, $unit:ident, $carried:ident) => {
-        Figure { name: stringify!($name), unit: Unit::$unit, carried: Carried::$carried, value: |s| count(s.$name) }
+    ($name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| count(s.$name),
+        }
     };
 }
 
@@ -75,7 +98,7 @@ impl Figures for PrefillRow {
 /// A percentile of one of a rate level's latency distributions.
 macro_rules! quantile {
     ($name:literal, $field:ident . $q:ident) => {
-        Figure { name: $name, unit: Unit::Ms, carried: Carried::Always, value: |l| l.$field.map(|p| p.$q) }
+        Figure { name: $name, label: None, unit: Unit::Ms, carried: Carried::Always, value: |l| l.$field.map(|p| p.$q) }
     };
 }
 
@@ -111,16 +134,16 @@ impl Figures for RateLevel {
 impl Figures for Burst {
     const FIGURES: &'static [Figure<Self>] = &[
         field!(scheduled_s, Seconds, WhenSent),
-        field!(e2e_ms_p50, Ms, WhenSent),
-        field!(e2e_ms_p90, Ms, WhenSent),
-        field!(e2e_ms_max, Ms, WhenSent),
-        field!(last_completion_ms, Ms, WhenSent),
-        field!(ttft_ms_p50, Ms, WhenSent),
-        field!(ttft_ms_p90, Ms, WhenSent),
+        field!(e2e_ms_p50, Ms, WhenSent, "E2E p50"),
+        field!(e2e_ms_p90, Ms, WhenSent, "E2E p90"),
+        field!(e2e_ms_max, Ms, WhenSent, "E2E max"),
+        field!(last_completion_ms, Ms, WhenSent, "Last completion"),
+        field!(ttft_ms_p50, Ms, WhenSent, "TTFT p50"),
+        field!(ttft_ms_p90, Ms, WhenSent, "TTFT p90"),
         field!(ttft_ms_max, Ms, WhenSent),
-        counted!(output_tokens, Count, WhenSent),
-        field!(total_tok_s, TokPerS, WhenSent),
-        field!(send_spread_ms, Ms, WhenSent),
+        counted!(output_tokens, Count, WhenSent, "Output tokens"),
+        field!(total_tok_s, TokPerS, WhenSent, "Tok/s"),
+        field!(send_spread_ms, Ms, WhenSent, "Send spread"),
     ];
 
     fn status(&self) -> CellStatus {
@@ -130,9 +153,16 @@ impl Figures for Burst {
 
 impl Figures for MixedLevel {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure { name: "window_s", unit: Unit::Seconds, carried: Carried::Always, value: |l| Some(l.window_s) },
+        Figure {
+            name: "window_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |l| Some(l.window_s),
+        },
         Figure {
             name: "idle_ttft_ms",
+            label: None,
             unit: Unit::Ms,
             carried: Carried::Always,
             value: |l| l.idle.as_ref().map(|i| i.ttft_ms),
@@ -144,7 +174,13 @@ impl Figures for MixedLevel {
 
 impl Figures for MixedProbe {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure { name: "sent_s", unit: Unit::Seconds, carried: Carried::Always, value: |p| Some(p.sent_s) },
+        Figure {
+            name: "sent_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |p| Some(p.sent_s),
+        },
         field!(ttft_ms, Ms, Always),
         counted!(prompt_tokens, Tokens, Always),
         counted!(cached_tokens, Tokens, Always),
@@ -159,7 +195,13 @@ impl Figures for MixedProbe {
 /// One turn of one user: times on the run's clock and token counts, whatever became of it.
 impl Figures for SessionTurn {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure { name: "scheduled_s", unit: Unit::Seconds, carried: Carried::Always, value: |t| Some(t.scheduled_s) },
+        Figure {
+            name: "scheduled_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |t| Some(t.scheduled_s),
+        },
         field!(sent_s, Seconds, Always),
         field!(first_token_s, Seconds, Always),
         field!(last_token_s, Seconds, Always),
@@ -168,6 +210,7 @@ impl Figures for SessionTurn {
         counted!(cached_tokens, Tokens, Always),
         Figure {
             name: "output_tokens",
+            label: None,
             unit: Unit::Tokens,
             carried: Carried::Always,
             value: |t| Some(t.output_tokens as f64),
@@ -189,7 +232,13 @@ impl Figures for TurnFigures {
 
 impl Figures for SessionsSummary {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure { name: "span_s", unit: Unit::Seconds, carried: Carried::Always, value: |s| Some(s.span_s) },
+        Figure {
+            name: "span_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |s| Some(s.span_s),
+        },
         field!(output_tok_s, TokPerS, Always),
         field!(ttft_ms_p50, Ms, Always),
         field!(ttft_ms_p90, Ms, Always),

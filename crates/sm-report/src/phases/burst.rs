@@ -91,7 +91,7 @@ pub(super) fn html(record: &RunRecord) -> Markup {
         p class="caption" { "each cell: end-to-end p50 · time to the last completion · output tok/s over the burst" }
         div class="scroll" {
             table class="all" {
-                thead { tr { @for h in DETAIL_HEADER { th { (h) } } } }
+                thead { tr { @for h in detail_header() { th { (h) } } } }
                 tbody {
                     @for row in detail_rows(&g) {
                         tr { @for c in &row { td { (Text(c)) } } }
@@ -149,42 +149,26 @@ fn html_cell(cell: Option<&Burst>, where_: &str) -> Markup {
     }
 }
 
-const DETAIL_HEADER: [&str; 13] = [
-    "Context",
-    "C",
-    "Status",
-    "Completed",
-    "E2E p50",
-    "E2E p90",
-    "E2E max",
-    "Last completion",
-    "TTFT p50",
-    "TTFT p90",
-    "Output tokens",
-    "Tok/s",
-    "Send spread",
-];
+/// The detail table's headings: which cell it is, what became of it, then each figure of the
+/// burst's table that the page shows, in the table's order.
+fn detail_header() -> Vec<&'static str> {
+    let figures = Burst::FIGURES.iter().filter_map(|f| f.label);
+    ["Context", "C", "Status", "Completed"].into_iter().chain(figures).collect()
+}
 
 fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for (ri, (_, label)) in g.rows.iter().enumerate() {
         for (ci, cell) in g.cells[ri].iter().enumerate() {
             let Some(b) = cell else { continue };
-            rows.push(vec![
+            let keys = [
                 label.clone(),
                 g.cols[ci].to_string(),
                 status_text(b),
                 format!("{} of {}", format::count(b.completed), format::count(b.requests)),
-                opt(b.e2e_ms_p50, format::ms),
-                opt(b.e2e_ms_p90, format::ms),
-                opt(b.e2e_ms_max, format::ms),
-                opt(b.last_completion_ms, format::ms),
-                opt(b.ttft_ms_p50, format::ms),
-                opt(b.ttft_ms_p90, format::ms),
-                opt(b.output_tokens, format::count),
-                opt(b.total_tok_s, format::fixed1),
-                opt(b.send_spread_ms, format::ms),
-            ]);
+            ];
+            let shown = Burst::FIGURES.iter().filter(|f| f.label.is_some());
+            rows.push(keys.into_iter().chain(shown.map(|f| format::figure(f.unit, f.of(b)))).collect());
         }
     }
     rows
@@ -224,8 +208,9 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
         s.push('\n');
     }
     s.push('\n');
-    let _ = writeln!(s, "| {} |", DETAIL_HEADER.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
-    let _ = writeln!(s, "|---|{}", "---:|".repeat(DETAIL_HEADER.len() - 1));
+    let header = detail_header();
+    let _ = writeln!(s, "| {} |", header.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(header.len() - 1));
     for row in detail_rows(&g) {
         let _ = writeln!(s, "| {} |", row.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
     }
