@@ -45,3 +45,6 @@ pub(super) fn check<T: Figures>(at: &str, section: &T) -> Result<(), Refusal> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
