@@ -50,7 +50,7 @@ fn prefill_row(p: &PrefillRow, bounds: usize) -> (Raw<'_>, Vec<Bound>) {
     let valid = p.status == CellStatus::Valid;
     let raw = (
         Keys { context_tokens: p.context, concurrency: 1, status: p.status.name(), reason: guarded(&p.reason) },
-        Prefill::of(p, valid),
+        Prefill::of(p),
         Figures::default(),
         Notes::default(),
         Intervals::default(),

@@ -83,10 +83,10 @@ impl Figures for DecodeCell {
 
 impl Figures for PrefillRow {
     const FIGURES: &'static [Figure<Self>] = &[
-        field!(prompt_tok_s, TokPerS, WhenValid),
-        field!(ttft_ms, Ms, WhenValid),
         // what the server reported of the prompt: known even when its answer failed
         counted!(prompt_tokens, Tokens, Always),
+        field!(prompt_tok_s, TokPerS, WhenValid),
+        field!(ttft_ms, Ms, WhenValid),
         counted!(cached_tokens, Tokens, Always),
     ];
 

@@ -12,7 +12,7 @@ use std::sync::LazyLock;
 
 use serde::{Serialize, Serializer};
 use sm_core::answer::Capacity;
-use sm_core::figures::{Figure, Figures as _};
+use sm_core::figures::{Figure, Figures as Table};
 use sm_core::gpu_telemetry::{EnergyFrom, GpuCell, GpuSource, Throttle};
 use sm_core::record::{CellIntervals, DecodeCell, PrefillRow, TokenSource};
 use sm_core::server_metrics::ServerMetrics;
@@ -37,23 +37,34 @@ pub(super) struct Keys<'a> {
     pub reason: Guarded<&'a str>,
 }
 
-#[derive(Serialize, Default)]
-pub(super) struct Prefill {
-    prompt_tokens: Option<u64>,
-    prompt_tok_s: Option<Num>,
-    ttft_ms: Option<Num>,
-    cached_tokens: Option<u64>,
-}
+/// A prefill row's figures, its table's in order ([`sm_core::figures`]).
+pub(super) struct Prefill(Vec<Option<Num>>);
 
 impl Prefill {
-    pub(super) fn of(p: &PrefillRow, valid: bool) -> Prefill {
-        Prefill {
-            prompt_tokens: p.prompt_tokens,
-            prompt_tok_s: keep(valid, finite(p.prompt_tok_s)),
-            ttft_ms: keep(valid, finite(p.ttft_ms)),
-            cached_tokens: p.cached_tokens,
-        }
+    pub(super) fn of(p: &PrefillRow) -> Prefill {
+        let all: Vec<_> = PrefillRow::FIGURES.iter().collect();
+        Prefill(carried(&all, p))
     }
+}
+
+impl Default for Prefill {
+    /// A decode row: every column empty.
+    fn default() -> Prefill {
+        Prefill(vec![None; PrefillRow::FIGURES.len()])
+    }
+}
+
+impl Serialize for Prefill {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(&self.0)
+    }
+}
+
+/// The figures of `section`, each empty where the section's status may not carry it (the
+/// record's schema nulls them there, and a spreadsheet must not sum a failed cell's numbers).
+fn carried<T: Table>(figures: &[&'static Figure<T>], section: &T) -> Vec<Option<Num>> {
+    let status = section.status();
+    figures.iter().map(|f| finite(f.of(section)).filter(|_| f.carried.allows(status))).collect()
 }
 
 /// A decode cell's figures from its table ([`sm_core::figures`]) that no other run of columns
@@ -73,8 +84,7 @@ fn main_figures() -> &'static [&'static Figure<DecodeCell>] {
 
 impl Figures {
     pub(super) fn of(c: &DecodeCell) -> Figures {
-        let status = c.status();
-        Figures(main_figures().iter().map(|f| finite(f.of(c)).filter(|_| f.carried.allows(status))).collect())
+        Figures(carried(main_figures(), c))
     }
 }
 
@@ -91,11 +101,12 @@ impl Serialize for Figures {
     }
 }
 
-/// The raw columns' header: each run's field names, the decode figures' names in between.
+/// The raw columns' header: each run's field names, the tables' figure names in their places.
 pub(super) fn raw_header() -> Vec<String> {
+    let prefill = PrefillRow::FIGURES.iter().map(|f| f.name.to_string());
     let figures = main_figures().iter().map(|f| f.name.to_string());
     let after = header::<(Notes, Intervals, Extras, Gpu, Server, Ranks, CapacityColumns)>();
-    header::<(Keys, Prefill)>().into_iter().chain(figures).chain(after).collect()
+    header::<Keys>().into_iter().chain(prefill).chain(figures).chain(after).collect()
 }
 
 /// What else a decode cell says: how it was counted and measured, and its SLO verdict.
