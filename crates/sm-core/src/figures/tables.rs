@@ -182,13 +182,13 @@ impl Figures for MixedProbe {
             value: |p| Some(p.sent_s),
         },
         field!(ttft_ms, Ms, Always),
-        counted!(prompt_tokens, Tokens, Always),
-        counted!(cached_tokens, Tokens, Always),
         field!(slowdown, Ratio, Always),
         field!(before_tok_s, TokPerS, Always),
         field!(during_tok_s, TokPerS, Always),
         field!(after_tok_s, TokPerS, Always),
         field!(longest_stall_ms, Ms, Always),
+        counted!(prompt_tokens, Tokens, Always),
+        counted!(cached_tokens, Tokens, Always),
     ];
 }
 
