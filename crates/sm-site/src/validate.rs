@@ -50,8 +50,6 @@ pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 const MAX_TOK_S: f64 = 1e9;
 const MAX_MS: f64 = 1e9;
 const MAX_S: f64 = 1e8;
-const MAX_ACTIVE: f64 = 1e7;
-const MAX_CPU_PCT: f64 = 1e6;
 
 /// Why a run is refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -4,10 +4,13 @@
 
 use sm_core::figures::{Figures, Unit};
 
-use super::{MAX_ACTIVE, MAX_CPU_PCT, MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
+use super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
 
-/// Requests per second: far above any server's rate.
+/// Requests per second, and requests in flight or streams active at once: far above any server's.
 const MAX_RPS: f64 = 1e7;
+const MAX_STREAMS: f64 = 1e7;
+/// A client's CPU in percent of one core: a million cores.
+const MAX_CPU_PCT: f64 = 1e6;
 /// The largest slowdown or fraction taken: a loaded TTFT a million times the idle one is a typo.
 const MAX_RATIO: f64 = 1e6;
 /// The largest price taken: USD per hour for the server, or per million tokens.
@@ -24,7 +27,7 @@ pub fn bound(unit: Unit) -> f64 {
         Unit::ReqPerS => MAX_RPS,
         Unit::Percent => 100.0,
         Unit::CorePercent => MAX_CPU_PCT,
-        Unit::Streams => MAX_ACTIVE,
+        Unit::Streams => MAX_STREAMS,
         Unit::Count => f64::MAX,
         Unit::Tokens => MAX_CONTEXT_TOKENS,
         Unit::Ratio => MAX_RATIO,
