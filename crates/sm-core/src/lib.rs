@@ -2,6 +2,7 @@
 //!
 //! * [`units`] — newtypes for token counts and milliseconds, and the parsers for
 //!   `8k,16k` lists and `30s` durations the CLI accepts.
+//! * [`figures`] — each record section's figures as one table: name, unit, when carried.
 //! * [`stats`] — percentiles exactly as `docs/methodology.md` defines them.
 //! * [`context`] — fitting a requested context to the model's `max_model_len`.
 //! * [`capacity`] — the over-capacity rule that decides which cells are not run.
@@ -24,6 +25,7 @@ pub mod capacity;
 pub mod capacity_answer;
 pub mod context;
 pub mod engine;
+pub mod figures;
 pub mod gpu_telemetry;
 pub mod model_config;
 pub mod phases;

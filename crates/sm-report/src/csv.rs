@@ -22,7 +22,7 @@ type Bound = (Option<Num>, Option<bool>);
 fn columns(bounds: &[BoundName]) -> Vec<String> {
     let page = view::COLUMNS.iter().map(|c| c.to_string());
     let slo = bounds.iter().flat_map(|b| [format!("slo_{b}"), format!("slo_{b}_holds")]);
-    page.chain(table::header::<Raw>()).chain(slo).collect()
+    page.chain(raw::raw_header()).chain(slo).collect()
 }
 
 /// The bounds with columns: the record's SLO's, in its order, then any other a cell was judged
@@ -50,7 +50,7 @@ fn prefill_row(p: &PrefillRow, bounds: usize) -> (Raw<'_>, Vec<Bound>) {
     let valid = p.status == CellStatus::Valid;
     let raw = (
         Keys { context_tokens: p.context, concurrency: 1, status: p.status.name(), reason: guarded(&p.reason) },
-        Prefill::of(p, valid),
+        Prefill::of(p),
         Figures::default(),
         Notes::default(),
         Intervals::default(),
@@ -75,7 +75,7 @@ fn decode_row<'a>(record: &RunRecord, cell: &'a DecodeCell, bounds: &[BoundName]
     let raw = (
         keys,
         Prefill::default(),
-        Figures::of(cell, valid),
+        Figures::of(cell),
         Notes::of(cell, valid),
         Intervals::of(cell.ci.as_ref(), valid),
         Extras::of(cell, valid),

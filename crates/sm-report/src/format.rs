@@ -69,6 +69,19 @@ pub fn secs_setting(x: f64) -> String {
     if x.fract() == 0.0 { format!("{} s", count(x as u64)) } else { format!("{x} s") }
 }
 
+/// A figure of a section's table as the page's tables print its unit: a latency as [`ms`], a
+/// speed with one decimal, a count whole, a share or a ratio with one decimal, a time in seconds
+/// as [`secs1`]. `—` where the section has none.
+pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
+    use sm_core::figures::Unit;
+    opt(v, |x| match unit {
+        Unit::Ms => ms(x),
+        Unit::Count | Unit::Tokens | Unit::Streams => whole(x),
+        Unit::Seconds => secs1(x),
+        Unit::TokPerS | Unit::ReqPerS | Unit::Percent | Unit::CorePercent | Unit::Ratio | Unit::Usd => fixed1(x),
+    })
+}
+
 /// Applies `f` to a present figure, `—` otherwise.
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| NONE.into())

@@ -10,12 +10,14 @@ use serde_json::Value;
 use sm_core::record::{CellStatus, DecodeCell, PrefillRow, RunRecord};
 
 mod answer;
-pub use answer::{MAX_CONTEXT_TOKENS, MAX_SLO_BOUNDS};
+pub use answer::MAX_SLO_BOUNDS;
 mod gpu;
 mod phases;
 mod precision;
 pub use precision::MAX_REPEATS;
 mod roofline;
+mod sections;
+pub use sections::{MAX_CONTEXT_TOKENS, bound};
 mod server_metrics;
 mod spec_decode;
 
@@ -48,8 +50,6 @@ pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 const MAX_TOK_S: f64 = 1e9;
 const MAX_MS: f64 = 1e9;
 const MAX_S: f64 = 1e8;
-const MAX_ACTIVE: f64 = 1e7;
-const MAX_CPU_PCT: f64 = 1e6;
 
 /// Why a run is refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -149,64 +149,28 @@ fn figure(at: &str, field: &'static str, value: Option<f64>, max: f64) -> Result
     }
 }
 
-/// A decode cell's figures that only a valid cell carries, with their bounds.
-fn decode_figures(c: &DecodeCell) -> [(&'static str, Option<f64>, f64); 15] {
-    let count = |n: Option<u64>| n.map(|n| n as f64);
-    [
-        ("total_tok_s", c.total_tok_s, MAX_TOK_S),
-        ("per_request_tok_s", c.per_request_tok_s, MAX_TOK_S),
-        ("ttft_ms_p50", c.ttft_ms_p50, MAX_MS),
-        ("ttft_ms_p90", c.ttft_ms_p90, MAX_MS),
-        ("ttft_ms_p99", c.ttft_ms_p99, MAX_MS),
-        ("tbt_ms_p50", c.tbt_ms_p50, MAX_MS),
-        ("tbt_ms_p90", c.tbt_ms_p90, MAX_MS),
-        ("tbt_ms_p99", c.tbt_ms_p99, MAX_MS),
-        ("chunk_gap_ms_p50", c.chunk_gap_ms_p50, MAX_MS),
-        ("chunk_gap_ms_p99", c.chunk_gap_ms_p99, MAX_MS),
-        ("avg_active", c.avg_active, MAX_ACTIVE),
-        ("measured_s", c.measured_s, MAX_S),
-        ("completed", count(c.completed), f64::MAX),
-        ("output_tokens", count(c.output_tokens), f64::MAX),
-        ("requests", count(c.requests), f64::MAX),
-    ]
-}
-
 fn decode_cell(c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     let at = format!("decode cell {} × {}", c.label, c.concurrency);
     if c.concurrency < 1 {
         return Err(Refusal::NoConcurrency { at });
     }
-    figure(&at, "context", Some(c.context as f64), answer::MAX_CONTEXT_TOKENS)?;
+    figure(&at, "context", Some(c.context as f64), MAX_CONTEXT_TOKENS)?;
     answer::cell(&at, c, priced)?;
     precision::cell(&at, c)?;
-    roofline::cell(&at, c)?;
     spec_decode::cell(&at, c)?;
     gpu::cell(&at, c)?;
     server_metrics::cell(&at, c)?;
+    sections::check(&at, c)?;
     let status = c.status();
-    for (field, value, max) in decode_figures(c) {
-        if status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at, status: status.name(), field });
-        }
-        figure(&at, field, value, max)?;
-    }
     if status != CellStatus::Valid && c.token_source.is_some() {
         return Err(Refusal::FigureOfInvalid { at, status: status.name(), field: "token_source" });
     }
-    // client health and cache figures: allowed on any cell, but numbers all the same
-    figure(&at, "client_lag_ms_p99", c.client_lag_ms_p99, MAX_MS)?;
-    figure(&at, "client_cpu_pct", c.client_cpu_pct, MAX_CPU_PCT)?;
-    figure(&at, "prompt_cache_hit_pct", c.prompt_cache_hit_pct, 100.0)
+    Ok(())
 }
 
 fn prefill_row(p: &PrefillRow) -> Result<(), Refusal> {
     let at = format!("prefill row {}", p.label);
-    for (field, value, max) in [("prompt_tok_s", p.prompt_tok_s, MAX_TOK_S), ("ttft_ms", p.ttft_ms, MAX_MS)] {
-        if p.status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at, status: p.status.name(), field });
-        }
-        figure(&at, field, value, max)?;
-    }
+    sections::check(&at, p)?;
     // no J/token to check: a prefill row's energy is not divided by output tokens
     gpu::check(&at, p.status, p.telemetry.gpu.as_ref(), None)?;
     server_metrics::check(&at, p.status, p.telemetry.server_metrics.as_ref())

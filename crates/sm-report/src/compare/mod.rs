@@ -13,6 +13,7 @@ pub mod render;
 use std::collections::BTreeMap;
 
 use sm_core::answer::Capacity;
+use sm_core::figures::Figures as _;
 use sm_core::precision::{Interval, differ};
 use sm_core::record::{CellIntervals, CellStatus, DecodeCell, RunRecord};
 
@@ -72,15 +73,10 @@ impl Figure {
         }
     }
 
+    /// The figure's value in a cell, read through the decode cell's figure table
+    /// ([`sm_core::figures`]) by its field: one reading of each figure for every output.
     pub fn value(self, c: &DecodeCell) -> Option<f64> {
-        match self {
-            Figure::TotalTokS => c.total_tok_s,
-            Figure::PerRequestTokS => c.per_request_tok_s,
-            Figure::TtftP50 => c.ttft_ms_p50,
-            Figure::TtftP90 => c.ttft_ms_p90,
-            Figure::TbtP50 => c.tbt_ms_p50,
-            Figure::TbtP99 => c.tbt_ms_p99,
-        }
+        DecodeCell::figure(self.field()).and_then(|f| f.of(c))
     }
 
     /// The requests a percentile of one sample per request needs before a change in it can be

@@ -298,3 +298,15 @@ fn a_ttft_from_too_few_requests_gives_no_percentage() {
     let gate: Gate = "ttft_p50>+1%".parse().unwrap();
     assert!(gate.check(&compare(&with_intervals(runs[0].record.clone(), 1.0), &runs[1].record)).is_empty());
 }
+
+/// Each compared figure is an entry of the decode cell's table, so it reads what every other
+/// output reads: a field renamed or dropped from the table fails here, not as a silent `None`.
+#[test]
+fn every_compared_figure_is_in_the_decode_table() {
+    use sm_core::figures::Figures;
+    for f in Figure::ALL {
+        assert!(DecodeCell::figure(f.field()).is_some(), "{}", f.field());
+    }
+    let cell = sample().decode.into_iter().find(|c| c.status() == CellStatus::Valid).unwrap();
+    assert_eq!(Figure::TotalTokS.value(&cell), cell.total_tok_s);
+}

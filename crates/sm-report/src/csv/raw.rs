@@ -8,14 +8,17 @@
 //! them otherwise) empty, whatever the record holds, so that a spreadsheet cannot sum a failed cell's
 //! partial numbers.
 
-use serde::Serialize;
+use std::sync::LazyLock;
+
+use serde::{Serialize, Serializer};
 use sm_core::answer::Capacity;
+use sm_core::figures::{Figure, Figures as Table};
 use sm_core::gpu_telemetry::{EnergyFrom, GpuCell, GpuSource, Throttle};
 use sm_core::record::{CellIntervals, DecodeCell, PrefillRow, TokenSource};
 use sm_core::server_metrics::ServerMetrics;
 use sm_core::spec_decode::SpecDecode;
 
-use super::table::{Guarded, Num, finite};
+use super::table::{Guarded, Num, finite, header};
 
 /// The raw columns of a row, in the header's order.
 pub(super) type Raw<'a> = (Keys<'a>, Prefill, Figures, Notes, Intervals, Extras, Gpu, Server, Ranks, CapacityColumns);
@@ -34,66 +37,76 @@ pub(super) struct Keys<'a> {
     pub reason: Guarded<&'a str>,
 }
 
-#[derive(Serialize, Default)]
-pub(super) struct Prefill {
-    prompt_tokens: Option<u64>,
-    prompt_tok_s: Option<Num>,
-    ttft_ms: Option<Num>,
-    cached_tokens: Option<u64>,
-}
+/// A prefill row's figures, its table's in order ([`sm_core::figures`]).
+pub(super) struct Prefill(Vec<Option<Num>>);
 
 impl Prefill {
-    pub(super) fn of(p: &PrefillRow, valid: bool) -> Prefill {
-        Prefill {
-            prompt_tokens: p.prompt_tokens,
-            prompt_tok_s: keep(valid, finite(p.prompt_tok_s)),
-            ttft_ms: keep(valid, finite(p.ttft_ms)),
-            cached_tokens: p.cached_tokens,
-        }
+    pub(super) fn of(p: &PrefillRow) -> Prefill {
+        let all: Vec<_> = PrefillRow::FIGURES.iter().collect();
+        Prefill(carried(&all, p))
     }
 }
 
-/// A decode cell's main figures.
-#[derive(Serialize, Default)]
-pub(super) struct Figures {
-    total_tok_s: Option<Num>,
-    per_request_tok_s: Option<Num>,
-    ttft_ms_p50: Option<Num>,
-    ttft_ms_p90: Option<Num>,
-    ttft_ms_p99: Option<Num>,
-    tbt_ms_p50: Option<Num>,
-    tbt_ms_p90: Option<Num>,
-    tbt_ms_p99: Option<Num>,
-    chunk_gap_ms_p50: Option<Num>,
-    chunk_gap_ms_p99: Option<Num>,
-    avg_active: Option<Num>,
-    completed: Option<u64>,
-    output_tokens: Option<u64>,
-    measured_s: Option<Num>,
-    requests: Option<u64>,
+impl Default for Prefill {
+    /// A decode row: every column empty.
+    fn default() -> Prefill {
+        Prefill(vec![None; PrefillRow::FIGURES.len()])
+    }
+}
+
+impl Serialize for Prefill {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(&self.0)
+    }
+}
+
+/// The figures of `section`, each empty where the section's status may not carry it (the
+/// record's schema nulls them there, and a spreadsheet must not sum a failed cell's numbers).
+fn carried<T: Table>(figures: &[&'static Figure<T>], section: &T) -> Vec<Option<Num>> {
+    let status = section.status();
+    figures.iter().map(|f| finite(f.of(section)).filter(|_| f.carried.allows(status))).collect()
+}
+
+/// A decode cell's figures from its table ([`sm_core::figures`]) that no other run of columns
+/// here writes (client health, goodput, the roofline have theirs), in the table's order: a
+/// decode figure added to the table is a column of measurements.csv without naming it here.
+/// Each is empty on a row whose status may not carry it.
+pub(super) struct Figures(Vec<Option<Num>>);
+
+/// The entries of the decode table that [`Figures`] writes.
+fn main_figures() -> &'static [&'static Figure<DecodeCell>] {
+    static MAIN: LazyLock<Vec<&'static Figure<DecodeCell>>> = LazyLock::new(|| {
+        let elsewhere = header::<(Notes, Intervals, Extras, Gpu, Server, Ranks, CapacityColumns)>();
+        DecodeCell::FIGURES.iter().filter(|f| !elsewhere.iter().any(|h| h == f.name)).collect()
+    });
+    &MAIN
 }
 
 impl Figures {
-    pub(super) fn of(c: &DecodeCell, valid: bool) -> Figures {
-        let f = |v: Option<f64>| keep(valid, finite(v));
-        Figures {
-            total_tok_s: f(c.total_tok_s),
-            per_request_tok_s: f(c.per_request_tok_s),
-            ttft_ms_p50: f(c.ttft_ms_p50),
-            ttft_ms_p90: f(c.ttft_ms_p90),
-            ttft_ms_p99: f(c.ttft_ms_p99),
-            tbt_ms_p50: f(c.tbt_ms_p50),
-            tbt_ms_p90: f(c.tbt_ms_p90),
-            tbt_ms_p99: f(c.tbt_ms_p99),
-            chunk_gap_ms_p50: f(c.chunk_gap_ms_p50),
-            chunk_gap_ms_p99: f(c.chunk_gap_ms_p99),
-            avg_active: f(c.avg_active),
-            completed: keep(valid, c.completed),
-            output_tokens: keep(valid, c.output_tokens),
-            measured_s: f(c.measured_s),
-            requests: keep(valid, c.requests),
-        }
+    pub(super) fn of(c: &DecodeCell) -> Figures {
+        Figures(carried(main_figures(), c))
     }
+}
+
+impl Default for Figures {
+    /// A row without a decode cell (a prefill row, a cell not measured): every column empty.
+    fn default() -> Figures {
+        Figures(vec![None; main_figures().len()])
+    }
+}
+
+impl Serialize for Figures {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(&self.0)
+    }
+}
+
+/// The raw columns' header: each run's field names, the tables' figure names in their places.
+pub(super) fn raw_header() -> Vec<String> {
+    let prefill = PrefillRow::FIGURES.iter().map(|f| f.name.to_string());
+    let figures = main_figures().iter().map(|f| f.name.to_string());
+    let after = header::<(Notes, Intervals, Extras, Gpu, Server, Ranks, CapacityColumns)>();
+    header::<Keys>().into_iter().chain(prefill).chain(figures).chain(after).collect()
 }
 
 /// What else a decode cell says: how it was counted and measured, and its SLO verdict.

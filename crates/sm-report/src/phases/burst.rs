@@ -6,10 +6,11 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
+use sm_core::figures::Figures;
 use sm_core::phases::burst::{Burst, BurstPhase};
 use sm_core::record::{CellStatus, RunRecord};
 
-use crate::csv::table::{self, Ending, Guarded, Num, guarded, num};
+use crate::csv::table::{self, Ending, Guarded, Num, Table, guarded, num};
 use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, NONE, opt};
 use crate::telemetry::CsvColumns;
@@ -90,7 +91,7 @@ pub(super) fn html(record: &RunRecord) -> Markup {
         p class="caption" { "each cell: end-to-end p50 · time to the last completion · output tok/s over the burst" }
         div class="scroll" {
             table class="all" {
-                thead { tr { @for h in DETAIL_HEADER { th { (h) } } } }
+                thead { tr { @for h in detail_header() { th { (h) } } } }
                 tbody {
                     @for row in detail_rows(&g) {
                         tr { @for c in &row { td { (Text(c)) } } }
@@ -148,42 +149,26 @@ fn html_cell(cell: Option<&Burst>, where_: &str) -> Markup {
     }
 }
 
-const DETAIL_HEADER: [&str; 13] = [
-    "Context",
-    "C",
-    "Status",
-    "Completed",
-    "E2E p50",
-    "E2E p90",
-    "E2E max",
-    "Last completion",
-    "TTFT p50",
-    "TTFT p90",
-    "Output tokens",
-    "Tok/s",
-    "Send spread",
-];
+/// The detail table's headings: which cell it is, what became of it, then each figure of the
+/// burst's table that the page shows, in the table's order.
+fn detail_header() -> Vec<&'static str> {
+    let figures = Burst::FIGURES.iter().filter_map(|f| f.label);
+    ["Context", "C", "Status", "Completed"].into_iter().chain(figures).collect()
+}
 
 fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for (ri, (_, label)) in g.rows.iter().enumerate() {
         for (ci, cell) in g.cells[ri].iter().enumerate() {
             let Some(b) = cell else { continue };
-            rows.push(vec![
+            let keys = [
                 label.clone(),
                 g.cols[ci].to_string(),
                 status_text(b),
                 format!("{} of {}", format::count(b.completed), format::count(b.requests)),
-                opt(b.e2e_ms_p50, format::ms),
-                opt(b.e2e_ms_p90, format::ms),
-                opt(b.e2e_ms_max, format::ms),
-                opt(b.last_completion_ms, format::ms),
-                opt(b.ttft_ms_p50, format::ms),
-                opt(b.ttft_ms_p90, format::ms),
-                opt(b.output_tokens, format::count),
-                opt(b.total_tok_s, format::fixed1),
-                opt(b.send_spread_ms, format::ms),
-            ]);
+            ];
+            let shown = Burst::FIGURES.iter().filter(|f| f.label.is_some());
+            rows.push(keys.into_iter().chain(shown.map(|f| format::figure(f.unit, f.of(b)))).collect());
         }
     }
     rows
@@ -223,8 +208,9 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
         s.push('\n');
     }
     s.push('\n');
-    let _ = writeln!(s, "| {} |", DETAIL_HEADER.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
-    let _ = writeln!(s, "|---|{}", "---:|".repeat(DETAIL_HEADER.len() - 1));
+    let header = detail_header();
+    let _ = writeln!(s, "| {} |", header.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(header.len() - 1));
     for row in detail_rows(&g) {
         let _ = writeln!(s, "| {} |", row.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
     }
@@ -260,10 +246,10 @@ fn clip(line: &str, width: usize) -> String {
     }
 }
 
-/// A row of `burst.csv`: [`Burst`]'s fields, unformatted, one row per burst sent (every round),
-/// then the telemetry columns rate.csv has ([`CsvColumns`]).
+/// The columns of a row of `burst.csv` before the burst's figures: which burst it is, and what
+/// became of its requests.
 #[derive(Serialize, Default)]
-struct CsvRow<'a> {
+struct CsvKeys<'a> {
     context_tokens: Option<u64>,
     label: Guarded<&'a str>,
     concurrency: u32,
@@ -273,21 +259,12 @@ struct CsvRow<'a> {
     requests: u64,
     completed: u64,
     failed: u64,
-    scheduled_s: Option<Num>,
-    e2e_ms_p50: Option<Num>,
-    e2e_ms_p90: Option<Num>,
-    e2e_ms_max: Option<Num>,
-    last_completion_ms: Option<Num>,
-    ttft_ms_p50: Option<Num>,
-    ttft_ms_p90: Option<Num>,
-    ttft_ms_max: Option<Num>,
-    output_tokens: Option<u64>,
-    total_tok_s: Option<Num>,
-    send_spread_ms: Option<Num>,
 }
 
-fn csv_row(b: &Burst) -> CsvRow<'_> {
-    CsvRow {
+/// A row of `burst.csv`: the burst's keys, unformatted, then its figure table in order, then the
+/// telemetry columns rate.csv has ([`CsvColumns`]).
+fn csv_row(b: &Burst) -> (CsvKeys<'_>, Vec<Option<Num>>, CsvColumns) {
+    let keys = CsvKeys {
         context_tokens: b.context,
         label: Guarded(&b.label),
         concurrency: b.concurrency,
@@ -297,23 +274,21 @@ fn csv_row(b: &Burst) -> CsvRow<'_> {
         requests: b.requests,
         completed: b.completed,
         failed: b.failed,
-        scheduled_s: num(b.scheduled_s),
-        e2e_ms_p50: num(b.e2e_ms_p50),
-        e2e_ms_p90: num(b.e2e_ms_p90),
-        e2e_ms_max: num(b.e2e_ms_max),
-        last_completion_ms: num(b.last_completion_ms),
-        ttft_ms_p50: num(b.ttft_ms_p50),
-        ttft_ms_p90: num(b.ttft_ms_p90),
-        ttft_ms_max: num(b.ttft_ms_max),
-        output_tokens: b.output_tokens,
-        total_tok_s: num(b.total_tok_s),
-        send_spread_ms: num(b.send_spread_ms),
-    }
+    };
+    let figures = Burst::FIGURES.iter().map(|f| num(f.of(b))).collect();
+    (keys, figures, CsvColumns::of(&b.telemetry))
+}
+
+/// The header of `burst.csv`: the keys, each figure's name, the telemetry's columns.
+fn csv_header() -> Vec<String> {
+    let figures = Burst::FIGURES.iter().map(|f| f.name.to_string());
+    table::header::<CsvKeys>().into_iter().chain(figures).chain(table::header::<CsvColumns>()).collect()
 }
 
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.burst.as_ref()?;
-    let rows = phase.bursts.iter().map(|b| (csv_row(b), CsvColumns::of(&b.telemetry)));
-    Some(table::file(rows, Ending::Lf))
+    let mut file = Table::new(csv_header(), Ending::Lf);
+    phase.bursts.iter().for_each(|b| file.row(csv_row(b)));
+    Some(file.finish())
 }

@@ -6,11 +6,12 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
+use sm_core::figures::Figures;
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
 use sm_core::plan::shown_context;
 use sm_core::record::{PlanKind, RunRecord};
 
-use crate::csv::table::{self, Ending, Guarded, Num, guarded, num};
+use crate::csv::table::{self, Ending, Guarded, Num, Table, guarded, num};
 use crate::escape::{Text, markdown_cell};
 use crate::format::{self, opt};
 use crate::telemetry::CsvColumns;
@@ -241,56 +242,70 @@ fn clip(line: &str, width: usize) -> String {
     }
 }
 
-/// A probe's row of mixed_prefill.csv, with its level's columns (the idle TTFT, the level's
-/// telemetry as rate.csv's, [`CsvColumns`]).
+/// Which probe a row of mixed_prefill.csv is.
 #[derive(Serialize, Default)]
-struct CsvRow<'a> {
+struct CsvKeys {
     prompt_context: u64,
     background: u32,
     background_context: u64,
     probe: usize,
-    sent_s: Num,
-    ttft_ms: Option<Num>,
-    idle_ttft_ms: Option<Num>,
-    slowdown: Option<Num>,
-    before_tok_s: Option<Num>,
-    during_tok_s: Option<Num>,
-    after_tok_s: Option<Num>,
-    longest_stall_ms: Option<Num>,
-    prompt_tokens: Option<u64>,
-    cached_tokens: Option<u64>,
+}
+
+/// The columns after a probe's figures: whether its level was steady, the level's window, the
+/// probe's error.
+#[derive(Serialize, Default)]
+struct CsvTail<'a> {
     steady: bool,
     window_s: Num,
     error: Guarded<&'a str>,
 }
 
-/// The row of `l`'s `i`-th probe `p`.
+/// The level's idle TTFT, in the column after the probe's TTFT it divides (where the file has
+/// always had it).
+const IDLE: (&str, &str) = ("ttft_ms", "idle_ttft_ms");
+
+/// A probe's figure table in order, its level's idle TTFT after its own: `(name, value)`, the
+/// values of `row`'s level and probe (none for the header).
+fn csv_figures(row: Option<(&MixedLevel, &MixedProbe)>) -> Vec<(&'static str, Option<Num>)> {
+    let idle = MixedLevel::figure(IDLE.1).expect("the mixed level's table has the idle TTFT");
+    let mut columns = Vec::new();
+    for f in MixedProbe::FIGURES {
+        columns.push((f.name, num(row.and_then(|(_, p)| f.of(p)))));
+        if f.name == IDLE.0 {
+            columns.push((idle.name, num(row.and_then(|(l, _)| idle.of(l)))));
+        }
+    }
+    columns
+}
+
+type CsvRow<'a> = (CsvKeys, Vec<Option<Num>>, CsvTail<'a>, CsvColumns);
+
+/// The row of `l`'s `i`-th probe `p`, with its level's columns (the idle TTFT, the window, the
+/// level's telemetry as rate.csv's, [`CsvColumns`]).
 fn csv_row<'a>(l: &MixedLevel, i: usize, p: &'a MixedProbe) -> CsvRow<'a> {
-    CsvRow {
+    let keys = CsvKeys {
         prompt_context: l.prompt_context,
         background: l.background,
         background_context: l.background_context,
         probe: i + 1,
-        sent_s: Num(p.sent_s),
-        ttft_ms: num(p.ttft_ms),
-        idle_ttft_ms: num(l.idle.as_ref().map(|i| i.ttft_ms)),
-        slowdown: num(p.slowdown),
-        before_tok_s: num(p.before_tok_s),
-        during_tok_s: num(p.during_tok_s),
-        after_tok_s: num(p.after_tok_s),
-        longest_stall_ms: num(p.longest_stall_ms),
-        prompt_tokens: p.prompt_tokens,
-        cached_tokens: p.cached_tokens,
-        steady: p.steady,
-        window_s: Num(l.window_s),
-        error: guarded(&p.error),
-    }
+    };
+    let figures = csv_figures(Some((l, p))).into_iter().map(|(_, v)| v).collect();
+    let tail = CsvTail { steady: p.steady, window_s: Num(l.window_s), error: guarded(&p.error) };
+    (keys, figures, tail, CsvColumns::of(&l.telemetry))
+}
+
+/// mixed_prefill.csv's header: the keys, the figures, the tail, the telemetry's columns.
+fn csv_header() -> Vec<String> {
+    let figures = csv_figures(None).into_iter().map(|(name, _)| name.to_string());
+    let header = table::header::<CsvKeys>().into_iter().chain(figures).chain(table::header::<CsvTail>());
+    header.chain(table::header::<CsvColumns>()).collect()
 }
 
 /// The phase's CSV file, one row per probe; `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let section = record.phases.mixed_prefill.as_ref()?;
     let probes = section.levels.iter().flat_map(|l| l.probes.iter().enumerate().map(move |(i, p)| (l, i, p)));
-    let rows = probes.map(|(l, i, p)| (csv_row(l, i, p), CsvColumns::of(&l.telemetry)));
-    Some(table::file(rows, Ending::Lf))
+    let mut file = Table::new(csv_header(), Ending::Lf);
+    probes.for_each(|(l, i, p)| file.row(csv_row(l, i, p)));
+    Some(file.finish())
 }

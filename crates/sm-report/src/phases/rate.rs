@@ -6,10 +6,11 @@ use std::fmt::Write as _;
 
 use maud::{Markup, html};
 use serde::Serialize;
+use sm_core::figures::Figures;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
 use sm_core::record::RunRecord;
 
-use crate::csv::table::{self, Ending, Guarded, Num, finite, guarded};
+use crate::csv::table::{self, Ending, Guarded, Num, Table, finite, guarded};
 use crate::escape::{Text, markdown_cell};
 use crate::svg::{Chart, Series};
 use crate::telemetry::CsvColumns;
@@ -229,9 +230,10 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     }
 }
 
-/// A level's row of rate.csv, then the span's telemetry ([`CsvColumns`]).
+/// The columns of a level's row of rate.csv before its figures: which level, what became of it,
+/// what became of its requests.
 #[derive(Serialize, Default)]
-struct CsvRow<'a> {
+struct CsvKeys<'a> {
     context: u64,
     label: Guarded<&'a str>,
     rate_rps: String,
@@ -244,45 +246,51 @@ struct CsvRow<'a> {
     cancelled: u64,
     unsent: u64,
     late: u64,
-    span_s: Option<Num>,
-    achieved_rps: Option<Num>,
-    output_tok_s: Option<Num>,
-    input_tok_s: Option<Num>,
-    ttft_ms_p50: Option<Num>,
-    ttft_ms_p90: Option<Num>,
-    ttft_ms_p99: Option<Num>,
-    tbt_ms_p50: Option<Num>,
-    tbt_ms_p90: Option<Num>,
-    tbt_ms_p99: Option<Num>,
-    e2e_ms_p50: Option<Num>,
-    e2e_ms_p90: Option<Num>,
-    e2e_ms_p99: Option<Num>,
-    send_lag_ms_p50: Option<Num>,
-    send_lag_ms_p99: Option<Num>,
-    send_lag_ms_max: Option<Num>,
-    in_flight_mean: Option<Num>,
-    in_flight_max: Option<u64>,
-    goodput_pct: Option<Num>,
-    goodput_rps: Option<Num>,
-    saturated: bool,
-    backlog_pct: Option<Num>,
-    saturation: &'static str,
-    drain_s: Option<Num>,
-    note: Guarded<String>,
 }
 
-/// p50, p90 and p99 of a level's figure; empty where it has none.
-fn percentiles(p: Option<sm_core::phases::rate::Percentiles>) -> [Option<Num>; 3] {
-    [finite(p.map(|q| q.p50)), finite(p.map(|q| q.p90)), finite(p.map(|q| q.p99))]
+/// A column among a level's figures: a figure of its table, or a verdict.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Column {
+    Figure(Option<Num>),
+    Saturated(bool),
+    Saturation(&'static str),
 }
 
+/// The verdicts, each in the column after the figure it rests on, where rate.csv has always had
+/// them: `saturated` after the goodput, `saturation` after the backlog.
+const VERDICTS: [(&str, &str); 2] = [("goodput_rps", "saturated"), ("backlog_pct", "saturation")];
+
+fn verdict(l: &RateLevel, name: &str) -> Column {
+    match name {
+        "saturated" => Column::Saturated(l.saturated),
+        _ => Column::Saturation(l.verdict().map_or("", |v| match v {
+            Saturation::KeptUp => "kept_up",
+            Saturation::Saturated => "saturated",
+            Saturation::Unknown => "unknown",
+        })),
+    }
+}
+
+/// The level's figure table in order, a verdict after the figure it rests on: `(name, column)`.
+fn csv_columns(l: &RateLevel) -> Vec<(&'static str, Column)> {
+    let mut columns = Vec::new();
+    for f in RateLevel::FIGURES {
+        columns.push((f.name, Column::Figure(finite(f.of(l)))));
+        if let Some((_, v)) = VERDICTS.iter().find(|(after, _)| *after == f.name) {
+            columns.push((v, verdict(l, v)));
+        }
+    }
+    columns
+}
+
+type CsvRow<'a> = (CsvKeys<'a>, Vec<Column>, Guarded<String>, CsvColumns);
+
+/// A level's row of rate.csv: its keys, its figures and verdicts, its note, then the span's
+/// telemetry ([`CsvColumns`]).
 fn csv_row(l: &RateLevel) -> CsvRow<'_> {
     let c = &l.counts;
-    let [ttft_ms_p50, ttft_ms_p90, ttft_ms_p99] = percentiles(l.ttft_ms);
-    let [tbt_ms_p50, tbt_ms_p90, tbt_ms_p99] = percentiles(l.tbt_ms);
-    let [e2e_ms_p50, e2e_ms_p90, e2e_ms_p99] = percentiles(l.e2e_ms);
-    let lag = l.send_lag_ms;
-    CsvRow {
+    let keys = CsvKeys {
         context: l.context,
         label: Guarded(&l.label),
         rate_rps: l.rate.to_string(),
@@ -299,43 +307,28 @@ fn csv_row(l: &RateLevel) -> CsvRow<'_> {
         cancelled: c.cancelled,
         unsent: c.unsent,
         late: c.late,
-        span_s: finite(l.span_s),
-        achieved_rps: finite(l.achieved_rps),
-        output_tok_s: finite(l.output_tok_s),
-        input_tok_s: finite(l.input_tok_s),
-        ttft_ms_p50,
-        ttft_ms_p90,
-        ttft_ms_p99,
-        tbt_ms_p50,
-        tbt_ms_p90,
-        tbt_ms_p99,
-        e2e_ms_p50,
-        e2e_ms_p90,
-        e2e_ms_p99,
-        send_lag_ms_p50: finite(lag.map(|g| g.p50)),
-        send_lag_ms_p99: finite(lag.map(|g| g.p99)),
-        send_lag_ms_max: finite(lag.map(|g| g.max)),
-        in_flight_mean: finite(l.in_flight_mean),
-        in_flight_max: l.in_flight_max,
-        goodput_pct: finite(l.goodput_pct),
-        goodput_rps: finite(l.goodput_rps),
-        saturated: l.saturated,
-        backlog_pct: finite(l.backlog_pct),
-        saturation: l.verdict().map_or("", |v| match v {
-            Saturation::KeptUp => "kept_up",
-            Saturation::Saturated => "saturated",
-            Saturation::Unknown => "unknown",
-        }),
-        drain_s: finite(l.drain_s),
-        note: Guarded(l.note().to_string()),
-    }
+    };
+    let columns = csv_columns(l).into_iter().map(|(_, c)| c).collect();
+    (keys, columns, Guarded(l.note().to_string()), CsvColumns::of(&l.telemetry))
+}
+
+/// rate.csv's header: the keys, the figures and verdicts, the note, the telemetry's columns.
+fn csv_header() -> Vec<String> {
+    let level =
+        RateLevel::unmeasured(0, String::new(), RequestRate::PerSecond(1.0), LevelStatus::Skipped, String::new());
+    let columns = csv_columns(&level).into_iter().map(|(name, _)| name.to_string());
+    let mut header: Vec<String> = table::header::<CsvKeys>().into_iter().chain(columns).collect();
+    header.push("note".into());
+    header.extend(table::header::<CsvColumns>());
+    header
 }
 
 /// The phase's CSV file, `None` when the phase did not run.
 pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let phase = record.phases.rate.as_ref()?;
-    let rows = phase.levels.iter().map(|l| (csv_row(l), CsvColumns::of(&l.telemetry)));
-    Some(table::file(rows, Ending::Lf))
+    let mut file = Table::new(csv_header(), Ending::Lf);
+    phase.levels.iter().for_each(|l| file.row(csv_row(l)));
+    Some(file.finish())
 }
 
 #[cfg(test)]

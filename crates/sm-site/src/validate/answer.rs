@@ -9,14 +9,11 @@ use sm_core::answer::{BoundedBy, capacities};
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
 use sm_core::slo::{BoundName, Figure};
 
+use super::sections::{self, MAX_USD};
 use super::{MAX_MS, MAX_TOK_S, Refusal, figure};
 
 /// Bounds of one SLO (a figure at a percentile each: `tok_s_p10`, `ttft_p90`, …).
 pub const MAX_SLO_BOUNDS: usize = 16;
-/// The largest price taken: USD per hour for the server, or per million tokens.
-const MAX_USD: f64 = 1e9;
-/// The largest context taken, in tokens: far above any model's.
-pub const MAX_CONTEXT_TOKENS: f64 = 1e12;
 
 /// The largest figure a bound on `figure` takes: tok/s for a speed, ms for a time.
 fn bound_limit(figure: Option<Figure>) -> f64 {
@@ -42,16 +39,11 @@ pub fn settings(record: &RunRecord) -> Result<(), Refusal> {
     figure("settings", "cost_per_hour_usd", s.cost_per_hour_usd, MAX_USD)
 }
 
-/// A decode cell's judgement, goodput and cost: only a valid cell carries them.
+/// A decode cell's judgement: only a valid cell carries it (its goodput and cost are in the
+/// cell's figure table, checked with the rest).
 pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
     let status = c.status();
-    let carried = [
-        ("slo_met", c.slo_met.is_some()),
-        ("slo_bounds", !c.slo_bounds.is_empty()),
-        ("goodput_pct", c.goodput_pct.is_some()),
-        ("goodput_tok_s", c.goodput_tok_s.is_some()),
-        ("usd_per_million_tokens", c.usd_per_million_tokens.is_some()),
-    ];
+    let carried = [("slo_met", c.slo_met.is_some()), ("slo_bounds", !c.slo_bounds.is_empty())];
     if let Some((field, _)) = carried.iter().find(|(_, has)| *has).filter(|_| status != CellStatus::Valid) {
         return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field });
     }
@@ -61,9 +53,6 @@ pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
             why: "usd_per_million_tokens without settings.cost_per_hour_usd".into(),
         });
     }
-    figure(at, "goodput_pct", c.goodput_pct, 100.0)?;
-    figure(at, "goodput_tok_s", c.goodput_tok_s, MAX_TOK_S)?;
-    figure(at, "usd_per_million_tokens", c.usd_per_million_tokens, MAX_USD)?;
     if c.slo_bounds.len() > MAX_SLO_BOUNDS {
         let found = c.slo_bounds.len();
         return Err(Refusal::TooMany {
@@ -117,8 +106,7 @@ pub fn capacity(record: &RunRecord) -> Result<(), Refusal> {
         if !priced && (a.usd_per_user_hour.is_some() || a.usd_per_million_tokens.is_some()) {
             return wrong("a cost without settings.cost_per_hour_usd".into());
         }
-        figure(&at, "usd_per_user_hour", a.usd_per_user_hour, MAX_USD)?;
-        figure(&at, "usd_per_million_tokens", a.usd_per_million_tokens, MAX_USD)?;
+        sections::check(&at, a)?;
     }
     judgements_follow(record)?;
     follows_from_the_cells(record)

@@ -5,7 +5,8 @@
 use sm_core::phases::rate::LevelStatus;
 use sm_core::record::{CellStatus, RunRecord};
 
-use super::{Refusal, at_most, figure};
+use super::{MAX_S, Refusal, at_most, bound, figure, sections};
+use sm_core::figures::Unit;
 
 mod burst;
 mod mixed;
@@ -33,11 +34,6 @@ pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
 const MAX_RATE_LEVELS: usize = 256;
 /// The most rates one sweep may list.
 const MAX_RATES: usize = 32;
-/// Bounds of the rate phase's figures: requests/s, tokens/s, ms, requests in flight.
-const MAX_RPS: f64 = 1e7;
-const MAX_TOK_S: f64 = 1e9;
-const MAX_MS: f64 = 1e9;
-const MAX_IN_FLIGHT: f64 = 1e7;
 
 fn rate_limits(record: &RunRecord) -> Result<(), Refusal> {
     let Some(phase) = &record.phases.rate else { return Ok(()) };
@@ -48,30 +44,13 @@ fn rate_limits(record: &RunRecord) -> Result<(), Refusal> {
 fn rate_figures(record: &RunRecord) -> Result<(), Refusal> {
     let Some(phase) = &record.phases.rate else { return Ok(()) };
     for r in &phase.settings.rates {
-        figure("phases.rate.settings", "rates", r.per_second(), MAX_RPS)?;
+        figure("phases.rate.settings", "rates", r.per_second(), bound(Unit::ReqPerS))?;
     }
-    figure("phases.rate.settings", "drain_max_s", Some(phase.settings.drain_max_s), MAX_MS)?;
-    figure("phases.rate.settings", "grace_s", phase.settings.grace_s, MAX_MS)?;
+    figure("phases.rate.settings", "drain_max_s", Some(phase.settings.drain_max_s), MAX_S)?;
+    figure("phases.rate.settings", "grace_s", phase.settings.grace_s, MAX_S)?;
     for l in &phase.levels {
         let at = format!("phases.rate level {} req/s at {}", l.rate, l.label);
-        figure(&at, "span_s", l.span_s, MAX_MS)?;
-        figure(&at, "achieved_rps", l.achieved_rps, MAX_RPS)?;
-        figure(&at, "goodput_rps", l.goodput_rps, MAX_RPS)?;
-        figure(&at, "output_tok_s", l.output_tok_s, MAX_TOK_S)?;
-        figure(&at, "input_tok_s", l.input_tok_s, MAX_TOK_S)?;
-        figure(&at, "goodput_pct", l.goodput_pct, 100.0)?;
-        figure(&at, "backlog_pct", l.backlog_pct, 100.0)?;
-        figure(&at, "drain_s", l.drain_s, MAX_MS)?;
-        figure(&at, "in_flight_mean", l.in_flight_mean, MAX_IN_FLIGHT)?;
-        figure(&at, "in_flight_max", l.in_flight_max.map(|m| m as f64), MAX_IN_FLIGHT)?;
-        for (field, q) in [("ttft_ms", l.ttft_ms), ("tbt_ms", l.tbt_ms), ("e2e_ms", l.e2e_ms)] {
-            for v in q.map(|q| [q.p50, q.p90, q.p99]).unwrap_or_default() {
-                figure(&at, field, Some(v), MAX_MS)?;
-            }
-        }
-        for v in l.send_lag_ms.map(|g| [g.p50, g.p99, g.max]).unwrap_or_default() {
-            figure(&at, "send_lag_ms", Some(v), MAX_MS)?;
-        }
+        sections::check(&at, l)?;
         // telemetry as a decode cell's (methodology §14): only a measured level carries it
         let status = if l.status == LevelStatus::Measured { CellStatus::Valid } else { CellStatus::Error };
         let tokens = l.output_tok_s.zip(l.span_s).map(|(r, s)| (r * s).round() as u64);
@@ -130,7 +109,7 @@ mod tests {
         assert!(matches!(err, Refusal::TooMany { name: "MAX_RATE_LEVELS", .. }), "{err}");
         let mut nan = good();
         nan.ttft_ms = Some(Percentiles { p50: f64::NAN, p90: 1.0, p99: 1.0 });
-        assert!(matches!(figures(&with_level(nan, 1)), Err(Refusal::BadFigure { field: "ttft_ms", .. })));
+        assert!(matches!(figures(&with_level(nan, 1)), Err(Refusal::BadFigure { field: "ttft_ms_p50", .. })));
         let mut over = good();
         over.goodput_pct = Some(150.0);
         assert!(matches!(figures(&with_level(over, 1)), Err(Refusal::BadFigure { field: "goodput_pct", .. })));

@@ -1,21 +1,10 @@
 //! The memory-bandwidth roofline's fields (methodology §14.4), checked like the rest: the bound
-//! and the fraction finite and non-negative, carried only by a valid cell, and the model shape
-//! in the settings made of finite, non-negative numbers with a positive size of weight.
+//! and the fraction are in the decode cell's figure table (finite, in range, only a valid cell
+//! carries them), and the model shape in the settings made of finite, non-negative numbers with a positive size of weight.
 
-use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+use sm_core::record::RunRecord;
 
 use super::{Refusal, figure};
-
-pub(super) fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
-    let status = c.status();
-    for (field, value) in [("roofline_tok_s", c.roofline_tok_s), ("roofline_fraction", c.roofline_fraction)] {
-        if status != CellStatus::Valid && value.is_some() {
-            return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field });
-        }
-        figure(at, field, value, f64::MAX)?;
-    }
-    Ok(())
-}
 
 pub(super) fn settings(record: &RunRecord) -> Result<(), Refusal> {
     let Some(s) = &record.settings.model_shape else { return Ok(()) };

@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use sm_core::phases::burst::BurstPhase;
-use sm_core::record::{CellStatus, RunRecord};
+use sm_core::record::RunRecord;
 
-use super::super::{MAX_CONCURRENCY_LEVELS, MAX_CONTEXTS, MAX_MS, MAX_S, MAX_TOK_S, Refusal, at_most, figure};
+use super::super::{MAX_CONCURRENCY_LEVELS, MAX_CONTEXT_TOKENS, MAX_CONTEXTS, Refusal, at_most, figure, sections};
 
 /// Rounds of each burst (`--burst-rounds` accepts 1 to 10).
 pub(super) const MAX_BURST_ROUNDS: usize = 10;
@@ -42,28 +42,9 @@ fn burst_figures(p: &BurstPhase) -> Result<(), Refusal> {
             let why = format!("{} completed and {} failed of {} requests", b.completed, b.failed, b.requests);
             return Err(Refusal::Incoherent { at, why });
         }
-        let count = |n: Option<u64>| n.map(|n| n as f64);
-        let checked = [
-            ("e2e_ms_p50", b.e2e_ms_p50, MAX_MS),
-            ("e2e_ms_p90", b.e2e_ms_p90, MAX_MS),
-            ("e2e_ms_max", b.e2e_ms_max, MAX_MS),
-            ("last_completion_ms", b.last_completion_ms, MAX_MS),
-            ("ttft_ms_p50", b.ttft_ms_p50, MAX_MS),
-            ("ttft_ms_p90", b.ttft_ms_p90, MAX_MS),
-            ("ttft_ms_max", b.ttft_ms_max, MAX_MS),
-            ("total_tok_s", b.total_tok_s, MAX_TOK_S),
-            ("send_spread_ms", b.send_spread_ms, MAX_MS),
-            ("output_tokens", count(b.output_tokens), f64::MAX),
-            ("scheduled_s", b.scheduled_s, MAX_S),
-        ];
-        for (field, value, max) in checked {
-            // a burst that was not sent has nothing to show
-            if b.status == CellStatus::OverCapacity && value.is_some() {
-                return Err(Refusal::FigureOfInvalid { at, status: CellStatus::OverCapacity.name(), field });
-            }
-            figure(&at, field, value, max)?;
-        }
-        figure(&at, "context", b.context.map(|c| c as f64), super::super::answer::MAX_CONTEXT_TOKENS)?;
+        // a burst that was not sent has nothing to show
+        sections::check(&at, b)?;
+        figure(&at, "context", b.context.map(|c| c as f64), MAX_CONTEXT_TOKENS)?;
         // telemetry as a decode cell's (methodology §14): only a valid burst carries it
         super::super::gpu::check(&at, b.status, b.telemetry.gpu.as_ref(), b.output_tokens)?;
         super::super::server_metrics::check(&at, b.status, b.telemetry.server_metrics.as_ref())?;
@@ -74,6 +55,7 @@ fn burst_figures(p: &BurstPhase) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use sm_core::phases::burst::Burst;
+    use sm_core::record::CellStatus;
 
     use super::*;
 

@@ -4,10 +4,8 @@
 use sm_core::phases::mixed::{MAX_LEVELS, MAX_PROBES, MAX_TIMELINE_BINS, MixedLevel, MixedProbe};
 use sm_core::record::{CellStatus, RunRecord};
 
-use super::super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
+use super::super::{MAX_MS, MAX_S, Refusal, sections};
 
-/// The largest slowdown taken: a loaded TTFT a million times the idle one is a typo.
-const MAX_SLOWDOWN: f64 = 1e6;
 /// The largest bin count of a timeline (tokens in 100 ms or more).
 const MAX_BIN_TOKENS: u64 = 1 << 40;
 
@@ -45,10 +43,7 @@ pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
                 why: "a level needs a prompt and at least one background stream".into(),
             });
         }
-        figure(&at, "window_s", Some(l.window_s), MAX_S)?;
-        figure(&at, "idle.ttft_ms", l.idle.as_ref().map(|i| i.ttft_ms), MAX_MS)?;
-        figure(&at, "ttft_ms_median", l.ttft_ms_median, MAX_MS)?;
-        figure(&at, "slowdown", l.slowdown, MAX_SLOWDOWN)?;
+        sections::check(&at, l)?;
         // telemetry as a decode cell's (methodology §14), without J/token: only a level without an error
         let status = if l.error.is_none() { CellStatus::Valid } else { CellStatus::Error };
         super::super::gpu::check(&at, status, l.telemetry.gpu.as_ref(), None)?;
@@ -61,13 +56,7 @@ pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
 }
 
 fn probe(at: &str, p: &MixedProbe) -> Result<(), Refusal> {
-    figure(at, "sent_s", Some(p.sent_s), MAX_S)?;
-    figure(at, "ttft_ms", p.ttft_ms, MAX_MS)?;
-    figure(at, "slowdown", p.slowdown, MAX_SLOWDOWN)?;
-    figure(at, "before_tok_s", p.before_tok_s, MAX_TOK_S)?;
-    figure(at, "during_tok_s", p.during_tok_s, MAX_TOK_S)?;
-    figure(at, "after_tok_s", p.after_tok_s, MAX_TOK_S)?;
-    figure(at, "longest_stall_ms", p.longest_stall_ms, MAX_MS)?;
+    sections::check(at, p)?;
     if p.error.is_some() && p.ttft_ms.is_some() {
         return Err(Refusal::Incoherent { at: at.into(), why: "a failed probe carries a TTFT".into() });
     }

@@ -4,8 +4,7 @@
 use sm_core::phases::sessions::{self as sess, SessionTurn, SessionsPhase};
 use sm_core::record::{CellStatus, RunRecord};
 
-use super::super::answer::MAX_CONTEXT_TOKENS;
-use super::super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, at_most, figure};
+use super::super::{MAX_CONTEXT_TOKENS, MAX_S, Refusal, at_most, figure, sections};
 
 pub(super) fn limits(record: &RunRecord) -> Result<(), Refusal> {
     record.phases.sessions.as_ref().map_or(Ok(()), sessions_limits)
@@ -53,17 +52,7 @@ fn sessions_figures(p: &SessionsPhase) -> Result<(), Refusal> {
         }
     }
     for t in &p.by_turn {
-        let at = format!("phases.sessions.by_turn[turn {}]", t.turn);
-        for (field, v, max) in [
-            ("ttft_ms_p50", t.ttft_ms_p50, MAX_MS),
-            ("ttft_ms_p90", t.ttft_ms_p90, MAX_MS),
-            ("prompt_tokens_mean", t.prompt_tokens_mean, MAX_CONTEXT_TOKENS),
-            ("cached_tokens_mean", t.cached_tokens_mean, MAX_CONTEXT_TOKENS),
-            ("cache_hit_pct", t.cache_hit_pct, 100.0),
-            ("output_tok_s", t.output_tok_s, MAX_TOK_S),
-        ] {
-            figure(&at, field, v, max)?;
-        }
+        sections::check(&format!("phases.sessions.by_turn[turn {}]", t.turn), t)?;
     }
     // telemetry as a decode cell's (methodology §14): only a phase with a summary carries it
     let status = if p.summary.is_some() { CellStatus::Valid } else { CellStatus::Error };
@@ -71,43 +60,13 @@ fn sessions_figures(p: &SessionsPhase) -> Result<(), Refusal> {
     super::super::gpu::check("phases.sessions", status, p.telemetry.gpu.as_ref(), tokens)?;
     super::super::server_metrics::check("phases.sessions", status, p.telemetry.server_metrics.as_ref())?;
     let Some(m) = &p.summary else { return Ok(()) };
-    let at = "phases.sessions.summary";
-    for (field, v, max) in [
-        ("span_s", Some(m.span_s), MAX_S),
-        ("output_tok_s", m.output_tok_s, MAX_TOK_S),
-        ("ttft_ms_p50", m.ttft_ms_p50, MAX_MS),
-        ("ttft_ms_p90", m.ttft_ms_p90, MAX_MS),
-        ("ttft_ms_p99", m.ttft_ms_p99, MAX_MS),
-        ("latency_ms_p50", m.latency_ms_p50, MAX_MS),
-        ("latency_ms_p90", m.latency_ms_p90, MAX_MS),
-        ("latency_ms_p99", m.latency_ms_p99, MAX_MS),
-        ("cache_hit_pct", m.cache_hit_pct, 100.0),
-        ("send_lag_ms_max", m.send_lag_ms_max, MAX_MS),
-    ] {
-        figure(at, field, v, max)?;
-    }
-    Ok(())
+    sections::check("phases.sessions.summary", m)
 }
 
 /// A turn's times are seconds on the run's clock and its tokens counts; the server's cached
 /// count cannot pass its prompt count.
 fn turn(at: &str, t: &SessionTurn) -> Result<(), Refusal> {
-    for (field, v) in [
-        ("scheduled_s", Some(t.scheduled_s)),
-        ("sent_s", t.sent_s),
-        ("first_token_s", t.first_token_s),
-        ("last_token_s", t.last_token_s),
-        ("ended_s", t.ended_s),
-    ] {
-        figure(at, field, v, MAX_S)?;
-    }
-    for (field, v) in [
-        ("prompt_tokens", t.prompt_tokens),
-        ("cached_tokens", t.cached_tokens),
-        ("output_tokens", Some(t.output_tokens)),
-    ] {
-        figure(at, field, tokens(v), MAX_CONTEXT_TOKENS)?;
-    }
+    sections::check(at, t)?;
     if let (Some(c), Some(p)) = (t.cached_tokens, t.prompt_tokens)
         && c > p
     {

@@ -1,0 +1,300 @@
+//! The figure table of each record section. A figure's entry sits here, its field in the record
+//! type, its pure function where the runner measures it, its paragraph in docs/methodology.md.
+//! Each table is in the order its CSV file writes the figures (where the file has them).
+
+use super::{Carried, Figure, Figures, Unit, count};
+use crate::capacity_answer::Capacity;
+use crate::phases::burst::Burst;
+use crate::phases::mixed::{MixedLevel, MixedProbe};
+use crate::phases::rate::RateLevel;
+use crate::phases::sessions::{SessionTurn, SessionsSummary, TurnFigures};
+use crate::record::{CellStatus, DecodeCell, PrefillRow};
+
+/// A column heading, or none: the figure is not in the page's table.
+macro_rules! label {
+    () => {
+        None
+    };
+    ($label:literal) => {
+        Some($label)
+    };
+}
+
+/// A figure read straight from the section's field of the same name (an `Option<f64>`), with
+/// the page's heading of its column if the page shows it.
+macro_rules! field {
+    ($name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| s.$name,
+        }
+    };
+}
+
+/// A count read from the section's `Option<u64>` field of the same name.
+macro_rules! counted {
+    ($name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| count(s.$name),
+        }
+    };
+}
+
+impl Figures for DecodeCell {
+    const FIGURES: &'static [Figure<Self>] = &[
+        field!(total_tok_s, TokPerS, WhenValid),
+        field!(per_request_tok_s, TokPerS, WhenValid),
+        field!(ttft_ms_p50, Ms, WhenValid),
+        field!(ttft_ms_p90, Ms, WhenValid),
+        field!(ttft_ms_p99, Ms, WhenValid),
+        field!(tbt_ms_p50, Ms, WhenValid),
+        field!(tbt_ms_p90, Ms, WhenValid),
+        field!(tbt_ms_p99, Ms, WhenValid),
+        field!(chunk_gap_ms_p50, Ms, WhenValid),
+        field!(chunk_gap_ms_p99, Ms, WhenValid),
+        field!(avg_active, Streams, WhenValid),
+        counted!(completed, Count, WhenValid),
+        counted!(output_tokens, Count, WhenValid),
+        field!(measured_s, Seconds, WhenValid),
+        counted!(requests, Count, WhenValid),
+        field!(goodput_pct, Percent, WhenValid),
+        field!(goodput_tok_s, TokPerS, WhenValid),
+        field!(usd_per_million_tokens, Usd, WhenValid),
+        field!(roofline_tok_s, TokPerS, WhenValid),
+        field!(roofline_fraction, Ratio, WhenValid),
+        // client health and the cache: measured on any cell, and what explains a failed one
+        field!(client_lag_ms_p99, Ms, Always),
+        field!(client_cpu_pct, CorePercent, Always),
+        field!(prompt_cache_hit_pct, Percent, Always),
+        counted!(client_retries, Count, Always),
+    ];
+
+    fn status(&self) -> CellStatus {
+        DecodeCell::status(self)
+    }
+}
+
+impl Figures for PrefillRow {
+    const FIGURES: &'static [Figure<Self>] = &[
+        // what the server reported of the prompt: known even when its answer failed
+        counted!(prompt_tokens, Tokens, Always),
+        field!(prompt_tok_s, TokPerS, WhenValid),
+        field!(ttft_ms, Ms, WhenValid),
+        counted!(cached_tokens, Tokens, Always),
+    ];
+
+    fn status(&self) -> CellStatus {
+        self.status
+    }
+}
+
+/// A percentile of one of a rate level's latency distributions.
+macro_rules! quantile {
+    ($name:literal, $field:ident . $q:ident) => {
+        Figure { name: $name, label: None, unit: Unit::Ms, carried: Carried::Always, value: |l| l.$field.map(|p| p.$q) }
+    };
+}
+
+/// A rate level's figures: a level that did not run has none to carry, so each is `Always`
+/// (its status is not a cell's).
+impl Figures for RateLevel {
+    const FIGURES: &'static [Figure<Self>] = &[
+        field!(span_s, Seconds, Always),
+        field!(achieved_rps, ReqPerS, Always),
+        field!(output_tok_s, TokPerS, Always),
+        field!(input_tok_s, TokPerS, Always),
+        quantile!("ttft_ms_p50", ttft_ms.p50),
+        quantile!("ttft_ms_p90", ttft_ms.p90),
+        quantile!("ttft_ms_p99", ttft_ms.p99),
+        quantile!("tbt_ms_p50", tbt_ms.p50),
+        quantile!("tbt_ms_p90", tbt_ms.p90),
+        quantile!("tbt_ms_p99", tbt_ms.p99),
+        quantile!("e2e_ms_p50", e2e_ms.p50),
+        quantile!("e2e_ms_p90", e2e_ms.p90),
+        quantile!("e2e_ms_p99", e2e_ms.p99),
+        quantile!("send_lag_ms_p50", send_lag_ms.p50),
+        quantile!("send_lag_ms_p99", send_lag_ms.p99),
+        quantile!("send_lag_ms_max", send_lag_ms.max),
+        field!(in_flight_mean, Streams, Always),
+        counted!(in_flight_max, Streams, Always),
+        field!(goodput_pct, Percent, Always),
+        field!(goodput_rps, ReqPerS, Always),
+        field!(backlog_pct, Percent, Always),
+        field!(drain_s, Seconds, Always),
+    ];
+}
+
+impl Figures for Burst {
+    const FIGURES: &'static [Figure<Self>] = &[
+        field!(scheduled_s, Seconds, WhenSent),
+        field!(e2e_ms_p50, Ms, WhenSent, "E2E p50"),
+        field!(e2e_ms_p90, Ms, WhenSent, "E2E p90"),
+        field!(e2e_ms_max, Ms, WhenSent, "E2E max"),
+        field!(last_completion_ms, Ms, WhenSent, "Last completion"),
+        field!(ttft_ms_p50, Ms, WhenSent, "TTFT p50"),
+        field!(ttft_ms_p90, Ms, WhenSent, "TTFT p90"),
+        field!(ttft_ms_max, Ms, WhenSent),
+        counted!(output_tokens, Count, WhenSent, "Output tokens"),
+        field!(total_tok_s, TokPerS, WhenSent, "Tok/s"),
+        field!(send_spread_ms, Ms, WhenSent, "Send spread"),
+    ];
+
+    fn status(&self) -> CellStatus {
+        self.status
+    }
+}
+
+impl Figures for MixedLevel {
+    const FIGURES: &'static [Figure<Self>] = &[
+        Figure {
+            name: "window_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |l| Some(l.window_s),
+        },
+        Figure {
+            name: "idle_ttft_ms",
+            label: None,
+            unit: Unit::Ms,
+            carried: Carried::Always,
+            value: |l| l.idle.as_ref().map(|i| i.ttft_ms),
+        },
+        field!(ttft_ms_median, Ms, Always),
+        field!(slowdown, Ratio, Always),
+    ];
+}
+
+impl Figures for MixedProbe {
+    const FIGURES: &'static [Figure<Self>] = &[
+        Figure {
+            name: "sent_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |p| Some(p.sent_s),
+        },
+        field!(ttft_ms, Ms, Always),
+        field!(slowdown, Ratio, Always),
+        field!(before_tok_s, TokPerS, Always),
+        field!(during_tok_s, TokPerS, Always),
+        field!(after_tok_s, TokPerS, Always),
+        field!(longest_stall_ms, Ms, Always),
+        counted!(prompt_tokens, Tokens, Always),
+        counted!(cached_tokens, Tokens, Always),
+    ];
+}
+
+/// One turn of one user: times on the run's clock and token counts, whatever became of it.
+impl Figures for SessionTurn {
+    const FIGURES: &'static [Figure<Self>] = &[
+        Figure {
+            name: "scheduled_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |t| Some(t.scheduled_s),
+        },
+        field!(sent_s, Seconds, Always),
+        field!(first_token_s, Seconds, Always),
+        field!(last_token_s, Seconds, Always),
+        field!(ended_s, Seconds, Always),
+        counted!(prompt_tokens, Tokens, Always),
+        counted!(cached_tokens, Tokens, Always),
+        Figure {
+            name: "output_tokens",
+            label: None,
+            unit: Unit::Tokens,
+            carried: Carried::Always,
+            value: |t| Some(t.output_tokens as f64),
+        },
+    ];
+}
+
+/// The turn-N figures over every user.
+impl Figures for TurnFigures {
+    const FIGURES: &'static [Figure<Self>] = &[
+        field!(ttft_ms_p50, Ms, Always),
+        field!(ttft_ms_p90, Ms, Always),
+        field!(prompt_tokens_mean, Tokens, Always),
+        field!(cached_tokens_mean, Tokens, Always),
+        field!(cache_hit_pct, Percent, Always),
+        field!(output_tok_s, TokPerS, Always),
+    ];
+}
+
+impl Figures for SessionsSummary {
+    const FIGURES: &'static [Figure<Self>] = &[
+        Figure {
+            name: "span_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |s| Some(s.span_s),
+        },
+        field!(output_tok_s, TokPerS, Always),
+        field!(ttft_ms_p50, Ms, Always),
+        field!(ttft_ms_p90, Ms, Always),
+        field!(ttft_ms_p99, Ms, Always),
+        field!(latency_ms_p50, Ms, Always),
+        field!(latency_ms_p90, Ms, Always),
+        field!(latency_ms_p99, Ms, Always),
+        field!(cache_hit_pct, Percent, Always),
+        field!(send_lag_ms_max, Ms, Always),
+    ];
+}
+
+/// The capacity answer of one context: what it costs to serve its users.
+impl Figures for Capacity {
+    const FIGURES: &'static [Figure<Self>] =
+        &[field!(usd_per_user_hour, Usd, Always), field!(usd_per_million_tokens, Usd, Always)];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names<T: Figures>() -> Vec<&'static str> {
+        T::FIGURES.iter().map(|f| f.name).collect()
+    }
+
+    /// A name is a CSV column and a refusal's word: two figures of a section never share one.
+    #[test]
+    fn each_section_names_its_figures_once() {
+        for names in [
+            names::<DecodeCell>(),
+            names::<PrefillRow>(),
+            names::<RateLevel>(),
+            names::<Burst>(),
+            names::<MixedLevel>(),
+            names::<MixedProbe>(),
+            names::<SessionTurn>(),
+            names::<TurnFigures>(),
+            names::<SessionsSummary>(),
+            names::<Capacity>(),
+        ] {
+            let mut sorted = names.clone();
+            sorted.sort_unstable();
+            sorted.dedup();
+            assert_eq!(sorted.len(), names.len(), "{names:?}");
+        }
+    }
+
+    /// Where the name is the field's, the table reads that field: the record's JSON key holds
+    /// the table's value, so run.json and the table cannot drift apart.
+    #[test]
+    fn a_figure_named_like_a_field_reads_that_field() {
+        let burst = Burst { send_spread_ms: Some(1.5), total_tok_s: Some(2.5), ..Burst::default() };
+        let json = serde_json::to_value(&burst).unwrap();
+        for f in Burst::FIGURES {
+            assert_eq!(f.of(&burst), json.get(f.name).and_then(|v| v.as_f64()), "{}", f.name);
+        }
+    }
+}
