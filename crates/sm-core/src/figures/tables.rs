@@ -140,7 +140,7 @@ impl Figures for Burst {
         field!(last_completion_ms, Ms, WhenSent, "Last completion"),
         field!(ttft_ms_p50, Ms, WhenSent, "TTFT p50"),
         field!(ttft_ms_p90, Ms, WhenSent, "TTFT p90"),
-        field!(ttft_ms_max, Ms, WhenSent),
+        field!(ttft_ms_max, Ms, WhenSent, "TTFT max"),
         counted!(output_tokens, Count, WhenSent, "Output tokens"),
         field!(total_tok_s, TokPerS, WhenSent, "Tok/s"),
         field!(send_spread_ms, Ms, WhenSent, "Send spread"),

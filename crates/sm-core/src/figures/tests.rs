@@ -86,3 +86,67 @@ fn every_number_a_section_writes_is_a_figure_of_its_table_or_a_key() {
         }
     }
 }
+
+/// The node `node` stands for: a `$ref` followed, and of `anyOf`/`oneOf` (a nullable section or
+/// figure) the alternative that is not `null`.
+fn resolve<'a>(root: &'a serde_json::Value, mut node: &'a serde_json::Value) -> &'a serde_json::Value {
+    loop {
+        if let Some(r) = node.get("$ref").and_then(serde_json::Value::as_str) {
+            node = root.pointer(r.trim_start_matches('#')).unwrap_or_else(|| panic!("{r} is not in the schema"));
+        } else if let Some(alts) = node.get("anyOf").or_else(|| node.get("oneOf")).and_then(|a| a.as_array()) {
+            node = alts.iter().find(|a| a.get("type").and_then(|t| t.as_str()) != Some("null")).unwrap_or(node);
+            if alts.iter().all(|a| a.get("type").and_then(|t| t.as_str()) == Some("null")) {
+                return node;
+            }
+        } else {
+            return node;
+        }
+    }
+}
+
+/// The schema of the section at `path` (`phases.burst.bursts[]`).
+fn section_schema<'a>(root: &'a serde_json::Value, path: &str) -> &'a serde_json::Value {
+    let mut node = resolve(root, root);
+    for part in path.split('.') {
+        let (key, each) = part.strip_suffix("[]").map_or((part, false), |k| (k, true));
+        node = resolve(root, &node["properties"][key]);
+        if each {
+            node = resolve(root, &node["items"]);
+        }
+        assert!(node.is_object(), "the schema has no {key} on the way to {path}");
+    }
+    node
+}
+
+/// Whether a property's schema allows a number (an integer figure is a number too).
+fn numeric(property: &serde_json::Value) -> bool {
+    let is = |t: &serde_json::Value| matches!(t.as_str(), Some("number" | "integer"));
+    match &property["type"] {
+        serde_json::Value::Array(types) => types.iter().any(is),
+        t => is(t),
+    }
+}
+
+/// The schema is generated from the record types, so a figure added to a section's type is in it
+/// by the same change; this proves each table entry names a number the schema knows where the
+/// table says it sits (a nested figure's `ttft_ms_p50` is `ttft_ms.p50`, `idle_ttft_ms` is `idle.ttft_ms`), never below 0.
+#[test]
+fn the_schema_holds_every_figure_of_every_table() {
+    let root = crate::record::schema::run_schema();
+    for section in sections() {
+        let schema = section_schema(&root, section.path);
+        for f in &section.figures {
+            let flat = schema["properties"].get(f.name);
+            let nested = f.name.match_indices('_').find_map(|(i, _)| {
+                let outer = resolve(&root, schema["properties"].get(&f.name[..i])?);
+                outer["properties"].get(&f.name[i + 1..])
+            });
+            let property = flat.or(nested).map(|p| resolve(&root, p));
+            let property = property.unwrap_or_else(|| panic!("{} has no {} in the schema", section.path, f.name));
+            assert!(numeric(property), "{}.{} is not a number in the schema: {property}", section.path, f.name);
+            if let Some(min) = property.get("minimum").and_then(serde_json::Value::as_f64) {
+                assert!(min >= 0.0, "{}.{}: minimum {min}", section.path, f.name);
+            }
+        }
+    }
+}

@@ -102,21 +102,15 @@ pub(super) fn html(record: &RunRecord) -> Markup {
     }
 }
 
-/// A cell's hover text: every figure, and why it is not valid.
+/// A cell's hover text: every figure the burst's table heads and the burst holds (from the
+/// table, so a new figure shows here too), and why it is not valid.
 fn tip(b: &Burst, cell: &str) -> String {
-    let mut t = format!(
-        "{cell}: {} of {} completed\nend-to-end p50 {} · p90 {} · max {}\nTTFT p50 {} · p90 {} · max {}\n{} output tokens · sends spread over {}",
-        format::count(b.completed),
-        format::count(b.requests),
-        opt(b.e2e_ms_p50, format::ms),
-        opt(b.e2e_ms_p90, format::ms),
-        opt(b.e2e_ms_max, format::ms),
-        opt(b.ttft_ms_p50, format::ms),
-        opt(b.ttft_ms_p90, format::ms),
-        opt(b.ttft_ms_max, format::ms),
-        opt(b.output_tokens, format::count),
-        opt(b.send_spread_ms, format::ms),
-    );
+    let mut t = format!("{cell}: {} of {} completed", format::count(b.completed), format::count(b.requests));
+    for f in Burst::FIGURES {
+        if let (Some(label), Some(v)) = (f.label, f.of(b)) {
+            let _ = write!(t, "\n{label} {}", format::figure(f.unit, Some(v)));
+        }
+    }
     if b.round > 1 {
         let _ = write!(t, "\nthe median of {} rounds", b.round);
     }
