@@ -294,10 +294,13 @@ fn rate_level(f: &mut fmt::Formatter<'_>, l: &sm_core::phases::rate::RateLevel) 
         write!(f, ", achieved {a:.2} req/s")?;
     }
     if let Some(t) = l.ttft_ms {
-        write!(f, ", TTFT p50 {:.0} ms p99 {:.0} ms", t.p50, t.p99)?;
+        write!(f, ", TTFT p50 {:.0} ms", t.p50)?;
+        if let Some(p99) = t.p99 {
+            write!(f, " p99 {p99:.0} ms")?;
+        }
     }
-    if let Some(lag) = l.send_lag_ms.filter(|_| c.late > 0) {
-        write!(f, ", {} late (send lag max {:.0} ms)", c.late, lag.max)?;
+    if let Some(max) = l.send_lag_ms.filter(|_| c.late > 0).and_then(|lag| lag.max) {
+        write!(f, ", {} late (send lag max {max:.0} ms)", c.late)?;
     }
     match l.verdict() {
         Some(sm_core::phases::rate::Saturation::Saturated) => f.write_str(", saturated")?,

@@ -98,7 +98,13 @@ impl Figures for PrefillRow {
 /// A percentile of one of a rate level's latency distributions.
 macro_rules! quantile {
     ($name:literal, $field:ident . $q:ident) => {
-        Figure { name: $name, label: None, unit: Unit::Ms, carried: Carried::Always, value: |l| l.$field.map(|p| p.$q) }
+        Figure {
+            name: $name,
+            label: None,
+            unit: Unit::Ms,
+            carried: Carried::Always,
+            value: |l| l.$field.and_then(|p| Option::from(p.$q)),
+        }
     };
 }
 

@@ -6,6 +6,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::record::Percentiles;
+use crate::record::percentiles::{P50P90P99, P50P99Max};
+
 /// The highest finite rate accepted, requests/s: above it the gaps are shorter than the client's
 /// own timer resolution, and `inf` says what is meant.
 pub const MAX_RATE: f64 = 100_000.0;
@@ -209,28 +212,6 @@ fn default_drain_max_s() -> f64 {
     DEFAULT_DRAIN_MAX_S
 }
 
-/// p50, p90, p99 of a distribution, ms.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Percentiles {
-    #[schemars(range(min = 0))]
-    pub p50: f64,
-    #[schemars(range(min = 0))]
-    pub p90: f64,
-    #[schemars(range(min = 0))]
-    pub p99: f64,
-}
-
-/// How late the requests of a level were sent, ms (sent − due).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct SendLag {
-    #[schemars(range(min = 0))]
-    pub p50: f64,
-    #[schemars(range(min = 0))]
-    pub p99: f64,
-    #[schemars(range(min = 0))]
-    pub max: f64,
-}
-
 /// Whether a level was measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -324,10 +305,14 @@ pub struct RateLevel {
     #[schemars(range(min = 0))]
     pub input_tok_s: Option<f64>,
     /// From the due time, completed requests.
+    #[schemars(with = "Option<P50P90P99>")]
     pub ttft_ms: Option<Percentiles>,
+    #[schemars(with = "Option<P50P90P99>")]
     pub tbt_ms: Option<Percentiles>,
+    #[schemars(with = "Option<P50P90P99>")]
     pub e2e_ms: Option<Percentiles>,
-    pub send_lag_ms: Option<SendLag>,
+    #[schemars(with = "Option<P50P99Max>")]
+    pub send_lag_ms: Option<Percentiles>,
     /// Time-weighted mean of the requests in flight (sent, not ended) over the span.
     #[schemars(range(min = 0))]
     pub in_flight_mean: Option<f64>,

@@ -11,10 +11,12 @@ use crate::capacity_answer::Capacity;
 pub use crate::engine::Engine;
 
 mod cells;
+pub mod percentiles;
 pub mod schema;
 mod settings;
 pub mod status;
 pub use cells::{CellIntervals, CellPhases, DecodeCell, PlanKind, PlannedCell, PrefillRow, Repeat};
+pub use percentiles::Percentiles;
 pub use settings::{Api, PromptSource, Settings, TimingSettings, TokenSource};
 pub use status::{CellStatus, PlanStatus, RunStatus};
 

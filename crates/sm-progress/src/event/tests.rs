@@ -1,6 +1,7 @@
 //! Each event family gives the line docs/dashboard.md documents and run.json's `events` keep.
 
-use sm_core::phases::rate::{LevelStatus, Percentiles, RateLevel, SendLag};
+use sm_core::phases::rate::{LevelStatus, RateLevel};
+use sm_core::record::Percentiles;
 
 use super::*;
 
@@ -175,8 +176,8 @@ fn rate_events() {
     level.counts.completed = 12;
     level.counts.late = 2;
     level.achieved_rps = Some(3.912);
-    level.ttft_ms = Some(Percentiles { p50: 41.2, p90: 60.0, p99: 88.9 });
-    level.send_lag_ms = Some(SendLag { p50: 0.1, p99: 20.0, max: 31.6 });
+    level.ttft_ms = Some(Percentiles::p50_p90_p99(41.2, 60.0, 88.9));
+    level.send_lag_ms = Some(Percentiles::p50_p99_max(0.1, 20.0, 31.6));
     level.saturated = true;
     assert_eq!(
         line(RunEvent::RateLevelDone(Box::new(level))),

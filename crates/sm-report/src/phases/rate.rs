@@ -79,7 +79,7 @@ fn cells(l: &RateLevel) -> [String; 11] {
         num(l.achieved_rps, 2),
         completed,
         num(l.ttft_ms.map(|q| q.p50), 0),
-        num(l.ttft_ms.map(|q| q.p99), 0),
+        num(l.ttft_ms.and_then(|q| q.p99), 0),
         num(l.e2e_ms.map(|q| q.p50), 0),
         num(l.output_tok_s, 0),
         flight,
@@ -333,7 +333,8 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
 
 #[cfg(test)]
 pub(crate) mod tests {
-    use sm_core::phases::rate::{Arrival, LevelCounts, Percentiles, RateSettings, RequestRate};
+    use sm_core::phases::rate::{Arrival, LevelCounts, RateSettings, RequestRate};
+    use sm_core::record::Percentiles;
 
     use super::*;
 
@@ -343,8 +344,8 @@ pub(crate) mod tests {
         fast.reason = None;
         fast.counts = LevelCounts { scheduled: 10, sent: 10, completed: 10, late: 1, ..LevelCounts::default() };
         fast.achieved_rps = Some(1.95);
-        fast.ttft_ms = Some(Percentiles { p50: 40.0, p90: 50.0, p99: 61.0 });
-        fast.e2e_ms = Some(Percentiles { p50: 300.0, p90: 320.0, p99: 330.0 });
+        fast.ttft_ms = Some(Percentiles::p50_p90_p99(40.0, 50.0, 61.0));
+        fast.e2e_ms = Some(Percentiles::p50_p90_p99(300.0, 320.0, 330.0));
         fast.output_tok_s = Some(62.4);
         fast.in_flight_mean = Some(0.6);
         fast.in_flight_max = Some(2);

@@ -67,9 +67,8 @@ fn rate_figures(record: &RunRecord) -> Result<(), Refusal> {
 
 #[cfg(test)]
 mod tests {
-    use sm_core::phases::rate::{
-        Arrival, LevelCounts, LevelStatus, Percentiles, RateLevel, RatePhase, RateSettings, RequestRate,
-    };
+    use sm_core::phases::rate::{Arrival, LevelCounts, LevelStatus, RateLevel, RatePhase, RateSettings, RequestRate};
+    use sm_core::record::Percentiles;
 
     use super::*;
 
@@ -97,7 +96,7 @@ mod tests {
             RateLevel::unmeasured(1024, "1K".into(), RequestRate::PerSecond(2.0), LevelStatus::Measured, String::new());
         l.counts = LevelCounts { scheduled: 4, sent: 4, completed: 3, failed: 1, ..LevelCounts::default() };
         l.achieved_rps = Some(1.5);
-        l.ttft_ms = Some(Percentiles { p50: 10.0, p90: 20.0, p99: 30.0 });
+        l.ttft_ms = Some(Percentiles::p50_p90_p99(10.0, 20.0, 30.0));
         l.goodput_pct = Some(75.0);
         l
     }
@@ -108,7 +107,7 @@ mod tests {
         let err = limits(&with_level(good(), MAX_RATE_LEVELS + 1)).unwrap_err();
         assert!(matches!(err, Refusal::TooMany { name: "MAX_RATE_LEVELS", .. }), "{err}");
         let mut nan = good();
-        nan.ttft_ms = Some(Percentiles { p50: f64::NAN, p90: 1.0, p99: 1.0 });
+        nan.ttft_ms = Some(Percentiles::p50_p90_p99(f64::NAN, 1.0, 1.0));
         assert!(matches!(figures(&with_level(nan, 1)), Err(Refusal::BadFigure { field: "ttft_ms_p50", .. })));
         let mut over = good();
         over.goodput_pct = Some(150.0);

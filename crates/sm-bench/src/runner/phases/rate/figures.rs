@@ -3,9 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use sm_core::phases::rate::{
-    LATE_MS, LevelCounts, LevelStatus, Percentiles, RateLevel, RequestRate, Saturation, SendLag,
-};
+use sm_core::phases::rate::{LATE_MS, LevelCounts, LevelStatus, RateLevel, RequestRate, Saturation};
+use sm_core::record::Percentiles;
 use sm_core::slo::{RequestFigures, Slo};
 use sm_core::stats::{Quantiles, percentile};
 
@@ -42,7 +41,7 @@ fn secs(start: Instant, t: Instant) -> f64 {
 }
 
 fn pct3(values: &[f64]) -> Option<Percentiles> {
-    Quantiles::of(values).map(|q| Percentiles { p50: q.p50, p90: q.p90, p99: q.p99 })
+    Quantiles::of(values).map(Percentiles::from)
 }
 
 /// A request's own TBT (methodology §6): (last token − first token) ÷ the tokens between them.
@@ -93,10 +92,8 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
     level.e2e_ms = pct3(&e2e);
     let lags: Vec<f64> =
         requests.iter().filter_map(|r| r.log.as_ref().map(|l| ms(l.sent.saturating_duration_since(r.due)))).collect();
-    level.send_lag_ms = percentile(&lags, 50.0).map(|p50| SendLag {
-        p50,
-        p99: percentile(&lags, 99.0).unwrap_or(p50),
-        max: lags.iter().copied().fold(0.0, f64::max),
+    level.send_lag_ms = percentile(&lags, 50.0).map(|p50| {
+        Percentiles::p50_p99_max(p50, percentile(&lags, 99.0).unwrap_or(p50), lags.iter().copied().fold(0.0, f64::max))
     });
     let judged = judge(&waited(start, requests), counts.cancelled + counts.unsent);
     level.backlog_pct = judged.backlog_pct;
