@@ -34,6 +34,19 @@ macro_rules! field {
     };
 }
 
+/// A figure every section holds: read from its plain `f64` field of the same name.
+macro_rules! held {
+    ($name:ident, $unit:ident) => {
+        Figure {
+            name: stringify!($name),
+            label: None,
+            unit: Unit::$unit,
+            carried: Carried::Always,
+            value: |s| Some(s.$name),
+        }
+    };
+}
+
 /// A count read from the section's `Option<u64>` field of the same name.
 macro_rules! counted {
     ($name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
@@ -159,13 +172,7 @@ impl Figures for Burst {
 
 impl Figures for MixedLevel {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure {
-            name: "window_s",
-            label: None,
-            unit: Unit::Seconds,
-            carried: Carried::Always,
-            value: |l| Some(l.window_s),
-        },
+        held!(window_s, Seconds),
         Figure {
             name: "idle_ttft_ms",
             label: None,
@@ -180,13 +187,7 @@ impl Figures for MixedLevel {
 
 impl Figures for MixedProbe {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure {
-            name: "sent_s",
-            label: None,
-            unit: Unit::Seconds,
-            carried: Carried::Always,
-            value: |p| Some(p.sent_s),
-        },
+        held!(sent_s, Seconds),
         field!(ttft_ms, Ms, Always),
         field!(slowdown, Ratio, Always),
         field!(before_tok_s, TokPerS, Always),
@@ -201,13 +202,7 @@ impl Figures for MixedProbe {
 /// One turn of one user: times on the run's clock and token counts, whatever became of it.
 impl Figures for SessionTurn {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure {
-            name: "scheduled_s",
-            label: None,
-            unit: Unit::Seconds,
-            carried: Carried::Always,
-            value: |t| Some(t.scheduled_s),
-        },
+        held!(scheduled_s, Seconds),
         field!(sent_s, Seconds, Always),
         field!(first_token_s, Seconds, Always),
         field!(last_token_s, Seconds, Always),
@@ -238,13 +233,7 @@ impl Figures for TurnFigures {
 
 impl Figures for SessionsSummary {
     const FIGURES: &'static [Figure<Self>] = &[
-        Figure {
-            name: "span_s",
-            label: None,
-            unit: Unit::Seconds,
-            carried: Carried::Always,
-            value: |s| Some(s.span_s),
-        },
+        held!(span_s, Seconds),
         field!(output_tok_s, TokPerS, Always),
         field!(ttft_ms_p50, Ms, Always),
         field!(ttft_ms_p90, Ms, Always),
