@@ -1,4 +1,4 @@
-//! Issue 31 §1 — each record section's figures as one table: name, unit, when a section carries
+//! Each record section's figures as one table: name, unit, when a section carries
 //! it, and how to read it. The consumers (the site's range checks, the CSV files, the docs' figure
 //! list) iterate the table, so a new figure is its record field, its pure function, its table
 //! entry and its methodology paragraph, and nothing else (ARCHITECTURE.md, "Adding a figure").
