@@ -6,8 +6,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::record::Percentiles;
-use crate::record::percentiles::{P50P90P99, P50P99Max};
+// from its own file, not through `record`, which holds the phases: no circle of imports
+use crate::record::percentiles::{P50P90P99, P50P99Max, Percentiles};
 
 /// The highest finite rate accepted, requests/s: above it the gaps are shorter than the client's
 /// own timer resolution, and `inf` says what is meant.
