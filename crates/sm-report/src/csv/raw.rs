@@ -42,8 +42,7 @@ pub(super) struct Prefill(Vec<Option<Num>>);
 
 impl Prefill {
     pub(super) fn of(p: &PrefillRow) -> Prefill {
-        let all: Vec<_> = PrefillRow::FIGURES.iter().collect();
-        Prefill(carried(&all, p))
+        Prefill(carried(PrefillRow::FIGURES, p))
     }
 }
 
@@ -62,9 +61,9 @@ impl Serialize for Prefill {
 
 /// The figures of `section`, each empty where the section's status may not carry it (the
 /// record's schema nulls them there, and a spreadsheet must not sum a failed cell's numbers).
-fn carried<T: Table>(figures: &[&'static Figure<T>], section: &T) -> Vec<Option<Num>> {
+fn carried<'a, T: Table + 'a>(figures: impl IntoIterator<Item = &'a Figure<T>>, section: &T) -> Vec<Option<Num>> {
     let status = section.status();
-    figures.iter().map(|f| finite(f.of(section)).filter(|_| f.carried.allows(status))).collect()
+    figures.into_iter().map(|f| finite(f.of(section)).filter(|_| f.carried.allows(status))).collect()
 }
 
 /// A decode cell's figures from its table ([`sm_core::figures`]) that no other run of columns
@@ -84,7 +83,7 @@ fn main_figures() -> &'static [&'static Figure<DecodeCell>] {
 
 impl Figures {
     pub(super) fn of(c: &DecodeCell) -> Figures {
-        Figures(carried(main_figures(), c))
+        Figures(carried(main_figures().iter().copied(), c))
     }
 }
 
