@@ -57,12 +57,14 @@ trap 'exit 130' INT TERM
 
 # cargo test … --ignored FILTERS: the real-engine tests are #[ignore]d so that the workspace's
 # plain `cargo test` does not run them without servers.
+# --workspace, as scripts/test.sh builds: with -p speedmatrix alone cargo unifies the dependencies'
+# features differently and compiles reqwest, sm-client, sm-bench … a second time (time and disk).
 run_tests() {
-  cargo test -p speedmatrix --locked --test cli -- --ignored --test-threads=1 "$@"
+  cargo test --workspace --locked --test cli -- --ignored --test-threads=1 "$@"
 }
 
 note "building the test binary"
-cargo test -p speedmatrix --locked --test cli --no-run
+cargo test --workspace --locked --test cli --no-run
 
 if [ "$want_llamacpp" = 1 ]; then
   note "building llama-server in the background (log $WORK/logs/llamacpp-build-step.log)"
