@@ -48,6 +48,13 @@ pub fn ms(x: f64) -> String {
     if x.abs() < 10.0 { format!("{} ms", with_decimals(x, 1)) } else { format!("{} ms", with_decimals(x, 0)) }
 }
 
+/// A latency of a figure table's column: three significant figures for the tens of ms a time
+/// between tokens takes (`15.0 ms`, the TBT column's style), whole ms from 100 (`702 ms`, the
+/// TTFT column's).
+pub fn latency(x: f64) -> String {
+    if x.is_finite() && x.abs() < 100.0 { ms1(x) } else { ms(x) }
+}
+
 /// A time between tokens: one decimal (`5.7 ms`).
 pub fn ms1(x: f64) -> String {
     if !x.is_finite() {
@@ -75,7 +82,7 @@ pub fn secs_setting(x: f64) -> String {
 pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
     use sm_core::figures::Unit;
     opt(v, |x| match unit {
-        Unit::Ms => ms(x),
+        Unit::Ms => latency(x),
         Unit::Count | Unit::Tokens | Unit::Streams => whole(x),
         Unit::Seconds => secs1(x),
         Unit::TokPerS | Unit::ReqPerS | Unit::Percent | Unit::CorePercent | Unit::Ratio | Unit::Usd => fixed1(x),

@@ -220,7 +220,8 @@ fn footnote_list(notes: &[(usize, &str)]) -> Markup {
 }
 
 fn all_measurements(page: &Page) -> Markup {
-    let columns = view::COLUMNS.iter().chain(&page.slo_columns).chain(&page.precision.columns);
+    let columns =
+        view::COLUMNS.iter().chain(&page.figure_columns).chain(&page.slo_columns).chain(&page.precision.columns);
     html! {
         h2 id="all-measurements" { "All measurements" }
         p class="caption" { (view::MEASUREMENTS_NOTE) }
@@ -241,10 +242,11 @@ fn all_measurements(page: &Page) -> Markup {
 }
 
 /// Row `ri` of the All-measurements table: its figures (with their ± where measured), then the
-/// SLO's and the precision's columns.
+/// figure table's, the SLO's and the precision's columns.
 fn measurement_row(page: &Page, ri: usize) -> Markup {
     let row = &page.measurements[ri];
     let pms = page.precision.pm.get(ri).map_or(&[][..], Vec::as_slice);
+    let figures = page.figure_measurements.get(ri).map_or(&[][..], Vec::as_slice);
     let slo = page.slo_measurements.get(ri).map_or(&[][..], Vec::as_slice);
     let precision = page.precision.rows.get(ri).map_or(&[][..], Vec::as_slice);
     html! {
@@ -258,6 +260,7 @@ fn measurement_row(page: &Page, ri: usize) -> Markup {
                     td { (Text(v)) }
                 }
             }
+            @for v in figures { td { (Text(v)) } }
             @for v in slo { td { (Text(v)) } }
             @for v in precision {
                 td class=[(v.kind == MarkKind::Flag).then_some("flag")] { (Text(&v.text)) }

@@ -251,13 +251,14 @@ fn all(s: &mut String, page: &Page) {
                 pms.and_then(|p| p.iter().find(|(c, _)| *c == col)).map_or_else(|| v.clone(), |(_, pm)| pm.text.clone())
             });
             shown
+                .chain(page.figure_measurements.get(i).into_iter().flatten().cloned())
                 .chain(page.slo_measurements.get(i).into_iter().flatten().cloned())
                 .chain(page.precision.rows.get(i).into_iter().flatten().map(|m| m.text.clone()))
                 .collect()
         })
         .collect();
-    let header: Vec<&str> =
-        view::COLUMNS.iter().chain(&page.slo_columns).chain(&page.precision.columns).copied().collect();
+    let header = view::COLUMNS.iter().chain(&page.figure_columns).chain(&page.slo_columns);
+    let header: Vec<&str> = header.chain(&page.precision.columns).copied().collect();
     table(s, &header, &rows);
     for note in &page.precision.notes {
         let _ = writeln!(s, "{}\n", md(note));

@@ -15,10 +15,12 @@ use crate::format::{self, NONE, opt};
 use crate::meta;
 pub use crate::methodology::METHODOLOGY;
 
+mod figures;
 mod grid;
 pub mod precision;
 pub mod roofline;
 mod slo;
+use figures::figure_measurements;
 pub use grid::{GRID_PER_CELL, Listed, Shown};
 use precision::CellPrecision;
 use slo::slo_measurements;
@@ -80,6 +82,10 @@ pub struct Page {
     /// (prefill rows first, then the matrix row by row), so that no number is used twice.
     pub footnotes: Vec<String>,
     pub measurements: Vec<[String; 12]>,
+    /// The decode figures the figure table heads, as columns after [`COLUMNS`], and their values, a
+    /// row per row of `measurements` ([`figures`]).
+    pub figure_columns: Vec<&'static str>,
+    pub figure_measurements: Vec<Vec<String>>,
     /// The SLO's columns of the All-measurements table after [`COLUMNS`], and their values, a row per
     /// row of `measurements`.
     pub slo_columns: Vec<&'static str>,
@@ -217,6 +223,7 @@ pub fn build(record: &RunRecord) -> Page {
     let mut footnotes = Vec::new();
     let prefill = prefill(record, &mut footnotes);
     let matrix = matrix(record, &mut footnotes);
+    let (figure_columns, figure_measurements) = figure_measurements(&prefill, &matrix, record);
     let (slo_columns, slo_measurements) = slo_measurements(&prefill, &matrix, record);
     let precision = precision::table(&prefill, &matrix, record);
     Page {
@@ -230,6 +237,8 @@ pub fn build(record: &RunRecord) -> Page {
         run: run(record),
         launch_command: record.launch_command.as_deref().map(redact::redact_command),
         measurements: measurements(&prefill, &matrix, record),
+        figure_columns,
+        figure_measurements,
         slo_columns,
         slo_measurements,
         precision,

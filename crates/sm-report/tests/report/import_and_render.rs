@@ -54,6 +54,11 @@ fn imports_llm_inference_bench_0_4_18() {
             "10",
             "2,817",
             "6.0 s",
+            // the tails the figure table heads: TTFT p90 and p99, time between tokens p90 and p99
+            "9.5 ms",
+            "16.5 ms",
+            "2.1 ms",
+            "2.3 ms",
             // judged against the default SLO from its summary figures: no goodput
             if c.slo_met == Some(true) { "yes" } else { "no" },
             "—",

@@ -125,7 +125,8 @@ fn every_figure_is_a_column_of_its_sections_csv_and_page_tables() {
             }
             if let Some(label) = f.label {
                 assert!(
-                    html.contains(&format!("<th>{label}</th>")),
+                    html.contains(&format!("<th>{label}</th>"))
+                        || html.contains(&format!("<th scope=\"col\">{label}</th>")),
                     "{path} {}: no column {label} on the page",
                     f.name
                 );
