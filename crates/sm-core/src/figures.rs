@@ -8,6 +8,7 @@
 
 use crate::record::CellStatus;
 
+pub mod intervals;
 mod tables;
 #[cfg(test)]
 mod tests;

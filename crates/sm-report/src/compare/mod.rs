@@ -102,15 +102,10 @@ impl Figure {
         }
     }
 
+    /// The figure's interval, read through the table of figures with intervals
+    /// ([`sm_core::figures::intervals`]), as the site's checks read it.
     pub fn interval(self, ci: &CellIntervals) -> Option<Interval> {
-        match self {
-            Figure::TotalTokS => ci.total_tok_s,
-            Figure::PerRequestTokS => ci.per_request_tok_s,
-            Figure::TtftP50 => ci.ttft_ms_p50,
-            Figure::TtftP90 => ci.ttft_ms_p90,
-            Figure::TbtP50 => ci.tbt_ms_p50,
-            Figure::TbtP99 => ci.tbt_ms_p99,
-        }
+        CellIntervals::figure(self.field()).and_then(|f| (f.interval)(ci))
     }
 }
 

@@ -310,3 +310,19 @@ fn every_compared_figure_is_in_the_decode_table() {
     let cell = sample().decode.into_iter().find(|c| c.status() == CellStatus::Valid).unwrap();
     assert_eq!(Figure::TotalTokS.value(&cell), cell.total_tok_s);
 }
+
+#[test]
+fn compare_names_every_figure_with_an_interval_in_the_tables_order() {
+    // a figure given an interval is compared (and gated) once compare names it
+    let fields: Vec<&str> = Figure::ALL.iter().map(|f| f.field()).collect();
+    let table: Vec<&str> = sm_core::record::CellIntervals::FIGURES.iter().map(|f| f.name).collect();
+    assert_eq!(fields, table);
+    let ci: sm_core::record::CellIntervals = serde_json::from_value(serde_json::json!({
+        "total_tok_s": {"lo": 1.0, "hi": 2.0}, "per_request_tok_s": {"lo": 3.0, "hi": 4.0},
+        "ttft_ms_p50": {"lo": 5.0, "hi": 6.0}, "ttft_ms_p90": {"lo": 7.0, "hi": 8.0},
+        "tbt_ms_p50": {"lo": 9.0, "hi": 10.0}, "tbt_ms_p99": {"lo": 11.0, "hi": 12.0}
+    }))
+    .unwrap();
+    let los: Vec<f64> = Figure::ALL.iter().map(|f| f.interval(&ci).unwrap().lo).collect();
+    assert_eq!(los, [1.0, 3.0, 5.0, 7.0, 9.0, 11.0], "each figure reads its own interval");
+}

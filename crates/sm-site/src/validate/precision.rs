@@ -3,10 +3,13 @@
 //! has the figure; repeats no more than `--repeats` makes, their figures and intervals numbers;
 //! the phases of a cell's wall time non-negative seconds; the precision settings in range.
 
+use sm_core::figures::Figures as _;
+use sm_core::figures::intervals::WithInterval;
 use sm_core::precision::Interval;
 use sm_core::record::{CellIntervals, CellStatus, DecodeCell, Repeat, RunRecord};
 
-use super::{MAX_MS, MAX_S, MAX_TOK_S, Refusal, figure};
+use super::sections::bound;
+use super::{MAX_S, MAX_TOK_S, Refusal, figure};
 
 /// Measurements of one cell: `--repeats` takes at most 100.
 pub const MAX_REPEATS: usize = 100;
@@ -31,24 +34,19 @@ fn interval(at: &str, field: &'static str, i: Option<Interval>, max: f64) -> Res
     Err(Refusal::Incoherent { at: at.to_string(), why: format!("ci.{field} is [{lo}, {hi}], not an interval: {why}") })
 }
 
-/// The six figures with intervals: `(field, figure, interval, largest value)`.
-type Main = [(&'static str, Option<f64>, Option<Interval>, f64); 6];
-
-fn main_figures(values: [Option<f64>; 6], ci: &CellIntervals) -> Main {
-    [
-        ("total_tok_s", values[0], ci.total_tok_s, MAX_TOK_S),
-        ("per_request_tok_s", values[1], ci.per_request_tok_s, MAX_TOK_S),
-        ("ttft_ms_p50", values[2], ci.ttft_ms_p50, MAX_MS),
-        ("ttft_ms_p90", values[3], ci.ttft_ms_p90, MAX_MS),
-        ("tbt_ms_p50", values[4], ci.tbt_ms_p50, MAX_MS),
-        ("tbt_ms_p99", values[5], ci.tbt_ms_p99, MAX_MS),
-    ]
-}
-
-/// Figures and intervals of a cell or of one repeat: an interval only around a figure.
-fn figures_and_intervals(at: &str, values: [Option<f64>; 6], ci: Option<&CellIntervals>) -> Result<(), Refusal> {
+/// Figures and intervals of a cell or of one repeat (`value` reads a figure of either): each
+/// figure with an interval ([`CellIntervals::FIGURES`]) in its unit's range, an interval only
+/// around a figure.
+fn figures_and_intervals(
+    at: &str,
+    value: impl Fn(&WithInterval) -> Option<f64>,
+    ci: Option<&CellIntervals>,
+) -> Result<(), Refusal> {
     let none = CellIntervals::default();
-    for (field, value, i, max) in main_figures(values, ci.unwrap_or(&none)) {
+    for f in CellIntervals::FIGURES {
+        let field = f.name;
+        let max = DecodeCell::figure(field).map_or(f64::MAX, |d| bound(d.unit));
+        let (value, i) = (value(f), (f.interval)(ci.unwrap_or(&none)));
         figure(at, field, value, max)?;
         interval(at, field, i, max)?;
         if i.is_some() && value.is_none() {
@@ -60,8 +58,7 @@ fn figures_and_intervals(at: &str, values: [Option<f64>; 6], ci: Option<&CellInt
 
 fn repeat(at: &str, k: usize, r: &Repeat) -> Result<(), Refusal> {
     let at = format!("{at}, repeat {}", k + 1);
-    let values = [r.total_tok_s, r.per_request_tok_s, r.ttft_ms_p50, r.ttft_ms_p90, r.tbt_ms_p50, r.tbt_ms_p99];
-    figures_and_intervals(&at, values, r.ci.as_ref())?;
+    figures_and_intervals(&at, |f| (f.repeat)(r), r.ci.as_ref())?;
     figure(&at, "measured_s", r.measured_s, MAX_S)?;
     figure(&at, "goodput_tok_s", r.goodput_tok_s, MAX_TOK_S)
 }
@@ -72,8 +69,8 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     if status != CellStatus::Valid && c.ci.is_some() {
         return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "ci" });
     }
-    let values = [c.total_tok_s, c.per_request_tok_s, c.ttft_ms_p50, c.ttft_ms_p90, c.tbt_ms_p50, c.tbt_ms_p99];
-    figures_and_intervals(at, values, c.ci.as_ref())?;
+    let value = |f: &WithInterval| DecodeCell::figure(f.name).and_then(|d| d.of(c));
+    figures_and_intervals(at, value, c.ci.as_ref())?;
     if c.repeats.len() > MAX_REPEATS {
         return Err(Refusal::TooMany {
             what: "repeats of one decode cell",
