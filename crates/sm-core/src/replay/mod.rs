@@ -6,7 +6,7 @@
 //!
 //! * **Mooncake** — `{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": […]}`:
 //!   token counts and the ids of the prompt's blocks of `block_tokens` tokens; requests that share
-//!   an id share that block's text. [`prefix`] counts what an ideal prefix cache would reuse.
+//!   an id share that block's text.
 //! * **Timestamped messages** — `{"timestamp": s, "messages": […] | "prompt": "…", "max_tokens": n,
 //!   "session_id": "…"}`: the text itself; the turns of a session keep their order.
 //!
@@ -18,11 +18,19 @@
 
 use std::time::Duration;
 
+mod error;
+mod fields;
 mod format;
+mod messages;
+mod mooncake;
 mod options;
+mod reader;
+mod slice;
 
+pub use error::{LineError, ReplayError};
 pub use format::{FormatError, ReplayFormat};
 pub use options::{DEFAULT_BLOCK_TOKENS, OptionsError, ReplayOptions, ReplaySpec};
+pub use reader::{MAX_LINE_BYTES, ReplayReader};
 
 /// One request of the trace, placed on the replay's clock.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,3 +86,6 @@ pub struct Message {
     pub role: String,
     pub content: String,
 }
+
+#[cfg(test)]
+mod tests;
