@@ -6,7 +6,7 @@
 //!
 //! * **Mooncake** — `{"timestamp": ms, "input_length": n, "output_length": m, "hash_ids": […]}`:
 //!   token counts and the ids of the prompt's blocks of `block_tokens` tokens; requests that share
-//!   an id share that block's text.
+//!   an id share that block's text. [`prefix`] counts what an ideal prefix cache would reuse.
 //! * **Timestamped messages** — `{"timestamp": s, "messages": […] | "prompt": "…", "max_tokens": n,
 //!   "session_id": "…"}`: the text itself; the turns of a session keep their order.
 //!
@@ -24,6 +24,7 @@ mod format;
 mod messages;
 mod mooncake;
 mod options;
+pub mod prefix;
 mod reader;
 mod slice;
 
