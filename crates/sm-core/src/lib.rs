@@ -19,6 +19,8 @@
 //! * [`redact`] — removing secrets from launch commands and text by their shape.
 //! * [`ranks`] — what each client process (rank) of a multi-machine cell drove.
 //! * [`secrets`] — the secrets this process was given, scrubbed from every output.
+//! * [`replay`] — `--replay FILE`: a recorded trace (Mooncake or timestamped messages) read one
+//!   line at a time into requests with their due times; the sender and the prompt builder come later.
 
 pub mod answer;
 pub mod capacity;
@@ -35,6 +37,7 @@ pub mod ranks;
 pub mod record;
 pub mod redact;
 pub mod rejudge;
+pub mod replay;
 pub mod requests;
 pub mod roofline;
 pub mod roofline_record;
