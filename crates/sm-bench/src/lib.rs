@@ -30,6 +30,7 @@ mod telemetry;
 
 // The library's whole surface; its modules stay private.
 pub use cell::{CellTiming, Precision};
+pub use prompts::blocks::{Vocabulary, VocabularyError};
 pub use prompts::prompt_file::{FilePrompt, PromptFile, PromptFileError};
 pub use prompts::tokenizer::LocalTokenizer;
 pub use ranks::{RankError, RankGroup, Served, serve as serve_rank, share};

@@ -82,14 +82,6 @@ impl Vocabulary {
         Vocabulary { words: CANDIDATES.to_vec() }
     }
 
-    pub fn len(&self) -> usize {
-        self.words.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.words.is_empty()
-    }
-
     /// Appends the first `tokens` words of block `hash_id`: the same words for the same id, in
     /// any prompt.
     pub fn push_block(&self, hash_id: u64, tokens: u64, out: &mut String) {

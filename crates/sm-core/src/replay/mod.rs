@@ -1,4 +1,4 @@
-//! Issue 32 — `--replay FILE`: reading a recorded trace into typed requests, one line at a time.
+//! `--replay FILE`: reading a recorded trace into typed requests, one line at a time.
 //!
 //! This is the pure first layer of the replay phase: a trace file (JSON Lines) becomes a stream of
 //! [`ReplayRequest`]s, each with the time it is due (after the slice and the time scale) and what
