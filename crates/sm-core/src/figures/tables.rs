@@ -110,10 +110,10 @@ impl Figures for PrefillRow {
 
 /// A percentile of one of a rate level's latency distributions.
 macro_rules! quantile {
-    ($name:literal, $field:ident . $q:ident) => {
+    ($name:literal, $field:ident . $q:ident $(, $label:literal)?) => {
         Figure {
             name: $name,
-            label: None,
+            label: label!($($label)?),
             unit: Unit::Ms,
             carried: Carried::Always,
             value: |l| l.$field.and_then(|p| Option::from(p.$q)),
@@ -126,16 +126,16 @@ macro_rules! quantile {
 impl Figures for RateLevel {
     const FIGURES: &'static [Figure<Self>] = &[
         field!(span_s, Seconds, Always),
-        field!(achieved_rps, ReqPerS, Always),
-        field!(output_tok_s, TokPerS, Always),
+        field!(achieved_rps, ReqPerS, Always, "Achieved req/s"),
+        field!(output_tok_s, TokPerS, Always, "Output tok/s"),
         field!(input_tok_s, TokPerS, Always),
-        quantile!("ttft_ms_p50", ttft_ms.p50),
+        quantile!("ttft_ms_p50", ttft_ms.p50, "TTFT p50"),
         quantile!("ttft_ms_p90", ttft_ms.p90),
-        quantile!("ttft_ms_p99", ttft_ms.p99),
+        quantile!("ttft_ms_p99", ttft_ms.p99, "TTFT p99"),
         quantile!("tbt_ms_p50", tbt_ms.p50),
         quantile!("tbt_ms_p90", tbt_ms.p90),
         quantile!("tbt_ms_p99", tbt_ms.p99),
-        quantile!("e2e_ms_p50", e2e_ms.p50),
+        quantile!("e2e_ms_p50", e2e_ms.p50, "E2E p50"),
         quantile!("e2e_ms_p90", e2e_ms.p90),
         quantile!("e2e_ms_p99", e2e_ms.p99),
         quantile!("send_lag_ms_p50", send_lag_ms.p50),

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::Figures;
+use sm_core::figures::{Figure, Figures};
 use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
 use sm_core::record::RunRecord;
 
@@ -30,35 +30,31 @@ fn rows(phase: &RatePhase) -> Vec<(&str, Vec<&RateLevel>)> {
     rows
 }
 
-fn num(v: Option<f64>, digits: usize) -> String {
-    v.filter(|v| v.is_finite()).map_or_else(|| "—".into(), |v| format!("{v:.digits$}"))
+/// The columns before the level's figures: which level, and how many of its requests completed.
+const KEYS: [&str; 2] = ["Offered req/s", "Completed"];
+/// The columns after them: concurrency, late sends, goodput, and the verdict (last, whose text, a
+/// level's error, may be long and wraps).
+const AFTER: [&str; 4] = ["In flight mean / max", "Late sends", "Goodput", "Kept up"];
+
+/// The figures of a level that the figure table heads ([`sm_core::figures`]): a figure given a
+/// heading there is a column here.
+fn headed() -> impl Iterator<Item = &'static Figure<RateLevel>> {
+    RateLevel::FIGURES.iter().filter(|f| f.label.is_some())
 }
 
-const HEADER: [&str; 11] = [
-    "Offered req/s",
-    "Achieved req/s",
-    "Completed",
-    "TTFT p50 ms",
-    "TTFT p99 ms",
-    "E2E p50 ms",
-    "Output tok/s",
-    "In flight mean / max",
-    "Late sends",
-    "Goodput",
-    "Kept up",
-];
+fn header() -> Vec<&'static str> {
+    KEYS.into_iter().chain(headed().filter_map(|f| f.label)).chain(AFTER).collect()
+}
 
-/// The verdict column's place: the last, whose text (a level's error) may be long and wraps.
-const VERDICT: usize = HEADER.len() - 1;
-
-/// A level's cells, in [`HEADER`] order, as text. The figures rest on the completed requests, so
-/// their count is shown beside them; goodput is a share of the requests the server answered or failed.
-fn cells(l: &RateLevel) -> [String; 11] {
+/// A level's cells, in [`header`] order, as text; the verdict is the last. The figures rest on the
+/// completed requests, so their count is shown beside them; goodput is a share of the requests
+/// the server answered or failed.
+fn cells(l: &RateLevel) -> Vec<String> {
     let offered = l.rate.to_string();
     if l.status != LevelStatus::Measured {
-        let why = l.reason.clone().unwrap_or_default();
-        let mut row: [String; 11] = std::array::from_fn(|_| "—".to_string());
-        (row[0], row[VERDICT]) = (offered, why);
+        let mut row = vec!["—".to_string(); header().len()];
+        row[0] = offered;
+        *row.last_mut().expect("a verdict column") = l.reason.clone().unwrap_or_default();
         return row;
     }
     let flight = match (l.in_flight_mean, l.in_flight_max) {
@@ -66,27 +62,25 @@ fn cells(l: &RateLevel) -> [String; 11] {
         _ => "—".into(),
     };
     let late = format!("{} of {}", l.counts.late, l.counts.scheduled);
-    let kept = kept_up(l);
     let completed = format!("{} of {}", l.counts.completed, l.counts.scheduled);
-    // goodput is a share of the requests the server answered or failed (methodology §13.1)
+    let figures = headed().map(|f| crate::format::figure(f.unit, f.of(l)));
+    [offered, completed].into_iter().chain(figures).chain([flight, late, goodput(l), kept_up(l)]).collect()
+}
+
+/// Goodput with the count it is a share of: the requests the server answered or failed
+/// (methodology §13.1).
+fn goodput(l: &RateLevel) -> String {
     let judged = l.counts.completed + l.counts.failed;
-    let goodput = match l.goodput_pct.filter(|_| judged > 0) {
+    match l.goodput_pct.filter(|_| judged > 0) {
         Some(g) => format!("{} % of {judged}", crate::format::whole(g)),
         None => "—".into(),
-    };
-    [
-        offered,
-        num(l.achieved_rps, 2),
-        completed,
-        num(l.ttft_ms.map(|q| q.p50), 0),
-        num(l.ttft_ms.and_then(|q| q.p99), 0),
-        num(l.e2e_ms.map(|q| q.p50), 0),
-        num(l.output_tok_s, 0),
-        flight,
-        late,
-        goodput,
-        kept,
-    ]
+    }
+}
+
+/// A figure of a level by its name in the table, as the tables print it.
+fn shown(l: &RateLevel, name: &str) -> String {
+    let f = RateLevel::figure(name);
+    f.map_or_else(|| "—".to_string(), |f| crate::format::figure(f.unit, f.of(l)))
 }
 
 /// The verdict cell: "yes", "saturated" or "unknown", and what a reader must know beside it.
@@ -125,14 +119,15 @@ pub(super) fn html(record: &RunRecord) -> Markup {
                 h3 { (Text(label)) }
                 div class="scroll" {
                     table class="rate" {
-                        thead { tr { @for h in HEADER { th { (h) } } } }
+                        thead { tr { @for h in header() { th { (h) } } } }
                         tbody {
                             @for l in levels {
                                 tr class=[l.saturated.then_some("saturated")] {
-                                    @for (i, c) in cells(l).iter().enumerate() {
+                                    @let cells = cells(l);
+                                    @for (i, c) in cells.iter().enumerate() {
                                         // a long error wraps in its own column instead of widening the
                                         // table past the screen
-                                        td class=[(i == VERDICT).then_some("verdict")] { (Text(c)) }
+                                        td class=[(i + 1 == cells.len()).then_some("verdict")] { (Text(c)) }
                                     }
                                 }
                             }
@@ -190,8 +185,9 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "## Arrivals at a rate\n\n{}\n", markdown_cell(&caption(phase)));
     for (label, levels) in rows(phase) {
         let _ = writeln!(s, "### {}\n", markdown_cell(label));
-        let _ = writeln!(s, "| {} |", HEADER.join(" | "));
-        let _ = writeln!(s, "|{}", "---|".repeat(HEADER.len()));
+        let header = header();
+        let _ = writeln!(s, "| {} |", header.join(" | "));
+        let _ = writeln!(s, "|{}", "---|".repeat(header.len()));
         for l in levels {
             let row: Vec<String> = cells(l).iter().map(|c| markdown_cell(c)).collect();
             let _ = writeln!(s, "| {} |", row.join(" | "));
@@ -205,24 +201,24 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     let _ = writeln!(s, "\nArrivals at a rate (latency from the due time)");
     for (label, levels) in rows(phase) {
         for l in levels {
-            let c = cells(l);
+            let (rate, c) = (l.rate.to_string(), &l.counts);
             let line = match l.status {
                 LevelStatus::Measured => format!(
-                    "{label:>8} {:>6} req/s{}: achieved {} ({} completed), TTFT p50/p99 {}/{} ms, {} tok/s, goodput {}",
-                    c[0],
+                    "{label:>8} {rate:>6} req/s{}: achieved {} req/s ({} of {} completed), TTFT p50/p99 {}/{}, {} tok/s, goodput {}",
                     match l.verdict() {
                         Some(Saturation::Saturated) => " SATURATED",
                         Some(Saturation::Unknown) => " (saturation unknown)",
                         _ => "",
                     },
-                    c[1],
-                    c[2],
-                    c[3],
-                    c[4],
-                    c[6],
-                    c[9],
+                    shown(l, "achieved_rps"),
+                    c.completed,
+                    c.scheduled,
+                    shown(l, "ttft_ms_p50"),
+                    shown(l, "ttft_ms_p99"),
+                    shown(l, "output_tok_s"),
+                    goodput(l),
                 ),
-                _ => format!("{label:>8} {:>6} req/s: {}", c[0], c[VERDICT]),
+                _ => format!("{label:>8} {rate:>6} req/s: {}", l.reason.as_deref().unwrap_or_default()),
             };
             // wrapped, each next line under the first's text, so that a long error is read whole
             let _ = writeln!(s, "{}", crate::wrap::hanging(&line, width.max(40), 17));
@@ -393,12 +389,17 @@ pub(crate) mod tests {
         let mut m = String::new();
         markdown(&mut m, &r);
         assert!(
-            m.contains("| 2 | 1.95 | 10 of 10 | 40 | 61 | 300 | 62 | 0.6 / 2 | 1 of 10 | 90 % of 10 | yes |"),
+            m.contains(
+                "| 2 | 10 of 10 | 1.95 | 62.4 | 40.0 ms | 61.0 ms | 300 ms | 0.6 / 2 | 1 of 10 | 90 % of 10 | yes |"
+            ),
             "{m}"
         );
         let mut t = String::new();
         terminal(&mut t, &r, 200);
-        assert!(t.contains("16 req/s SATURATED: achieved 1.95 (10 of 10 completed)"), "{t}");
+        assert!(
+            t.contains("16 req/s SATURATED: achieved 1.95 req/s (10 of 10 completed), TTFT p50/p99 40.0 ms/61.0 ms"),
+            "{t}"
+        );
         assert!(t.contains("inf req/s: not run"), "{t}");
         let c = csv(&r).unwrap();
         let lines: Vec<&str> = c.lines().collect();
