@@ -87,7 +87,9 @@ pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
         Unit::Seconds => secs1(x),
         // a rate of requests is often below one a second: two decimals keep 0.25 from reading 0.3
         Unit::ReqPerS => with_decimals(x, 2),
-        Unit::TokPerS | Unit::Percent | Unit::CorePercent | Unit::Ratio | Unit::Usd => fixed1(x),
+        // one figure over another: a slowdown of 1.53× reads as such
+        Unit::Ratio => format!("{}×", with_decimals(x, 2)),
+        Unit::TokPerS | Unit::Percent | Unit::CorePercent | Unit::Usd => fixed1(x),
     })
 }
 

@@ -188,12 +188,12 @@ impl Figures for MixedLevel {
 impl Figures for MixedProbe {
     const FIGURES: &'static [Figure<Self>] = &[
         held!(sent_s, Seconds),
-        field!(ttft_ms, Ms, Always),
-        field!(slowdown, Ratio, Always),
-        field!(before_tok_s, TokPerS, Always),
-        field!(during_tok_s, TokPerS, Always),
-        field!(after_tok_s, TokPerS, Always),
-        field!(longest_stall_ms, Ms, Always),
+        field!(ttft_ms, Ms, Always, "TTFT"),
+        field!(slowdown, Ratio, Always, "Slowdown"),
+        field!(before_tok_s, TokPerS, Always, "Background tok/s before"),
+        field!(during_tok_s, TokPerS, Always, "during"),
+        field!(after_tok_s, TokPerS, Always, "after"),
+        field!(longest_stall_ms, Ms, Always, "Longest stall"),
         counted!(prompt_tokens, Tokens, Always),
         counted!(cached_tokens, Tokens, Always),
     ];

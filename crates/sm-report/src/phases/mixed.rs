@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::Figures;
+use sm_core::figures::{Figure, Figures};
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
 use sm_core::plan::shown_context;
 use sm_core::record::{PlanKind, RunRecord};
@@ -48,29 +48,34 @@ fn slowdown(x: f64) -> String {
     format!("{x:.2}×")
 }
 
-/// A probe's cells as the page, Markdown and console print them.
-fn probe_cells(n: usize, p: &MixedProbe) -> [String; 8] {
+/// The probe's figures that the figure table heads ([`sm_core::figures`]), between its number
+/// and whether decode was steady: a probe figure given a heading there is a column here.
+fn headed() -> impl Iterator<Item = &'static Figure<MixedProbe>> {
+    MixedProbe::FIGURES.iter().filter(|f| f.label.is_some())
+}
+
+fn header() -> Vec<&'static str> {
+    std::iter::once("Probe").chain(headed().filter_map(|f| f.label)).chain(["Steady"]).collect()
+}
+
+/// A probe's cells as the page and Markdown print them, in [`header`] order; a failed probe says
+/// why after its number.
+fn probe_cells(n: usize, p: &MixedProbe) -> Vec<String> {
     if let Some(e) = &p.error {
-        let mut cells: [String; 8] = std::array::from_fn(|_| format::NONE.to_string());
+        let mut cells = vec![format::NONE.to_string(); header().len()];
         cells[0] = n.to_string();
         cells[1] = format!("failed: {e}");
         return cells;
     }
     let steady = if p.steady { "yes" } else { "no (sent after the wait)" };
-    [
-        n.to_string(),
-        opt(p.ttft_ms, format::ms),
-        opt(p.slowdown, slowdown),
-        opt(p.before_tok_s, format::fixed1),
-        opt(p.during_tok_s, format::fixed1),
-        opt(p.after_tok_s, format::fixed1),
-        opt(p.longest_stall_ms, format::ms1),
-        steady.into(),
-    ]
+    let figures = headed().map(|f| format::figure(f.unit, f.of(p)));
+    std::iter::once(n.to_string()).chain(figures).chain([steady.to_string()]).collect()
 }
 
-const HEADER: [&str; 8] =
-    ["Probe", "TTFT", "Slowdown", "Background tok/s before", "during", "after", "Longest stall", "Steady"];
+/// A probe's figure by its name in the table, as the tables print it.
+fn shown(p: &MixedProbe, name: &str) -> String {
+    MixedProbe::figure(name).map_or_else(|| format::NONE.to_string(), |f| format::figure(f.unit, f.of(p)))
+}
 
 fn summary(l: &MixedLevel) -> String {
     let mut s = format!(
@@ -110,7 +115,7 @@ fn level_html(record: &RunRecord, l: &MixedLevel) -> Markup {
         p class="caption" { (Text(&summary(l))) }
         div class="scroll" {
             table class="mixed" {
-                thead { tr { @for h in HEADER { th { (h) } } } }
+                thead { tr { @for h in header() { th { (h) } } } }
                 tbody {
                     @for (i, p) in l.probes.iter().enumerate() {
                         tr { @for c in probe_cells(i + 1, p) { td class="num" { (Text(&c)) } } }
@@ -200,8 +205,9 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     s.push_str("## A new user under load\n\n");
     for l in levels {
         let _ = writeln!(s, "### {}\n\n{}\n", markdown_cell(&title(record, l)), markdown_cell(&summary(l)));
-        let _ = writeln!(s, "| {} |", HEADER.join(" | "));
-        let _ = writeln!(s, "|{}", "---:|".repeat(HEADER.len()));
+        let header = header();
+        let _ = writeln!(s, "| {} |", header.join(" | "));
+        let _ = writeln!(s, "|{}", "---:|".repeat(header.len()));
         for (i, p) in l.probes.iter().enumerate() {
             let cells: Vec<String> = probe_cells(i + 1, p).iter().map(|c| markdown_cell(c)).collect();
             let _ = writeln!(s, "| {} |", cells.join(" | "));
@@ -220,14 +226,19 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
         let _ = writeln!(s, "{}", clip(&title(record, l), width));
         let _ = writeln!(s, "  {}", clip(&summary(l), width.saturating_sub(2)));
         for (i, p) in l.probes.iter().enumerate() {
-            let c = probe_cells(i + 1, p);
-            let line = if p.error.is_some() {
-                format!("  probe {}: {}", c[0], c[1])
-            } else {
-                format!(
-                    "  probe {}: TTFT {} ({}), background {} → {} → {} tok/s, stall {}",
-                    c[0], c[1], c[2], c[3], c[4], c[5], c[6]
-                )
+            let n = i + 1;
+            let f = |name| shown(p, name);
+            let line = match &p.error {
+                Some(e) => format!("  probe {n}: failed: {e}"),
+                None => format!(
+                    "  probe {n}: TTFT {} ({}), background {} → {} → {} tok/s, stall {}",
+                    f("ttft_ms"),
+                    f("slowdown"),
+                    f("before_tok_s"),
+                    f("during_tok_s"),
+                    f("after_tok_s"),
+                    f("longest_stall_ms")
+                ),
             };
             let _ = writeln!(s, "{}", clip(&line, width));
         }
