@@ -72,7 +72,7 @@ pub fn cell(at: &str, c: &DecodeCell) -> Result<(), Refusal> {
     if status != CellStatus::Valid && c.ci.is_some() {
         return Err(Refusal::FigureOfInvalid { at: at.to_string(), status: status.name(), field: "ci" });
     }
-    let values = [c.total_tok_s, c.per_request_tok_s, c.ttft_ms_p50, c.ttft_ms_p90, c.tbt_ms_p50, c.tbt_ms_p99];
+    let values = [c.total_tok_s, c.per_request_tok_s, c.ttft_ms.p50, c.ttft_ms.p90, c.tbt_ms.p50, c.tbt_ms.p99];
     figures_and_intervals(at, values, c.ci.as_ref())?;
     if c.repeats.len() > MAX_REPEATS {
         return Err(Refusal::TooMany {
@@ -130,15 +130,15 @@ mod tests {
         let around = |v: Option<f64>| v.map(|v| Interval { lo: v * 0.99, hi: v * 1.01 });
         let ci = CellIntervals {
             total_tok_s: around(c.total_tok_s),
-            tbt_ms_p50: around(c.tbt_ms_p50),
-            ttft_ms_p90: around(c.ttft_ms_p90),
+            tbt_ms_p50: around(c.tbt_ms.p50),
+            ttft_ms_p90: around(c.ttft_ms.p90),
             ..CellIntervals::default()
         };
         c.ci = Some(ci);
         let one = Repeat {
             total_tok_s: c.total_tok_s,
-            ttft_ms_p90: c.ttft_ms_p90,
-            tbt_ms_p50: c.tbt_ms_p50,
+            ttft_ms_p90: c.ttft_ms.p90,
+            tbt_ms_p50: c.tbt_ms.p50,
             measured_s: Some(5.0),
             ci: Some(ci),
             ..Repeat::default()
@@ -182,7 +182,7 @@ mod tests {
             ),
             (
                 Box::new(move |r, i| {
-                    r.decode[i].ttft_ms_p90 = None;
+                    r.decode[i].ttft_ms.p90 = None;
                 }),
                 "ci.ttft_ms_p90 without ttft_ms_p90",
             ),
