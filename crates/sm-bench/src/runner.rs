@@ -480,7 +480,7 @@ impl Runner<'_> {
                 concurrency: dc.concurrency,
                 total_tok_s: dc.total_tok_s.unwrap_or(0.0),
                 per_request_tok_s: dc.per_request_tok_s.unwrap_or(0.0),
-                ttft_ms: dc.ttft_ms_p50.unwrap_or(0.0),
+                ttft_ms: dc.ttft_ms.p50.unwrap_or(0.0),
             },
             status => RunEvent::CellEnded {
                 label: dc.label.clone(),

@@ -191,8 +191,8 @@ pub fn capacities(record: &RunRecord) -> Vec<Capacity> {
 pub fn summary(cell: &DecodeCell) -> SummaryFigures {
     SummaryFigures {
         per_request_tok_s: cell.per_request_tok_s,
-        ttft_ms: [cell.ttft_ms_p50, cell.ttft_ms_p90, cell.ttft_ms_p99],
-        tbt_ms: [cell.tbt_ms_p50, cell.tbt_ms_p90, cell.tbt_ms_p99],
+        ttft_ms: [cell.ttft_ms.p50, cell.ttft_ms.p90, cell.ttft_ms.p99],
+        tbt_ms: [cell.tbt_ms.p50, cell.tbt_ms.p90, cell.tbt_ms.p99],
     }
 }
 

@@ -40,8 +40,8 @@ impl fmt::Display for Unanswerable {
 /// The figures of `figure` that `cell` stored exactly, by percentile.
 fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64)> {
     let summary: Vec<(u8, Option<f64>)> = match figure {
-        Figure::Ttft => vec![(50, cell.ttft_ms_p50), (90, cell.ttft_ms_p90), (99, cell.ttft_ms_p99)],
-        Figure::Tbt => vec![(50, cell.tbt_ms_p50), (90, cell.tbt_ms_p90), (99, cell.tbt_ms_p99)],
+        Figure::Ttft => vec![(50, cell.ttft_ms.p50), (90, cell.ttft_ms.p90), (99, cell.ttft_ms.p99)],
+        Figure::Tbt => vec![(50, cell.tbt_ms.p50), (90, cell.tbt_ms.p90), (99, cell.tbt_ms.p99)],
         // the cell's per-request tok/s is the median of its requests' own speeds
         Figure::TokS => vec![(50, cell.per_request_tok_s)],
     };

@@ -26,7 +26,7 @@ pub fn record_bandwidth(record: &RunRecord) -> Result<(Bandwidth, &'static str),
 /// Chunks carried several tokens when the time between tokens is clearly below the time between
 /// chunks: the sign of speculative decoding (or of an engine that batches its stream).
 fn multi_token_chunks(cell: &DecodeCell) -> bool {
-    match (cell.tbt_ms_p50, cell.chunk_gap_ms_p50) {
+    match (cell.tbt_ms.p50, cell.chunk_gap_ms.p50) {
         (Some(tbt), Some(gap)) if gap > 0.0 => tbt < 0.75 * gap,
         _ => false,
     }

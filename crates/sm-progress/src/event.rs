@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use sm_core::record::{CellStatus, PromptSource, RunStatus};
+use sm_core::record::{CellStatus, Percentiles, PromptSource, RunStatus};
 use sm_core::secrets::scrub;
 use sm_core::units::plural;
 
@@ -293,9 +293,9 @@ fn rate_level(f: &mut fmt::Formatter<'_>, l: &sm_core::phases::rate::RateLevel) 
     if let Some(a) = l.achieved_rps {
         write!(f, ", achieved {a:.2} req/s")?;
     }
-    if let Some(t) = l.ttft_ms {
-        write!(f, ", TTFT p50 {:.0} ms", t.p50)?;
-        if let Some(p99) = t.p99 {
+    if let Some(Percentiles { p50: Some(p50), p99, .. }) = l.ttft_ms {
+        write!(f, ", TTFT p50 {p50:.0} ms")?;
+        if let Some(p99) = p99 {
             write!(f, " p99 {p99:.0} ms")?;
         }
     }

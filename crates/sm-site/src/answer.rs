@@ -144,7 +144,7 @@ mod tests {
         let text = include_str!("../../../tests/data/run-sample.json");
         let mut medians: RunRecord = serde_json::from_str(text).unwrap();
         for c in &mut medians.decode {
-            (c.ttft_ms_p90, c.ttft_ms_p99, c.tbt_ms_p90, c.tbt_ms_p99) = (None, None, None, None);
+            (c.ttft_ms.p90, c.ttft_ms.p99, c.tbt_ms.p90, c.tbt_ms.p99) = (None, None, None, None);
         }
         let mut by_report = medians.clone();
         sm_report::judge(&mut by_report, &sm_report::Judging::default()).unwrap();

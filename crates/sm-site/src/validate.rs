@@ -252,7 +252,7 @@ mod tests {
             (
                 Box::new(move |r| {
                     let i = valid(r);
-                    r.decode[i].tbt_ms_p99 = Some(f64::NAN);
+                    r.decode[i].tbt_ms.p99 = Some(f64::NAN);
                 }),
                 "tbt_ms_p99 is NaN",
             ),

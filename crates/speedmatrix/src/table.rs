@@ -34,8 +34,8 @@ pub fn cell_line(cell: &DecodeCell) -> String {
                 "{head} {:>9.1} tok/s total  {:>7.1} tok/s/request  TTFT {:>7.0} ms  TBT {:>6.2} ms  active {:>5.1}  tokens {}",
                 cell.total_tok_s.unwrap_or(0.0),
                 cell.per_request_tok_s.unwrap_or(0.0),
-                cell.ttft_ms_p50.unwrap_or(0.0),
-                cell.tbt_ms_p50.unwrap_or(0.0),
+                cell.ttft_ms.p50.unwrap_or(0.0),
+                cell.tbt_ms.p50.unwrap_or(0.0),
                 cell.avg_active.unwrap_or(0.0),
                 cell.output_tokens.unwrap_or(0),
             );

@@ -8,8 +8,9 @@ use sm_core::answer;
 use sm_core::gpu_telemetry::{GpuCell, GpuFigures};
 use sm_core::plan::Cell;
 use sm_core::precision::Interval;
-use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell};
+use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell, Percentiles};
 use sm_core::slo::{BoundCheck, Slo};
+use sm_core::stats::Quantiles;
 
 use crate::cell::verdict::CellOutcome;
 
@@ -39,16 +40,10 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
     };
     dc.total_tok_s = Some(round3(f.total_tok_s));
     dc.per_request_tok_s = f.per_request_tok_s.map(round3);
-    if let Some(q) = f.ttft_ms {
-        (dc.ttft_ms_p50, dc.ttft_ms_p90, dc.ttft_ms_p99) =
-            (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
-    }
-    if let Some(q) = f.tbt_ms {
-        (dc.tbt_ms_p50, dc.tbt_ms_p90, dc.tbt_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p90)), Some(round3(q.p99)));
-    }
-    if let Some(q) = f.chunk_gap_ms {
-        (dc.chunk_gap_ms_p50, dc.chunk_gap_ms_p99) = (Some(round3(q.p50)), Some(round3(q.p99)));
-    }
+    let percentiles = |q: Option<Quantiles>| q.map_or_else(Percentiles::default, |q| Percentiles::from(q).map(round3));
+    (dc.ttft_ms, dc.tbt_ms) = (percentiles(f.ttft_ms), percentiles(f.tbt_ms));
+    // the chunk gaps' shape is p50 and p99
+    dc.chunk_gap_ms = Percentiles { p90: None, ..percentiles(f.chunk_gap_ms) };
     dc.avg_active = Some(round3(f.avg_active));
     dc.completed = Some(f.completed);
     dc.output_tokens = Some(f.output_tokens);
@@ -129,7 +124,7 @@ pub(super) fn precision_verdict(dc: &mut DecodeCell, pct: f64, longest: Duration
     let ci = dc.ci.unwrap_or_default();
     let half = |i: Option<Interval>, v: Option<f64>| i.zip(v).and_then(|(i, v)| i.half_width_pct(v));
     let total = half(ci.total_tok_s, dc.total_tok_s);
-    let tbt = half(ci.tbt_ms_p50, dc.tbt_ms_p50);
+    let tbt = half(ci.tbt_ms_p50, dc.tbt_ms.p50);
     let met = matches!((total, tbt), (Some(a), Some(b)) if a <= pct && b <= pct);
     dc.precision_met = Some(met);
     if !met {

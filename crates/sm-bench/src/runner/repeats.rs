@@ -30,10 +30,10 @@ fn repeat_of(dc: &DecodeCell) -> Repeat {
     Repeat {
         total_tok_s: dc.total_tok_s,
         per_request_tok_s: dc.per_request_tok_s,
-        ttft_ms_p50: dc.ttft_ms_p50,
-        ttft_ms_p90: dc.ttft_ms_p90,
-        tbt_ms_p50: dc.tbt_ms_p50,
-        tbt_ms_p99: dc.tbt_ms_p99,
+        ttft_ms_p50: dc.ttft_ms.p50,
+        ttft_ms_p90: dc.ttft_ms.p90,
+        tbt_ms_p50: dc.tbt_ms.p50,
+        tbt_ms_p99: dc.tbt_ms.p99,
         measured_s: dc.measured_s,
         goodput_tok_s: dc.goodput_tok_s,
         ci: dc.ci,
@@ -112,8 +112,8 @@ fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
     let mean = |a: &Option<Across>| a.as_ref().map(|a| round3(a.mean));
     let interval = |a: &Option<Across>| a.as_ref().and_then(|a| a.ci);
     (cell.total_tok_s, cell.per_request_tok_s) = (mean(&total), mean(&per_request));
-    (cell.ttft_ms_p50, cell.ttft_ms_p90) = (mean(&ttft50), mean(&ttft90));
-    (cell.tbt_ms_p50, cell.tbt_ms_p99) = (mean(&tbt50), mean(&tbt99));
+    (cell.ttft_ms.p50, cell.ttft_ms.p90) = (mean(&ttft50), mean(&ttft90));
+    (cell.tbt_ms.p50, cell.tbt_ms.p99) = (mean(&tbt50), mean(&tbt99));
     cell.ci = Some(CellIntervals {
         total_tok_s: interval(&total),
         per_request_tok_s: interval(&per_request),
@@ -152,6 +152,7 @@ const DISAGREE: &str = "the repeats disagree beyond their intervals";
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sm_core::record::Percentiles;
 
     fn measured_cell(total: f64, tbt: f64, h_pct: f64) -> DecodeCell {
         let i = |v: f64| Some(Interval { lo: v * (1.0 - h_pct / 100.0), hi: v * (1.0 + h_pct / 100.0) });
@@ -159,8 +160,7 @@ mod tests {
             status: Some(CellStatus::Valid),
             total_tok_s: Some(total),
             per_request_tok_s: Some(1000.0 / tbt),
-            tbt_ms_p50: Some(tbt),
-            tbt_ms_p99: Some(tbt * 1.2),
+            tbt_ms: Percentiles { p50: Some(tbt), p99: Some(tbt * 1.2), ..Percentiles::default() },
             measured_s: Some(5.0),
             ci: Some(CellIntervals { total_tok_s: i(total), tbt_ms_p50: i(tbt), ..CellIntervals::default() }),
             ..DecodeCell::default()

@@ -119,7 +119,7 @@ pub fn forget_failed(record: &mut RunRecord) -> (usize, usize) {
 
 #[cfg(test)]
 mod tests {
-    use sm_core::record::TimingSettings;
+    use sm_core::record::{Percentiles, TimingSettings};
 
     use super::*;
 
@@ -246,8 +246,8 @@ mod tests {
             status: Some(CellStatus::Valid),
             total_tok_s: Some(100.0),
             per_request_tok_s: Some(50.0),
-            tbt_ms_p90: Some(25.0),
-            ttft_ms_p90: Some(300.0),
+            tbt_ms: Percentiles { p90: Some(25.0), ..Percentiles::default() },
+            ttft_ms: Percentiles { p90: Some(300.0), ..Percentiles::default() },
             ..Default::default()
         });
         new.settings.cost_per_hour_usd = Some(3.6);

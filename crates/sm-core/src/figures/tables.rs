@@ -8,7 +8,7 @@ use crate::phases::burst::Burst;
 use crate::phases::mixed::{MixedLevel, MixedProbe};
 use crate::phases::rate::RateLevel;
 use crate::phases::sessions::{SessionTurn, SessionsSummary, TurnFigures};
-use crate::record::{CellStatus, DecodeCell, PrefillRow};
+use crate::record::{CellStatus, DecodeCell, Percentiles, PrefillRow};
 
 /// A column heading, or none: the figure is not in the page's table.
 macro_rules! label {
@@ -60,18 +60,33 @@ macro_rules! counted {
     };
 }
 
+/// A percentile of one of the section's distributions: `quantile!(ttft_ms.p90, …)` reads p90 of
+/// the field `ttft_ms` (a [`Percentiles`], or an `Option` of one), and is named like the key the
+/// flat sections write, `ttft_ms_p90`.
+macro_rules! quantile {
+    ($field:ident . $q:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: concat!(stringify!($field), "_", stringify!($q)),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| Option::<Percentiles>::from(s.$field).and_then(|p| p.$q),
+        }
+    };
+}
+
 impl Figures for DecodeCell {
     const FIGURES: &'static [Figure<Self>] = &[
         field!(total_tok_s, TokPerS, WhenValid),
         field!(per_request_tok_s, TokPerS, WhenValid),
-        field!(ttft_ms_p50, Ms, WhenValid),
-        field!(ttft_ms_p90, Ms, WhenValid, "TTFT p90"),
-        field!(ttft_ms_p99, Ms, WhenValid, "TTFT p99"),
-        field!(tbt_ms_p50, Ms, WhenValid),
-        field!(tbt_ms_p90, Ms, WhenValid, "Time between tokens p90"),
-        field!(tbt_ms_p99, Ms, WhenValid, "Time between tokens p99"),
-        field!(chunk_gap_ms_p50, Ms, WhenValid),
-        field!(chunk_gap_ms_p99, Ms, WhenValid),
+        quantile!(ttft_ms.p50, Ms, WhenValid),
+        quantile!(ttft_ms.p90, Ms, WhenValid, "TTFT p90"),
+        quantile!(ttft_ms.p99, Ms, WhenValid, "TTFT p99"),
+        quantile!(tbt_ms.p50, Ms, WhenValid),
+        quantile!(tbt_ms.p90, Ms, WhenValid, "Time between tokens p90"),
+        quantile!(tbt_ms.p99, Ms, WhenValid, "Time between tokens p99"),
+        quantile!(chunk_gap_ms.p50, Ms, WhenValid),
+        quantile!(chunk_gap_ms.p99, Ms, WhenValid),
         field!(avg_active, Streams, WhenValid),
         counted!(completed, Count, WhenValid),
         counted!(output_tokens, Count, WhenValid),
@@ -108,19 +123,6 @@ impl Figures for PrefillRow {
     }
 }
 
-/// A percentile of one of a rate level's latency distributions.
-macro_rules! quantile {
-    ($name:literal, $field:ident . $q:ident $(, $label:literal)?) => {
-        Figure {
-            name: $name,
-            label: label!($($label)?),
-            unit: Unit::Ms,
-            carried: Carried::Always,
-            value: |l| l.$field.and_then(|p| Option::from(p.$q)),
-        }
-    };
-}
-
 /// A rate level's figures: a level that did not run has none to carry, so each is `Always`
 /// (its status is not a cell's).
 impl Figures for RateLevel {
@@ -129,18 +131,18 @@ impl Figures for RateLevel {
         field!(achieved_rps, ReqPerS, Always, "Achieved req/s"),
         field!(output_tok_s, TokPerS, Always, "Output tok/s"),
         field!(input_tok_s, TokPerS, Always),
-        quantile!("ttft_ms_p50", ttft_ms.p50, "TTFT p50"),
-        quantile!("ttft_ms_p90", ttft_ms.p90),
-        quantile!("ttft_ms_p99", ttft_ms.p99, "TTFT p99"),
-        quantile!("tbt_ms_p50", tbt_ms.p50),
-        quantile!("tbt_ms_p90", tbt_ms.p90),
-        quantile!("tbt_ms_p99", tbt_ms.p99),
-        quantile!("e2e_ms_p50", e2e_ms.p50, "E2E p50"),
-        quantile!("e2e_ms_p90", e2e_ms.p90),
-        quantile!("e2e_ms_p99", e2e_ms.p99),
-        quantile!("send_lag_ms_p50", send_lag_ms.p50),
-        quantile!("send_lag_ms_p99", send_lag_ms.p99),
-        quantile!("send_lag_ms_max", send_lag_ms.max),
+        quantile!(ttft_ms.p50, Ms, Always, "TTFT p50"),
+        quantile!(ttft_ms.p90, Ms, Always),
+        quantile!(ttft_ms.p99, Ms, Always, "TTFT p99"),
+        quantile!(tbt_ms.p50, Ms, Always),
+        quantile!(tbt_ms.p90, Ms, Always),
+        quantile!(tbt_ms.p99, Ms, Always),
+        quantile!(e2e_ms.p50, Ms, Always, "E2E p50"),
+        quantile!(e2e_ms.p90, Ms, Always),
+        quantile!(e2e_ms.p99, Ms, Always),
+        quantile!(send_lag_ms.p50, Ms, Always),
+        quantile!(send_lag_ms.p99, Ms, Always),
+        quantile!(send_lag_ms.max, Ms, Always),
         field!(in_flight_mean, Streams, Always),
         counted!(in_flight_max, Streams, Always),
         field!(goodput_pct, Percent, Always),
@@ -153,13 +155,13 @@ impl Figures for RateLevel {
 impl Figures for Burst {
     const FIGURES: &'static [Figure<Self>] = &[
         field!(scheduled_s, Seconds, WhenSent),
-        field!(e2e_ms_p50, Ms, WhenSent, "E2E p50"),
-        field!(e2e_ms_p90, Ms, WhenSent, "E2E p90"),
-        field!(e2e_ms_max, Ms, WhenSent, "E2E max"),
+        quantile!(e2e_ms.p50, Ms, WhenSent, "E2E p50"),
+        quantile!(e2e_ms.p90, Ms, WhenSent, "E2E p90"),
+        quantile!(e2e_ms.max, Ms, WhenSent, "E2E max"),
         field!(last_completion_ms, Ms, WhenSent, "Last completion"),
-        field!(ttft_ms_p50, Ms, WhenSent, "TTFT p50"),
-        field!(ttft_ms_p90, Ms, WhenSent, "TTFT p90"),
-        field!(ttft_ms_max, Ms, WhenSent, "TTFT max"),
+        quantile!(ttft_ms.p50, Ms, WhenSent, "TTFT p50"),
+        quantile!(ttft_ms.p90, Ms, WhenSent, "TTFT p90"),
+        quantile!(ttft_ms.max, Ms, WhenSent, "TTFT max"),
         counted!(output_tokens, Count, WhenSent, "Output tokens"),
         field!(total_tok_s, TokPerS, WhenSent, "Tok/s"),
         field!(send_spread_ms, Ms, WhenSent, "Send spread"),
@@ -222,8 +224,8 @@ impl Figures for SessionTurn {
 /// The turn-N figures over every user.
 impl Figures for TurnFigures {
     const FIGURES: &'static [Figure<Self>] = &[
-        field!(ttft_ms_p50, Ms, Always),
-        field!(ttft_ms_p90, Ms, Always),
+        quantile!(ttft_ms.p50, Ms, Always),
+        quantile!(ttft_ms.p90, Ms, Always),
         field!(prompt_tokens_mean, Tokens, Always),
         field!(cached_tokens_mean, Tokens, Always),
         field!(cache_hit_pct, Percent, Always),
@@ -235,12 +237,12 @@ impl Figures for SessionsSummary {
     const FIGURES: &'static [Figure<Self>] = &[
         held!(span_s, Seconds),
         field!(output_tok_s, TokPerS, Always),
-        field!(ttft_ms_p50, Ms, Always),
-        field!(ttft_ms_p90, Ms, Always),
-        field!(ttft_ms_p99, Ms, Always),
-        field!(latency_ms_p50, Ms, Always),
-        field!(latency_ms_p90, Ms, Always),
-        field!(latency_ms_p99, Ms, Always),
+        quantile!(ttft_ms.p50, Ms, Always),
+        quantile!(ttft_ms.p90, Ms, Always),
+        quantile!(ttft_ms.p99, Ms, Always),
+        quantile!(latency_ms.p50, Ms, Always),
+        quantile!(latency_ms.p90, Ms, Always),
+        quantile!(latency_ms.p99, Ms, Always),
         field!(cache_hit_pct, Percent, Always),
         field!(send_lag_ms_max, Ms, Always),
     ];
@@ -286,7 +288,13 @@ mod tests {
     /// the table's value, so run.json and the table cannot drift apart.
     #[test]
     fn a_figure_named_like_a_field_reads_that_field() {
-        let burst = Burst { send_spread_ms: Some(1.5), total_tok_s: Some(2.5), ..Burst::default() };
+        let burst = Burst {
+            send_spread_ms: Some(1.5),
+            total_tok_s: Some(2.5),
+            e2e_ms: Percentiles::p50_p90_max(1.0, 2.0, 3.0),
+            ttft_ms: Percentiles::median(0.5),
+            ..Burst::default()
+        };
         let json = serde_json::to_value(&burst).unwrap();
         for f in Burst::FIGURES {
             assert_eq!(f.of(&burst), json.get(f.name).and_then(|v| v.as_f64()), "{}", f.name);

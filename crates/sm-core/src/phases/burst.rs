@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::percentiles::{Percentiles, flat_keys};
 use crate::record::status::CellStatus;
 
 /// The burst phase: its settings and every burst measured so far.
@@ -55,41 +56,20 @@ pub struct Burst {
     #[schemars(extend("x-nullable" = true))]
     pub scheduled_s: Option<f64>,
     /// End-to-end latency of the completed requests, from the burst's scheduled time to the
-    /// request's end, in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub e2e_ms_p50: Option<f64>,
-    /// End-to-end latency p90, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub e2e_ms_p90: Option<f64>,
-    /// End-to-end latency of the slowest completed request, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub e2e_ms_max: Option<f64>,
+    /// request's end, in ms: p50, p90, max (the keys `e2e_ms_p50`, … of `e2e_ms_keys`).
+    #[serde(flatten, with = "e2e_ms_keys")]
+    #[schemars(with = "e2e_ms_keys::Keys")]
+    pub e2e_ms: Percentiles,
     /// From the scheduled time to the end of the last completed request, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     #[schemars(extend("x-nullable" = true))]
     pub last_completion_ms: Option<f64>,
-    /// Time to first token from the scheduled time, over requests that received one, in ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub ttft_ms_p50: Option<f64>,
-    /// Time to first token p90, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub ttft_ms_p90: Option<f64>,
-    /// The longest time to first token, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    #[schemars(extend("x-nullable" = true))]
-    pub ttft_ms_max: Option<f64>,
+    /// Time to first token from the scheduled time, over requests that received one, in ms: p50,
+    /// p90, max (the keys `ttft_ms_p50`, … of `ttft_ms_keys`).
+    #[serde(flatten, with = "ttft_ms_keys")]
+    #[schemars(with = "ttft_ms_keys::Keys")]
+    pub ttft_ms: Percentiles,
     /// Output tokens of the completed requests.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-nullable" = true))]
@@ -114,6 +94,49 @@ pub struct Burst {
     pub ranks: Vec<crate::ranks::RankLevel>,
 }
 
+flat_keys! {
+    /// A burst's end-to-end latencies as run.json writes them: an absent key is left out.
+    mod e2e_ms_keys {
+        /// End-to-end latency of the completed requests, from the burst's scheduled time to the
+        /// request's end, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        p50: "e2e_ms_p50",
+        /// End-to-end latency p90, ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        p90: "e2e_ms_p90",
+        /// End-to-end latency of the slowest completed request, ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        max: "e2e_ms_max",
+    }
+}
+
+flat_keys! {
+    /// A burst's times to first token as run.json writes them: an absent key is left out.
+    mod ttft_ms_keys {
+        /// Time to first token from the scheduled time, over requests that received one, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        p50: "ttft_ms_p50",
+        /// Time to first token p90, ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        p90: "ttft_ms_p90",
+        /// The longest time to first token, ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        #[schemars(extend("x-nullable" = true))]
+        max: "ttft_ms_max",
+    }
+}
+
 impl Default for Burst {
     /// A burst with no figure yet, not valid until measured.
     fn default() -> Self {
@@ -128,13 +151,9 @@ impl Default for Burst {
             completed: 0,
             failed: 0,
             scheduled_s: None,
-            e2e_ms_p50: None,
-            e2e_ms_p90: None,
-            e2e_ms_max: None,
+            e2e_ms: Percentiles::default(),
             last_completion_ms: None,
-            ttft_ms_p50: None,
-            ttft_ms_p90: None,
-            ttft_ms_max: None,
+            ttft_ms: Percentiles::default(),
             output_tokens: None,
             total_tok_s: None,
             send_spread_ms: None,
@@ -173,7 +192,7 @@ impl BurstPhase {
         let first = *rounds.first()?;
         let valid: Vec<&Burst> = rounds.iter().copied().filter(|b| b.status == CellStatus::Valid).collect();
         let measured = if valid.is_empty() { rounds.clone() } else { valid };
-        let med = |f: fn(&Burst) -> Option<f64>| {
+        let med = |f: &dyn Fn(&Burst) -> Option<f64>| {
             crate::stats::median(&measured.iter().filter_map(|b| f(b)).collect::<Vec<_>>())
         };
         let worst = rounds.iter().find(|b| b.status != CellStatus::Valid).copied();
@@ -188,16 +207,12 @@ impl BurstPhase {
             completed: rounds.iter().map(|b| b.completed).sum(),
             failed: rounds.iter().map(|b| b.failed).sum(),
             scheduled_s: first.scheduled_s,
-            e2e_ms_p50: med(|b| b.e2e_ms_p50),
-            e2e_ms_p90: med(|b| b.e2e_ms_p90),
-            e2e_ms_max: med(|b| b.e2e_ms_max),
-            last_completion_ms: med(|b| b.last_completion_ms),
-            ttft_ms_p50: med(|b| b.ttft_ms_p50),
-            ttft_ms_p90: med(|b| b.ttft_ms_p90),
-            ttft_ms_max: med(|b| b.ttft_ms_max),
-            output_tokens: med(|b| b.output_tokens.map(|t| t as f64)).map(|t| t.round() as u64),
-            total_tok_s: med(|b| b.total_tok_s),
-            send_spread_ms: med(|b| b.send_spread_ms),
+            e2e_ms: Percentiles::each(|q| med(&|b| q(&b.e2e_ms))),
+            last_completion_ms: med(&|b| b.last_completion_ms),
+            ttft_ms: Percentiles::each(|q| med(&|b| q(&b.ttft_ms))),
+            output_tokens: med(&|b| b.output_tokens.map(|t| t as f64)).map(|t| t.round() as u64),
+            total_tok_s: med(&|b| b.total_tok_s),
+            send_spread_ms: med(&|b| b.send_spread_ms),
             // each round's telemetry is its own span's; a median of series means nothing
             telemetry: Default::default(),
             // and each round's parts are in its own record
@@ -220,7 +235,7 @@ mod tests {
             requests: 4,
             completed: if status == CellStatus::Valid { 4 } else { 3 },
             failed: if status == CellStatus::Valid { 0 } else { 1 },
-            e2e_ms_p50: Some(e2e),
+            e2e_ms: Percentiles { p50: Some(e2e), ..Percentiles::default() },
             total_tok_s: Some(1000.0 / e2e),
             ..Burst::default()
         }
@@ -238,7 +253,7 @@ mod tests {
             ..BurstPhase::default()
         };
         let s = phase.summary(Some(1024), 4).unwrap();
-        assert_eq!(s.e2e_ms_p50, Some(200.0), "the failed round's figures are left out");
+        assert_eq!(s.e2e_ms.p50, Some(200.0), "the failed round's figures are left out");
         assert_eq!((s.round, s.requests, s.completed, s.failed), (4, 16, 15, 1));
         assert_eq!(s.status, CellStatus::Error);
         assert!(phase.summary(Some(2048), 4).is_none());
@@ -252,9 +267,21 @@ mod tests {
             reason: Some("needs more KV".into()),
             ..burst(1, 1.0, CellStatus::Valid)
         };
-        let b = Burst { e2e_ms_p50: None, total_tok_s: None, ..b };
+        let b = Burst { e2e_ms: Percentiles::default(), total_tok_s: None, ..b };
         let text = serde_json::to_string(&b).unwrap();
         assert!(!text.contains("e2e_ms_p50") && text.contains("over_capacity"), "{text}");
+        assert_eq!(serde_json::from_str::<Burst>(&text).unwrap(), b);
+    }
+
+    /// A burst leaves an absent key of a distribution out, and reads one key without the others.
+    #[test]
+    fn a_distribution_writes_the_keys_it_has() {
+        let b = Burst { e2e_ms: Percentiles { max: Some(9.0), ..Percentiles::default() }, ..Burst::default() };
+        let text = serde_json::to_string(&b).unwrap();
+        assert!(
+            text.contains(r#""e2e_ms_max":9.0"#) && !text.contains("e2e_ms_p50") && !text.contains("ttft_ms"),
+            "{text}"
+        );
         assert_eq!(serde_json::from_str::<Burst>(&text).unwrap(), b);
     }
 }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::record::percentiles::{Percentiles, flat_keys};
 use crate::stats::{Quantiles, percentile};
 
 /// The most users one phase holds (`--sessions`): each is a connection and a task.
@@ -131,12 +132,11 @@ pub struct TurnFigures {
     pub completed: u64,
     /// Turns of this index that failed.
     pub failed: u64,
-    /// TTFT from the scheduled turn start, p50 and p90 over the completed turns.
-    #[schemars(range(min = 0))]
-    pub ttft_ms_p50: Option<f64>,
-    /// TTFT p90 from the scheduled start, ms.
-    #[schemars(range(min = 0))]
-    pub ttft_ms_p90: Option<f64>,
+    /// TTFT from the scheduled turn start over the completed turns, ms: p50, p90 (the keys
+    /// `ttft_ms_p50`, `ttft_ms_p90` of `turn_ttft_ms_keys`).
+    #[serde(flatten, with = "turn_ttft_ms_keys")]
+    #[schemars(with = "turn_ttft_ms_keys::Keys")]
+    pub ttft_ms: Percentiles,
     /// Mean `usage.prompt_tokens`.
     #[schemars(range(min = 0))]
     pub prompt_tokens_mean: Option<f64>,
@@ -166,30 +166,64 @@ pub struct SessionsSummary {
     /// `output_tokens ÷ span_s`.
     #[schemars(range(min = 0))]
     pub output_tok_s: Option<f64>,
-    /// TTFT p50 from the scheduled start, ms.
-    #[schemars(range(min = 0))]
-    pub ttft_ms_p50: Option<f64>,
-    /// TTFT p90, ms.
-    #[schemars(range(min = 0))]
-    pub ttft_ms_p90: Option<f64>,
-    /// TTFT p99, ms.
-    #[schemars(range(min = 0))]
-    pub ttft_ms_p99: Option<f64>,
-    /// End-to-end latency: answer end minus scheduled start.
-    #[schemars(range(min = 0))]
-    pub latency_ms_p50: Option<f64>,
-    /// End-to-end latency p90, ms.
-    #[schemars(range(min = 0))]
-    pub latency_ms_p90: Option<f64>,
-    /// End-to-end latency p99, ms.
-    #[schemars(range(min = 0))]
-    pub latency_ms_p99: Option<f64>,
+    /// TTFT from the scheduled start, ms: p50, p90, p99 (the keys `ttft_ms_p50`, … of
+    /// `summary_ttft_ms_keys`).
+    #[serde(flatten, with = "summary_ttft_ms_keys")]
+    #[schemars(with = "summary_ttft_ms_keys::Keys")]
+    pub ttft_ms: Percentiles,
+    /// End-to-end latency, answer end minus scheduled start, ms: p50, p90, p99 (the keys
+    /// `latency_ms_p50`, … of `latency_ms_keys`).
+    #[serde(flatten, with = "latency_ms_keys")]
+    #[schemars(with = "latency_ms_keys::Keys")]
+    pub latency_ms: Percentiles,
     /// 100 × Σ cached ÷ Σ prompt tokens over every answered turn that reported both.
     #[schemars(range(min = 0, max = 100))]
     pub cache_hit_pct: Option<f64>,
     /// The largest send lag (sent minus scheduled) of any turn.
     #[schemars(range(min = 0))]
     pub send_lag_ms_max: Option<f64>,
+}
+
+flat_keys! {
+    /// The TTFTs of one turn index as run.json writes them: null when no turn completed.
+    mod turn_ttft_ms_keys {
+        /// TTFT from the scheduled turn start, p50 and p90 over the completed turns.
+        #[schemars(range(min = 0))]
+        p50: "ttft_ms_p50",
+        /// TTFT p90 from the scheduled start, ms.
+        #[schemars(range(min = 0))]
+        p90: "ttft_ms_p90",
+    }
+}
+
+flat_keys! {
+    /// The phase's TTFTs as run.json writes them: null when no turn completed.
+    mod summary_ttft_ms_keys {
+        /// TTFT p50 from the scheduled start, ms.
+        #[schemars(range(min = 0))]
+        p50: "ttft_ms_p50",
+        /// TTFT p90, ms.
+        #[schemars(range(min = 0))]
+        p90: "ttft_ms_p90",
+        /// TTFT p99, ms.
+        #[schemars(range(min = 0))]
+        p99: "ttft_ms_p99",
+    }
+}
+
+flat_keys! {
+    /// The phase's end-to-end latencies as run.json writes them: null when no turn completed.
+    mod latency_ms_keys {
+        /// End-to-end latency: answer end minus scheduled start.
+        #[schemars(range(min = 0))]
+        p50: "latency_ms_p50",
+        /// End-to-end latency p90, ms.
+        #[schemars(range(min = 0))]
+        p90: "latency_ms_p90",
+        /// End-to-end latency p99, ms.
+        #[schemars(range(min = 0))]
+        p99: "latency_ms_p99",
+    }
 }
 
 /// The phase's section: its settings, every turn measured and the figures over them.
@@ -285,8 +319,11 @@ fn one_turn(turn: u32, all: &[&SessionTurn]) -> TurnFigures {
         turn,
         completed: done.len() as u64,
         failed: (all.len() - done.len()) as u64,
-        ttft_ms_p50: percentile(&ttft, 50.0).map(round3),
-        ttft_ms_p90: percentile(&ttft, 90.0).map(round3),
+        ttft_ms: Percentiles {
+            p50: percentile(&ttft, 50.0).map(round3),
+            p90: percentile(&ttft, 90.0).map(round3),
+            ..Percentiles::default()
+        },
         prompt_tokens_mean: mean(&prompt).map(round2),
         cached_tokens_mean: mean(&cached).map(round2),
         cache_hit_pct: cache_hit_pct(done.iter().copied()),
@@ -316,12 +353,8 @@ pub fn summary(sessions: &[Session]) -> Option<SessionsSummary> {
         output_tokens,
         span_s: round3(span),
         output_tok_s: (span > 0.0).then(|| round2(output_tokens as f64 / span)),
-        ttft_ms_p50: ttft.map(|q| round3(q.p50)),
-        ttft_ms_p90: ttft.map(|q| round3(q.p90)),
-        ttft_ms_p99: ttft.map(|q| round3(q.p99)),
-        latency_ms_p50: latency.map(|q| round3(q.p50)),
-        latency_ms_p90: latency.map(|q| round3(q.p90)),
-        latency_ms_p99: latency.map(|q| round3(q.p99)),
+        ttft_ms: ttft.map(|q| Percentiles::from(q).map(round3)).unwrap_or_default(),
+        latency_ms: latency.map(|q| Percentiles::from(q).map(round3)).unwrap_or_default(),
         cache_hit_pct: cache_hit_pct(done.iter().copied()),
         send_lag_ms_max: lag.map(round3),
     })

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::percentiles::{Percentiles, flat_keys};
 use super::settings::{TokenSource, is_false};
 use super::status::{CellStatus, PlanStatus};
 use crate::precision::Interval;
@@ -102,26 +103,22 @@ pub struct DecodeCell {
     pub total_tok_s: Option<f64>,
     /// Per request tok/s: the median over requests of 1000 / TBT_request_ms, measured per stream (not total / C).
     pub per_request_tok_s: Option<f64>,
-    /// Median time to first token in ms over every request started in the cell whose first token arrived before the
-    /// window closed (first wave included). The prompt is cached, so this is admission + queueing + first step under
-    /// load, not prefill.
-    pub ttft_ms_p50: Option<f64>,
-    /// 90th percentile of the same TTFT distribution, in ms.
-    pub ttft_ms_p90: Option<f64>,
-    /// 99th percentile of the same TTFT distribution, in ms.
-    pub ttft_ms_p99: Option<f64>,
-    /// Median time between tokens in ms over requests; per request (t_last − t_first) / (n_last − n_first) over its
-    /// token-bearing chunks inside the window, n the cumulative token count after each chunk.
-    pub tbt_ms_p50: Option<f64>,
-    /// 90th percentile of the per-request TBT, in ms.
-    pub tbt_ms_p90: Option<f64>,
-    /// 99th percentile of the per-request TBT, in ms.
-    pub tbt_ms_p99: Option<f64>,
-    /// Median time in ms between consecutive token-bearing chunks of one request, both inside the window, over all such
-    /// gaps of the cell.
-    pub chunk_gap_ms_p50: Option<f64>,
-    /// 99th percentile of the same chunk gaps, in ms.
-    pub chunk_gap_ms_p99: Option<f64>,
+    /// Time to first token in ms over every request started in the cell whose first token
+    /// arrived before the window closed: p50, p90, p99 (the keys `ttft_ms_p50`, … of
+    /// `ttft_ms_keys`).
+    #[serde(flatten, with = "ttft_ms_keys")]
+    #[schemars(with = "ttft_ms_keys::Keys")]
+    pub ttft_ms: Percentiles,
+    /// Time between tokens in ms, per request, over requests: p50, p90, p99 (the keys
+    /// `tbt_ms_p50`, … of `tbt_ms_keys`).
+    #[serde(flatten, with = "tbt_ms_keys")]
+    #[schemars(with = "tbt_ms_keys::Keys")]
+    pub tbt_ms: Percentiles,
+    /// Time in ms between consecutive token-bearing chunks of one request inside the window: p50,
+    /// p99 (the keys `chunk_gap_ms_p50`, `chunk_gap_ms_p99` of `chunk_gap_ms_keys`).
+    #[serde(flatten, with = "chunk_gap_ms_keys")]
+    #[schemars(with = "chunk_gap_ms_keys::Keys")]
+    pub chunk_gap_ms: Percentiles,
     /// Average active requests: time-weighted mean over the window of the server's running gauge (sampled every 250 ms,
     /// held between samples); without metrics, the client's count of streams that have received a token and not ended.
     pub avg_active: Option<f64>,
@@ -221,6 +218,44 @@ pub struct DecodeCell {
     /// With `--ranks N` (1.4): each client process's streams, tokens and health; absent with one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ranks: Vec<crate::ranks::RankCell>,
+}
+
+flat_keys! {
+    /// A decode cell's TTFT as run.json writes it: null keys when the cell is not valid.
+    mod ttft_ms_keys {
+        /// Median time to first token in ms over every request started in the cell whose first token arrived before the
+        /// window closed (first wave included). The prompt is cached, so this is admission + queueing + first step under
+        /// load, not prefill.
+        p50: "ttft_ms_p50",
+        /// 90th percentile of the same TTFT distribution, in ms.
+        p90: "ttft_ms_p90",
+        /// 99th percentile of the same TTFT distribution, in ms.
+        p99: "ttft_ms_p99",
+    }
+}
+
+flat_keys! {
+    /// A decode cell's TBT as run.json writes it: null keys when the cell is not valid.
+    mod tbt_ms_keys {
+        /// Median time between tokens in ms over requests; per request (t_last − t_first) / (n_last − n_first) over its
+        /// token-bearing chunks inside the window, n the cumulative token count after each chunk.
+        p50: "tbt_ms_p50",
+        /// 90th percentile of the per-request TBT, in ms.
+        p90: "tbt_ms_p90",
+        /// 99th percentile of the per-request TBT, in ms.
+        p99: "tbt_ms_p99",
+    }
+}
+
+flat_keys! {
+    /// A decode cell's chunk gaps as run.json writes them: null keys when the cell is not valid.
+    mod chunk_gap_ms_keys {
+        /// Median time in ms between consecutive token-bearing chunks of one request, both inside the window, over all such
+        /// gaps of the cell.
+        p50: "chunk_gap_ms_p50",
+        /// 99th percentile of the same chunk gaps, in ms.
+        p99: "chunk_gap_ms_p99",
+    }
 }
 
 /// 95 % confidence intervals of a cell's main figures; a figure has none when its samples are too
@@ -327,5 +362,29 @@ impl PlanKind {
 impl std::fmt::Display for PlanKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A decode cell writes each key of its distributions where its fields stood, null when
+    /// absent, and reads them back key by key (one key without the others included).
+    #[test]
+    fn a_distribution_writes_its_keys_flat_and_null_when_absent() {
+        let cell =
+            DecodeCell { ttft_ms: Percentiles { p90: Some(2.5), ..Percentiles::default() }, ..DecodeCell::default() };
+        let text = serde_json::to_string(&cell).unwrap();
+        let at = |k: &str| text.find(&format!("\"{k}\"")).unwrap();
+        assert!(at("per_request_tok_s") < at("ttft_ms_p50") && at("ttft_ms_p99") < at("tbt_ms_p50"), "{text}");
+        assert!(at("tbt_ms_p99") < at("chunk_gap_ms_p50") && at("chunk_gap_ms_p99") < at("avg_active"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(json["ttft_ms_p50"], json!(null));
+        assert_eq!((&json["ttft_ms_p90"], &json["chunk_gap_ms_p99"]), (&json!(2.5), &json!(null)));
+        assert!(json.get("ttft_ms_max").is_none() && json.get("chunk_gap_ms_p90").is_none());
+        assert_eq!(serde_json::from_value::<DecodeCell>(json).unwrap(), cell);
     }
 }

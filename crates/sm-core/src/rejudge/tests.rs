@@ -30,8 +30,7 @@ fn measured(slo: &Slo) -> RunRecord {
         let tbt: Vec<f64> = reqs.iter().filter_map(|r| r.tbt_ms).collect();
         let speeds: Vec<f64> = tbt.iter().map(|t| 1000.0 / t).collect();
         let (t, b) = (Quantiles::of(&ttft).unwrap(), Quantiles::of(&tbt).unwrap());
-        (cell.ttft_ms_p50, cell.ttft_ms_p90, cell.ttft_ms_p99) = (Some(t.p50), Some(t.p90), Some(t.p99));
-        (cell.tbt_ms_p50, cell.tbt_ms_p90, cell.tbt_ms_p99) = (Some(b.p50), Some(b.p90), Some(b.p99));
+        (cell.ttft_ms, cell.tbt_ms) = (t.into(), b.into());
         cell.per_request_tok_s = percentile(&speeds, 50.0);
         let j = slo.judge(&reqs, 10.0);
         cell.slo_met = Some(j.met);
@@ -71,7 +70,7 @@ fn a_bound_no_stored_figure_gives_exactly_is_refused_not_approximated() {
 fn an_import_with_p50_only_says_what_it_cannot_answer() {
     let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
     for cell in &mut record.decode {
-        (cell.ttft_ms_p90, cell.ttft_ms_p99, cell.tbt_ms_p90, cell.tbt_ms_p99) = (None, None, None, None);
+        (cell.ttft_ms.p90, cell.ttft_ms.p99, cell.tbt_ms.p90, cell.tbt_ms.p99) = (None, None, None, None);
     }
     let p50: Slo = "tok_s_p50>=20,ttft_p50<=2s".parse().unwrap();
     judge_from_summaries(&mut record, &p50).unwrap();

@@ -142,8 +142,8 @@ fn apply_names_speculative_decoding_where_chunks_carry_several_tokens() {
     r.hardware.gpu_count = 1;
     let i = r.decode.iter().position(|c| c.total_tok_s.is_some()).unwrap();
     // 2.6 tokens per chunk: tokens 10 ms apart, chunks 26 ms apart
-    r.decode[i].tbt_ms_p50 = Some(10.0);
-    r.decode[i].chunk_gap_ms_p50 = Some(26.0);
+    r.decode[i].tbt_ms.p50 = Some(10.0);
+    r.decode[i].chunk_gap_ms.p50 = Some(26.0);
     apply(&mut r, shape.clone()).unwrap();
     apply(&mut r, shape).unwrap();
     let c = &r.decode[i];

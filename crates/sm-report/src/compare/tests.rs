@@ -19,10 +19,10 @@ fn with_intervals(mut r: RunRecord, pct: f64) -> RunRecord {
         c.ci = Some(CellIntervals {
             total_tok_s: i(c.total_tok_s),
             per_request_tok_s: i(c.per_request_tok_s),
-            ttft_ms_p50: i(c.ttft_ms_p50),
-            ttft_ms_p90: i(c.ttft_ms_p90),
-            tbt_ms_p50: i(c.tbt_ms_p50),
-            tbt_ms_p99: i(c.tbt_ms_p99),
+            ttft_ms_p50: i(c.ttft_ms.p50),
+            ttft_ms_p90: i(c.ttft_ms.p90),
+            tbt_ms_p50: i(c.tbt_ms.p50),
+            tbt_ms_p99: i(c.tbt_ms.p99),
         });
     }
     r
@@ -36,8 +36,8 @@ fn slower(r: &RunRecord) -> RunRecord {
         let scale_i = |v: &mut Option<Interval>, k: f64| *v = v.map(|i| Interval { lo: i.lo * k, hi: i.hi * k });
         scale(&mut c.total_tok_s, 1.0 / 1.05);
         scale(&mut c.per_request_tok_s, 1.0 / 1.05);
-        scale(&mut c.ttft_ms_p90, 1.05);
-        scale(&mut c.tbt_ms_p50, 1.05);
+        scale(&mut c.ttft_ms.p90, 1.05);
+        scale(&mut c.tbt_ms.p50, 1.05);
         if let Some(ci) = c.ci.as_mut() {
             scale_i(&mut ci.total_tok_s, 1.0 / 1.05);
             scale_i(&mut ci.per_request_tok_s, 1.0 / 1.05);
@@ -256,7 +256,7 @@ fn a_ttft_from_too_few_requests_gives_no_percentage() {
     let a = sample();
     let mut b = a.clone();
     for c in &mut b.decode {
-        c.ttft_ms_p50 = c.ttft_ms_p50.map(|v| v * 50.0);
+        c.ttft_ms.p50 = c.ttft_ms.p50.map(|v| v * 50.0);
     }
     let c = compare(&a, &b);
     let one = |conc: u32, f: Figure| {

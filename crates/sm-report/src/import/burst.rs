@@ -7,7 +7,7 @@ use serde_json::Value;
 use sm_core::Tokens;
 use sm_core::context::label;
 use sm_core::phases::burst::{Burst, BurstPhase};
-use sm_core::record::CellStatus;
+use sm_core::record::{CellStatus, Percentiles};
 
 use super::value::{bool_at, f64_at, ms_at, str_at, u64_at};
 
@@ -83,14 +83,20 @@ fn burst(r: &Value) -> Option<Burst> {
         requests,
         completed,
         failed,
-        e2e_ms_p50: ms_at(r, "request_latency_p50"),
-        e2e_ms_p90: ms_at(r, "request_latency_p90"),
-        e2e_ms_max: max_of("latency"),
+        e2e_ms: Percentiles {
+            p50: ms_at(r, "request_latency_p50"),
+            p90: ms_at(r, "request_latency_p90"),
+            max: max_of("latency"),
+            ..Percentiles::default()
+        },
         // the reference tool's profiling wall time: from the cell's start to its last completion
         last_completion_ms: ms_at(r, "measurement_wall_seconds"),
-        ttft_ms_p50: ms_at(r, "ttft_p50"),
-        ttft_ms_p90: ms_at(r, "ttft_p90"),
-        ttft_ms_max: max_of("ttft"),
+        ttft_ms: Percentiles {
+            p50: ms_at(r, "ttft_p50"),
+            p90: ms_at(r, "ttft_p90"),
+            max: max_of("ttft"),
+            ..Percentiles::default()
+        },
         output_tokens: u64_at(r, "client_output_tokens").or_else(|| u64_at(r, "total_tokens")),
         total_tok_s: tps.filter(|t| *t >= 0.0),
         ..base
@@ -112,13 +118,13 @@ mod tests {
             "request_samples": [{"latency": 2.5, "ttft": 0.3}, {"latency": 0.0, "ttft": 0.25}]});
         let b = burst(&r).unwrap();
         assert_eq!((b.status, b.requests, b.completed, b.failed), (CellStatus::Error, 10, 9, 1));
-        assert_eq!((b.e2e_ms_p50, b.e2e_ms_max, b.ttft_ms_max), (Some(1500.0), Some(2500.0), Some(300.0)));
+        assert_eq!((b.e2e_ms.p50, b.e2e_ms.max, b.ttft_ms.max), (Some(1500.0), Some(2500.0), Some(300.0)));
         assert_eq!((b.last_completion_ms, b.total_tok_s, b.output_tokens), (Some(6000.0), Some(150.0), Some(900)));
         assert_eq!((b.send_spread_ms, b.scheduled_s), (None, None), "never invented");
         let no_samples =
             burst(&json!({"context_tokens": 1024, "concurrency": 2, "aggregate_tps": 1.0, "request_count": 2}))
                 .unwrap();
-        assert_eq!((no_samples.e2e_ms_max, no_samples.e2e_ms_p50, no_samples.completed), (None, None, 0));
+        assert_eq!((no_samples.e2e_ms.max, no_samples.e2e_ms.p50, no_samples.completed), (None, None, 0));
         let over = burst(
             &json!({"context_tokens": 1024, "concurrency": 2, "aggregate_tps": -1.0, "timeout_reason": "needs 9K"}),
         )

@@ -43,7 +43,7 @@ fn grid(phase: &BurstPhase) -> Grid {
 /// The three figures a matrix cell shows.
 fn cell_lines(b: &Burst) -> [String; 3] {
     [
-        format!("p50 {}", opt(b.e2e_ms_p50, format::ms)),
+        format!("p50 {}", opt(b.e2e_ms.p50, format::ms)),
         format!("last {}", opt(b.last_completion_ms, format::ms)),
         format!("{} tok/s", opt(b.total_tok_s, format::fixed1)),
     ]

@@ -166,7 +166,7 @@ fn charts(phase: &RatePhase) -> Markup {
             x_title: "offered req/s",
             y_title: "ms",
             x_labels: x_labels.clone(),
-            series: series(|l| l.ttft_ms.map(|q| q.p50)),
+            series: series(|l| l.ttft_ms.and_then(|q| q.p50)),
             value_fmt: ms,
         },
         Chart {
@@ -174,7 +174,7 @@ fn charts(phase: &RatePhase) -> Markup {
             x_title: "offered req/s",
             y_title: "ms",
             x_labels,
-            series: series(|l| l.e2e_ms.map(|q| q.p50)),
+            series: series(|l| l.e2e_ms.and_then(|q| q.p50)),
             value_fmt: ms,
         },
     ])

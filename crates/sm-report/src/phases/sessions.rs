@@ -52,7 +52,7 @@ fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
         .map(|t| {
             let answered =
                 if t.failed > 0 { format!("{} ({} failed)", t.completed, t.failed) } else { t.completed.to_string() };
-            let ttft = format!("{} / {}", opt(t.ttft_ms_p50, format::ms), opt(t.ttft_ms_p90, format::ms));
+            let ttft = format!("{} / {}", opt(t.ttft_ms.p50, format::ms), opt(t.ttft_ms.p90, format::ms));
             vec![
                 t.turn.to_string(),
                 answered,
@@ -74,12 +74,12 @@ fn totals(p: &SessionsPhase) -> Option<String> {
         s.failed,
         opt(s.output_tok_s, format::fixed1),
         format::fixed1(s.span_s),
-        opt(s.ttft_ms_p50, format::ms),
-        opt(s.ttft_ms_p90, format::ms),
-        opt(s.ttft_ms_p99, format::ms),
-        opt(s.latency_ms_p50, format::ms),
-        opt(s.latency_ms_p90, format::ms),
-        opt(s.latency_ms_p99, format::ms),
+        opt(s.ttft_ms.p50, format::ms),
+        opt(s.ttft_ms.p90, format::ms),
+        opt(s.ttft_ms.p99, format::ms),
+        opt(s.latency_ms.p50, format::ms),
+        opt(s.latency_ms.p90, format::ms),
+        opt(s.latency_ms.p99, format::ms),
         opt(s.cache_hit_pct, pct),
     ))
 }
@@ -96,7 +96,7 @@ fn charts(p: &SessionsPhase) -> Markup {
         x_title: "turn",
         y_title: "ms",
         x_labels: x_labels.clone(),
-        series: vec![series("p50", |t| t.ttft_ms_p50), series("p90", |t| t.ttft_ms_p90)],
+        series: vec![series("p50", |t| t.ttft_ms.p50), series("p90", |t| t.ttft_ms.p90)],
         value_fmt: format::ms,
     };
     let cached = Chart {

@@ -43,7 +43,7 @@ fn carried(f: &Figure<DecodeCell>, cell: &DecodeCell) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
-    use sm_core::record::{CellStatus, DecodeCell, RunRecord};
+    use sm_core::record::{CellStatus, DecodeCell, Percentiles, RunRecord};
 
     use crate::view::build;
 
@@ -57,7 +57,7 @@ mod tests {
             .map(|((status, p99), concurrency)| DecodeCell {
                 concurrency,
                 status: Some(status),
-                ttft_ms_p99: p99,
+                ttft_ms: Percentiles { p99, ..first.ttft_ms },
                 ..first.clone()
             })
             .collect();

@@ -164,8 +164,8 @@ fn figures(cell: &DecodeCell, ci: &CellIntervals) -> Figures {
     [
         (4, cell.total_tok_s, ci.total_tok_s, Unit::TokS),
         (5, cell.per_request_tok_s, ci.per_request_tok_s, Unit::TokS),
-        (6, cell.ttft_ms_p50, ci.ttft_ms_p50, Unit::Ms),
-        (7, cell.tbt_ms_p50, ci.tbt_ms_p50, Unit::Ms1),
+        (6, cell.ttft_ms.p50, ci.ttft_ms_p50, Unit::Ms),
+        (7, cell.tbt_ms.p50, ci.tbt_ms_p50, Unit::Ms1),
     ]
 }
 
@@ -272,10 +272,10 @@ fn precision_note(record: &RunRecord) -> String {
 fn tip_lines(cell: &DecodeCell, p: &CellPrecision) -> Vec<String> {
     let mut lines = Vec::new();
     let figs: Vec<String> = [
-        ("TTFT p50", cell.ttft_ms_p50, p.ci.ttft_ms_p50, Unit::Ms),
-        ("TTFT p90", cell.ttft_ms_p90, p.ci.ttft_ms_p90, Unit::Ms),
-        ("TBT p50", cell.tbt_ms_p50, p.ci.tbt_ms_p50, Unit::Ms1),
-        ("TBT p99", cell.tbt_ms_p99, p.ci.tbt_ms_p99, Unit::Ms1),
+        ("TTFT p50", cell.ttft_ms.p50, p.ci.ttft_ms_p50, Unit::Ms),
+        ("TTFT p90", cell.ttft_ms.p90, p.ci.ttft_ms_p90, Unit::Ms),
+        ("TBT p50", cell.tbt_ms.p50, p.ci.tbt_ms_p50, Unit::Ms1),
+        ("TBT p99", cell.tbt_ms.p99, p.ci.tbt_ms_p99, Unit::Ms1),
     ]
     .into_iter()
     .filter_map(|(name, v, ci, unit)| Some(format!("{name} {}", pm(v?, ci?, unit).text)))

@@ -5,7 +5,7 @@
 
 use crate::common::*;
 use sm_core::phases::burst::{Burst, BurstPhase};
-use sm_core::record::{CellStatus, RunRecord};
+use sm_core::record::{CellStatus, Percentiles, RunRecord};
 
 fn measured() -> RunRecord {
     let mut r: RunRecord = serde_json::from_str(&std::fs::read_to_string(data("run-sample.json")).unwrap()).unwrap();
@@ -17,11 +17,9 @@ fn measured() -> RunRecord {
         status: CellStatus::Valid,
         requests: u64::from(c),
         completed: u64::from(c),
-        e2e_ms_p50: Some(e2e),
-        e2e_ms_p90: Some(e2e * 1.2),
-        e2e_ms_max: Some(e2e * 1.5),
+        e2e_ms: Percentiles::p50_p90_max(e2e, e2e * 1.2, e2e * 1.5),
         last_completion_ms: Some(e2e * 1.5),
-        ttft_ms_p50: Some(12.0),
+        ttft_ms: Percentiles::median(12.0),
         output_tokens: Some(64 * u64::from(c)),
         total_tok_s: Some(64.0 * f64::from(c) / (e2e * 1.5 / 1000.0)),
         send_spread_ms: Some(0.4),
@@ -35,7 +33,7 @@ fn measured() -> RunRecord {
         completed: 1,
         failed: 1,
         reason: Some("1 of 2 requests failed; the first: <script>x</script>".into()),
-        e2e_ms_p50: Some(900.0),
+        e2e_ms: Percentiles::median(900.0),
         ..Burst::default()
     };
     let over = Burst {
@@ -95,10 +93,10 @@ fn a_reference_file_with_a_burst_matrix_shows_it_with_missing_figures_missing() 
     assert_eq!(p.bursts.len(), 2);
     let one = &p.bursts[0];
     assert_eq!((one.context, one.concurrency, one.requests, one.completed), (Some(16384), 1, 5, 5));
-    assert_eq!((one.e2e_ms_p50, one.e2e_ms_max, one.ttft_ms_max), (Some(6000.0), Some(7000.0), Some(90.0)));
+    assert_eq!((one.e2e_ms.p50, one.e2e_ms.max, one.ttft_ms.max), (Some(6000.0), Some(7000.0), Some(90.0)));
     assert_eq!((one.last_completion_ms, one.total_tok_s, one.send_spread_ms), (Some(25_000.0), Some(40.0), None));
     let four = &p.bursts[1];
-    assert_eq!((four.e2e_ms_max, four.ttft_ms_max), (None, None), "no samples in the file: no maximum");
+    assert_eq!((four.e2e_ms.max, four.ttft_ms.max), (None, None), "no samples in the file: no maximum");
     let page = sm_report::html_page(&r, &[]);
     let section = &page[page.find("<h2 id=\"bursts\">").expect("the section")..];
     assert!(section.contains("figures the file does not have are shown as —"), "{section}");

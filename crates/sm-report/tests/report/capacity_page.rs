@@ -33,8 +33,8 @@ fn cell(context: u64, label: &str, concurrency: u32, l: L, searched: bool) -> De
     c.status = Some(CellStatus::Valid);
     c.total_tok_s = Some(50.0 * f64::from(concurrency));
     c.per_request_tok_s = Some(50.0);
-    c.ttft_ms_p50 = Some(300.0);
-    c.tbt_ms_p50 = Some(20.0);
+    c.ttft_ms.p50 = Some(300.0);
+    c.tbt_ms.p50 = Some(20.0);
     c.measured_s = Some(30.0);
     c.slo_met = Some(holds);
     c.slo_bounds = vec![

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use crate::common::*;
 use serde_json::Value;
 use sm_core::precision::Interval;
-use sm_core::record::{CellIntervals, CellPhases, CellStatus, DecodeCell, PrefillRow, Repeat, RunRecord, TokenSource};
+use sm_core::record::{
+    CellIntervals, CellPhases, CellStatus, DecodeCell, Percentiles, PrefillRow, Repeat, RunRecord, TokenSource,
+};
 
 /// Every field set, written out without `..Default::default()`: a field added
 /// to `DecodeCell` stops this test compiling until it is set here, and then
@@ -20,14 +22,9 @@ fn full_cell() -> DecodeCell {
         reason: Some("a reason, with a comma".into()),
         total_tok_s: Some(401.3),
         per_request_tok_s: Some(100.5),
-        ttft_ms_p50: Some(61.5),
-        ttft_ms_p90: Some(72.25),
-        ttft_ms_p99: Some(80.125),
-        tbt_ms_p50: Some(9.5),
-        tbt_ms_p90: Some(11.25),
-        tbt_ms_p99: Some(14.75),
-        chunk_gap_ms_p50: Some(9.75),
-        chunk_gap_ms_p99: Some(15.5),
+        ttft_ms: Percentiles::p50_p90_p99(61.5, 72.25, 80.125),
+        tbt_ms: Percentiles::p50_p90_p99(9.5, 11.25, 14.75),
+        chunk_gap_ms: Percentiles { p50: Some(9.75), p99: Some(15.5), ..Percentiles::default() },
         avg_active: Some(3.875),
         completed: Some(7),
         output_tokens: Some(12_038),

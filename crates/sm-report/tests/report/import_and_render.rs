@@ -29,8 +29,8 @@ fn imports_llm_inference_bench_0_4_18() {
     let c = r.decode_cell(0, 1).unwrap();
     assert!((c.total_tok_s.unwrap() - 469.4954534842854).abs() < 1e-5);
     assert!((c.per_request_tok_s.unwrap() - 472.74554753431187).abs() < 1e-5);
-    assert!((c.ttft_ms_p50.unwrap() - 9.191571999508596).abs() < 1e-5);
-    assert!((c.tbt_ms_p50.unwrap() - 2.115_302_841).abs() < 1e-5);
+    assert!((c.ttft_ms.p50.unwrap() - 9.191571999508596).abs() < 1e-5);
+    assert!((c.tbt_ms.p50.unwrap() - 2.115_302_841).abs() < 1e-5);
     assert_eq!((c.completed, c.output_tokens, c.requests), (Some(10), Some(2817), Some(11)));
     assert!((c.measured_s.unwrap() - 6.000123).abs() < 1e-5);
     assert!(!r.events.is_empty());
@@ -170,7 +170,7 @@ fn renders_a_speedmatrix_run_with_every_section() {
         .find(|r| r[0] == "Sustained decode" && r[1] == "8K" && r[2] == "1")
         .unwrap();
     assert_eq!(row[4], sm_report::format::fixed1(cell.total_tok_s.unwrap()));
-    assert_eq!(row[7], sm_report::format::ms1(cell.tbt_ms_p50.unwrap()));
+    assert_eq!(row[7], sm_report::format::ms1(cell.tbt_ms.p50.unwrap()));
     // the error cell's reason is both a tooltip and a footnote
     if let Some(err) = r.decode.iter().find(|c| c.status == Some(CellStatus::Error)) {
         let reason = escaped(err.reason.as_deref().unwrap());

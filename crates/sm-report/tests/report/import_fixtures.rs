@@ -103,7 +103,7 @@ fn bench_0_5_shape_client_prefill_token_window_and_total_tokens() {
     assert_eq!((p.status, p.prompt_tok_s, p.ttft_ms), (CellStatus::Valid, Some(16400.0), Some(500.0)));
     let c = r.decode_cell(8192, 2).unwrap();
     assert_eq!((c.status(), c.total_tok_s, c.output_tokens), (CellStatus::Valid, Some(101.25), Some(2015)));
-    assert_eq!((c.measured_s, c.completed, c.tbt_ms_p50), (Some(19.9), Some(1), Some(19.5)));
+    assert_eq!((c.measured_s, c.completed, c.tbt_ms.p50), (Some(19.9), Some(1), Some(19.5)));
     assert_eq!(r.started, "2026-05-02T08:30:00Z");
     let html = sm_report::html_page(&r, &[]);
     // 0.5 files do not say how they measured decode or prefill

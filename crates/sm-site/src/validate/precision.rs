@@ -127,15 +127,15 @@ mod tests {
         let around = |v: Option<f64>| v.map(|v| Interval { lo: v * 0.99, hi: v * 1.01 });
         let ci = CellIntervals {
             total_tok_s: around(c.total_tok_s),
-            tbt_ms_p50: around(c.tbt_ms_p50),
-            ttft_ms_p90: around(c.ttft_ms_p90),
+            tbt_ms_p50: around(c.tbt_ms.p50),
+            ttft_ms_p90: around(c.ttft_ms.p90),
             ..CellIntervals::default()
         };
         c.ci = Some(ci);
         let one = Repeat {
             total_tok_s: c.total_tok_s,
-            ttft_ms_p90: c.ttft_ms_p90,
-            tbt_ms_p50: c.tbt_ms_p50,
+            ttft_ms_p90: c.ttft_ms.p90,
+            tbt_ms_p50: c.tbt_ms.p50,
             measured_s: Some(5.0),
             ci: Some(ci),
             ..Repeat::default()
@@ -179,7 +179,7 @@ mod tests {
             ),
             (
                 Box::new(move |r, i| {
-                    r.decode[i].ttft_ms_p90 = None;
+                    r.decode[i].ttft_ms.p90 = None;
                 }),
                 "ci.ttft_ms_p90 without ttft_ms_p90",
             ),

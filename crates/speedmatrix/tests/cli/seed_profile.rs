@@ -39,10 +39,10 @@ fn seed_profile_reproduces_the_reference_page() {
         match c.status() {
             CellStatus::Valid => {
                 valid += 1;
-                let tbt = c.tbt_ms_p50.unwrap_or_else(|| panic!("{cell}: no TBT p50"));
+                let tbt = c.tbt_ms.p50.unwrap_or_else(|| panic!("{cell}: no TBT p50"));
                 let step = p.step_ms(f64::from(c.concurrency), c.context as f64);
                 assert!((tbt - step).abs() < 1e-6, "{cell}: page TBT p50 {tbt} ms, profile step {step} ms");
-                let ttft = c.ttft_ms_p50.unwrap_or_else(|| panic!("{cell}: no TTFT p50"));
+                let ttft = c.ttft_ms.p50.unwrap_or_else(|| panic!("{cell}: no TTFT p50"));
                 let cached = p.cached_ttft_ms(f64::from(c.concurrency), c.context as f64);
                 assert!((ttft - cached).abs() < 1e-6, "{cell}: page TTFT p50 {ttft} ms, profile {cached} ms");
                 assert!(need.0 <= p.kv_cache_tokens, "{cell} needs {need:?} KV tokens: must fit the profile");
@@ -112,15 +112,15 @@ async fn replaying_the_seed_profile_gives_the_pages_figures() {
         let cell: DecodeCell = serde_json::from_value(cell.clone()).expect("a decode cell");
         let want = page.decode.iter().find(|c| c.context == cell.context && c.concurrency == cell.concurrency);
         let want = want.unwrap_or_else(|| panic!("the page has no cell {} × {}", cell.context, cell.concurrency));
-        if want.ttft_ms_p50.is_none() {
+        if want.ttft_ms.p50.is_none() {
             assert_eq!(cell.status, want.status, "{} × {}: over capacity on the page", cell.context, cell.concurrency);
             continue;
         }
         compared += 1;
-        let steady = want.tbt_ms_p50.map(|tbt| f64::from(cell.concurrency) * 1000.0 / tbt);
+        let steady = want.tbt_ms.p50.map(|tbt| f64::from(cell.concurrency) * 1000.0 / tbt);
         let figures = [
-            ("TTFT p50 (ms)", cell.ttft_ms_p50, want.ttft_ms_p50),
-            ("TBT p50 (ms)", cell.tbt_ms_p50, want.tbt_ms_p50),
+            ("TTFT p50 (ms)", cell.ttft_ms.p50, want.ttft_ms.p50),
+            ("TBT p50 (ms)", cell.tbt_ms.p50, want.tbt_ms.p50),
             ("total tok/s (vs C × 1000 / TBT)", cell.total_tok_s, steady),
         ];
         for (name, got, want) in figures {

@@ -13,7 +13,7 @@ use sm_client::openai::RequestSpec;
 use sm_core::phases::PhaseKind;
 use sm_core::phases::burst::{Burst, BurstPhase};
 use sm_core::plan::Plan;
-use sm_core::record::{CellStatus, RunStatus};
+use sm_core::record::{CellStatus, Percentiles, RunStatus};
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s};
 
 use super::super::prompts::Prompts;
@@ -230,13 +230,9 @@ impl Runner<'_> {
             completed: f.completed,
             failed: f.failed,
             scheduled_s: Some(round3(scheduled.saturating_duration_since(self.t0).as_secs_f64())),
-            e2e_ms_p50: f.e2e_ms.map(|s| round3(s.p50)),
-            e2e_ms_p90: f.e2e_ms.map(|s| round3(s.p90)),
-            e2e_ms_max: f.e2e_ms.map(|s| round3(s.max)),
+            e2e_ms: f.e2e_ms.map(|s| Percentiles::from(s).map(round3)).unwrap_or_default(),
             last_completion_ms: f.last_completion_ms.map(round3),
-            ttft_ms_p50: f.ttft_ms.map(|s| round3(s.p50)),
-            ttft_ms_p90: f.ttft_ms.map(|s| round3(s.p90)),
-            ttft_ms_max: f.ttft_ms.map(|s| round3(s.max)),
+            ttft_ms: f.ttft_ms.map(|s| Percentiles::from(s).map(round3)).unwrap_or_default(),
             output_tokens: f.output_tokens,
             total_tok_s: f.total_tok_s.map(round1),
             send_spread_ms: f.send_spread_ms.map(round3),
@@ -247,7 +243,7 @@ impl Runner<'_> {
     /// Writes the burst into the record and run.json, and tells the listener.
     fn finish_burst(&mut self, burst: Burst) -> std::io::Result<()> {
         let what = format!("{} × {}", burst.label, burst.concurrency);
-        self.event(match (burst.status, burst.e2e_ms_p50, burst.last_completion_ms) {
+        self.event(match (burst.status, burst.e2e_ms.p50, burst.last_completion_ms) {
             (CellStatus::Valid, Some(e2e_p50_ms), Some(last_ms)) => {
                 RunEvent::BurstDone { what, e2e_p50_ms, last_ms, tok_s: burst.total_tok_s.unwrap_or(0.0) }
             }

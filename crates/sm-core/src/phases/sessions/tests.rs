@@ -56,14 +56,14 @@ fn per_turn_figures_follow_the_definitions() {
     let t1 = &by[0];
     assert_eq!((t1.turn, t1.completed, t1.failed), (1, 2, 0));
     // TTFTs 100 ms and 300 ms from the scheduled starts: p50 200, p90 280 (linear interpolation)
-    assert_eq!((t1.ttft_ms_p50, t1.ttft_ms_p90), (Some(200.0), Some(280.0)));
+    assert_eq!((t1.ttft_ms.p50, t1.ttft_ms.p90), (Some(200.0), Some(280.0)));
     assert_eq!((t1.prompt_tokens_mean, t1.cached_tokens_mean), (Some(100.0), Some(32.0)));
     assert_eq!(t1.cache_hit_pct, Some(32.0), "64 of 200 prompt tokens");
     // 10 tokens after the first in 1 s, and 20 in 1 s
     assert_eq!(t1.output_tok_s, Some(15.0));
     let t2 = &by[1];
     assert_eq!((t2.completed, t2.failed), (1, 1));
-    assert_eq!((t2.ttft_ms_p50, t2.prompt_tokens_mean, t2.cache_hit_pct), (Some(50.0), Some(300.0), Some(32.0)));
+    assert_eq!((t2.ttft_ms.p50, t2.prompt_tokens_mean, t2.cache_hit_pct), (Some(50.0), Some(300.0), Some(32.0)));
 }
 
 #[test]
@@ -73,8 +73,8 @@ fn the_summary_spans_the_phase_from_its_first_scheduled_turn() {
     // from 1.0 (first scheduled) to 4.06 (last answer's end)
     assert_eq!(s.span_s, 3.06);
     assert_eq!(s.output_tok_s, Some(round2(43.0 / 3.06)));
-    assert_eq!((s.ttft_ms_p50, s.ttft_ms_p99), (Some(100.0), Some(296.0)), "TTFTs 50, 100, 300 ms");
-    assert_eq!(s.latency_ms_p50, Some(1110.0));
+    assert_eq!((s.ttft_ms.p50, s.ttft_ms.p99), (Some(100.0), Some(296.0)), "TTFTs 50, 100, 300 ms");
+    assert_eq!(s.latency_ms.p50, Some(1110.0));
     assert_eq!(s.cache_hit_pct, Some(32.0), "160 of 500");
     assert_eq!(s.send_lag_ms_max, Some(4.0), "the failed turn was sent 4 ms late");
     assert_eq!(summary(&[]), None);

@@ -55,7 +55,7 @@ fn burst_figures(p: &BurstPhase) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use sm_core::phases::burst::Burst;
-    use sm_core::record::CellStatus;
+    use sm_core::record::{CellStatus, Percentiles};
 
     use super::*;
 
@@ -73,7 +73,7 @@ mod tests {
             status: CellStatus::Valid,
             requests: 4,
             completed: 4,
-            e2e_ms_p50: Some(120.0),
+            e2e_ms: Percentiles::median(120.0),
             last_completion_ms: Some(150.0),
             total_tok_s: Some(800.0),
             ..Burst::default()
@@ -84,7 +84,7 @@ mod tests {
     fn a_measured_burst_phase_passes_and_bad_figures_or_sizes_do_not() {
         assert_eq!(super::super::super::check(&record(vec![valid()], 1)), Ok(()));
         let bad = [
-            (Burst { e2e_ms_p50: Some(f64::NAN), ..valid() }, "e2e_ms_p50"),
+            (Burst { e2e_ms: Percentiles::median(f64::NAN), ..valid() }, "e2e_ms_p50"),
             (Burst { total_tok_s: Some(-1.0), ..valid() }, "total_tok_s"),
             (Burst { completed: 5, ..valid() }, "5 completed"),
             (Burst { concurrency: 0, ..valid() }, "at least 1"),

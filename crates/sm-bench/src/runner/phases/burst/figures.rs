@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use sm_core::record::Percentiles;
 use sm_core::stats::percentile;
 
 /// What one request of a burst saw.
@@ -36,6 +37,13 @@ pub struct Spread {
     pub p50: f64,
     pub p90: f64,
     pub max: f64,
+}
+
+/// p50, p90 and max: the shape of a burst's latencies in the record.
+impl From<Spread> for Percentiles {
+    fn from(s: Spread) -> Percentiles {
+        Percentiles::p50_p90_max(s.p50, s.p90, s.max)
+    }
 }
 
 impl Spread {

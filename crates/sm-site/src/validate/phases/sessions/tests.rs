@@ -64,7 +64,7 @@ fn a_sessions_section_is_bounded() {
 #[test]
 fn bad_session_figures_are_named() {
     let mut r = sample(2, 2);
-    sessions(&mut r).by_turn[0].ttft_ms_p50 = Some(f64::NAN);
+    sessions(&mut r).by_turn[0].ttft_ms.p50 = Some(f64::NAN);
     let e = check(&r).unwrap_err().to_string();
     assert!(e.contains("by_turn[turn 1]") && e.contains("ttft_ms_p50"), "{e}");
     let mut r = sample(2, 2);
