@@ -89,7 +89,8 @@ pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
         Unit::ReqPerS => with_decimals(x, 2),
         // one figure over another: a slowdown of 1.53× reads as such
         Unit::Ratio => format!("{}×", with_decimals(x, 2)),
-        Unit::TokPerS | Unit::Percent | Unit::CorePercent | Unit::Usd => fixed1(x),
+        Unit::Percent => format!("{} %", fixed1(x)),
+        Unit::TokPerS | Unit::CorePercent | Unit::Usd => fixed1(x),
     })
 }
 

@@ -224,12 +224,13 @@ impl Figures for SessionTurn {
 /// The turn-N figures over every user.
 impl Figures for TurnFigures {
     const FIGURES: &'static [Figure<Self>] = &[
-        quantile!(ttft_ms.p50, Ms, Always),
-        quantile!(ttft_ms.p90, Ms, Always),
-        field!(prompt_tokens_mean, Tokens, Always),
+        // in the order of the page's per-turn table (no CSV file has these rows)
+        field!(prompt_tokens_mean, Tokens, Always, "Prompt tokens (mean)"),
         field!(cached_tokens_mean, Tokens, Always),
-        field!(cache_hit_pct, Percent, Always),
-        field!(output_tok_s, TokPerS, Always),
+        field!(cache_hit_pct, Percent, Always, "Cached"),
+        quantile!(ttft_ms.p50, Ms, Always, "TTFT p50"),
+        quantile!(ttft_ms.p90, Ms, Always, "TTFT p90"),
+        field!(output_tok_s, TokPerS, Always, "tok/s per request"),
     ];
 }
 

@@ -6,7 +6,8 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnStatus, request_tok_s};
+use sm_core::figures::{Figure, Figures};
+use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnFigures, TurnStatus, request_tok_s};
 use sm_core::record::RunRecord;
 use sm_core::units::plural;
 
@@ -15,10 +16,17 @@ use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, opt};
 use crate::svg::{Chart, Series, charts_row};
 
-/// "Prompt tokens" is each turn's mean over the users who sent it (the sum would grow with the users,
-/// not with the history).
-const HEADER: [&str; 6] =
-    ["Turn", "Users answered", "Prompt tokens (mean)", "Cached", "TTFT p50 / p90", "tok/s per request"];
+/// The turn's figures that the figure table heads ([`sm_core::figures`]), after the turn and how
+/// many users it answered: a turn figure given a heading there is a column here. "Prompt tokens"
+/// is each turn's mean over the users who sent it (the sum would grow with the users, not with the
+/// history).
+fn headed() -> impl Iterator<Item = &'static Figure<TurnFigures>> {
+    TurnFigures::FIGURES.iter().filter(|f| f.label.is_some())
+}
+
+fn header() -> Vec<&'static str> {
+    ["Turn", "Users answered"].into_iter().chain(headed().filter_map(|f| f.label)).collect()
+}
 
 fn pct(x: f64) -> String {
     format!("{} %", format::fixed1(x))
@@ -52,15 +60,8 @@ fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
         .map(|t| {
             let answered =
                 if t.failed > 0 { format!("{} ({} failed)", t.completed, t.failed) } else { t.completed.to_string() };
-            let ttft = format!("{} / {}", opt(t.ttft_ms.p50, format::ms), opt(t.ttft_ms.p90, format::ms));
-            vec![
-                t.turn.to_string(),
-                answered,
-                opt(t.prompt_tokens_mean, |v| format::count(v.round() as u64)),
-                opt(t.cache_hit_pct, pct),
-                ttft,
-                opt(t.output_tok_s, format::fixed1),
-            ]
+            let figures = headed().map(|f| format::figure(f.unit, f.of(t)));
+            [t.turn.to_string(), answered].into_iter().chain(figures).collect()
         })
         .collect()
 }
@@ -120,7 +121,7 @@ pub(super) fn html(record: &RunRecord) -> Markup {
         } @else {
             div class="scroll" {
                 table class="sessions" {
-                    thead { tr { @for h in HEADER { th { (h) } } } }
+                    thead { tr { @for h in header() { th { (h) } } } }
                     tbody {
                         @for row in rows(p) {
                             tr {
@@ -146,8 +147,9 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
         let _ = writeln!(s, "No turn was measured.\n");
         return;
     }
-    let _ = writeln!(s, "| {} |", HEADER.map(md).join(" | "));
-    let _ = writeln!(s, "|---|{}", "---:|".repeat(HEADER.len() - 1));
+    let header = header();
+    let _ = writeln!(s, "| {} |", header.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(s, "|---|{}", "---:|".repeat(header.len() - 1));
     for row in rows(p) {
         let _ = writeln!(s, "| {} |", row.iter().map(|c| md(c)).collect::<Vec<_>>().join(" | "));
     }
@@ -160,15 +162,15 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
 pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     let Some(p) = &record.phases.sessions else { return };
     let _ = writeln!(s, "\nMulti-turn sessions: per turn, across {}", plural(u64::from(p.settings.users), "user"));
-    let rows = rows(p);
-    let widths: Vec<usize> = (0..HEADER.len())
-        .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([HEADER[i].chars().count()]).max().unwrap_or(1))
+    let (header, rows) = (header(), rows(p));
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| rows.iter().map(|r| r[i].chars().count()).chain([header[i].chars().count()]).max().unwrap_or(1))
         .collect();
     let line = |cells: Vec<&str>| -> String {
         let text: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect();
         text.join("  ").chars().take(width.max(20)).collect()
     };
-    let _ = writeln!(s, "{}", line(HEADER.to_vec()));
+    let _ = writeln!(s, "{}", line(header));
     for r in &rows {
         let _ = writeln!(s, "{}", line(r.iter().map(String::as_str).collect()));
     }
