@@ -120,6 +120,12 @@ pub trait Figures: Sized + 'static {
         CellStatus::Valid
     }
 
+    /// The figures the page's and Markdown's tables of the section show, in order: those with a
+    /// heading.
+    fn headed() -> impl Iterator<Item = &'static Figure<Self>> {
+        Self::FIGURES.iter().filter(|f| f.label.is_some())
+    }
+
     /// The figure named `name`, if the section has one.
     fn figure(name: &str) -> Option<&'static Figure<Self>> {
         Self::FIGURES.iter().find(|f| f.name == name)

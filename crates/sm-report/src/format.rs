@@ -94,6 +94,11 @@ pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
     })
 }
 
+/// The figure named `name` of `section`, printed by its unit (`—` where it has none).
+pub fn figure_named<T: sm_core::figures::Figures>(section: &T, name: &str) -> String {
+    T::figure(name).map_or_else(|| NONE.to_string(), |f| figure(f.unit, f.of(section)))
+}
+
 /// Applies `f` to a present figure, `—` otherwise.
 pub fn opt<T>(v: Option<T>, f: impl Fn(T) -> String) -> String {
     v.map(f).unwrap_or_else(|| NONE.into())

@@ -161,7 +161,7 @@ fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
                 status_text(b),
                 format!("{} of {}", format::count(b.completed), format::count(b.requests)),
             ];
-            let shown = Burst::FIGURES.iter().filter(|f| f.label.is_some());
+            let shown = Burst::headed();
             rows.push(keys.into_iter().chain(shown.map(|f| format::figure(f.unit, f.of(b)))).collect());
         }
     }

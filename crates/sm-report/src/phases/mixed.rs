@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::{Figure, Figures};
+use sm_core::figures::Figures;
 use sm_core::phases::mixed::{IdleSource, MixedLevel, MixedProbe, Timeline};
 use sm_core::plan::shown_context;
 use sm_core::record::{PlanKind, RunRecord};
@@ -48,14 +48,10 @@ fn slowdown(x: f64) -> String {
     format!("{x:.2}×")
 }
 
-/// The probe's figures that the figure table heads ([`sm_core::figures`]), between its number
-/// and whether decode was steady: a probe figure given a heading there is a column here.
-fn headed() -> impl Iterator<Item = &'static Figure<MixedProbe>> {
-    MixedProbe::FIGURES.iter().filter(|f| f.label.is_some())
-}
-
+/// The probe's number, the figures its figure table heads ([`sm_core::figures`]: a probe figure
+/// given a heading there is a column here), and whether decode was steady.
 fn header() -> Vec<&'static str> {
-    std::iter::once("Probe").chain(headed().filter_map(|f| f.label)).chain(["Steady"]).collect()
+    std::iter::once("Probe").chain(MixedProbe::headed().filter_map(|f| f.label)).chain(["Steady"]).collect()
 }
 
 /// A probe's cells as the page and Markdown print them, in [`header`] order; a failed probe says
@@ -68,13 +64,8 @@ fn probe_cells(n: usize, p: &MixedProbe) -> Vec<String> {
         return cells;
     }
     let steady = if p.steady { "yes" } else { "no (sent after the wait)" };
-    let figures = headed().map(|f| format::figure(f.unit, f.of(p)));
+    let figures = MixedProbe::headed().map(|f| format::figure(f.unit, f.of(p)));
     std::iter::once(n.to_string()).chain(figures).chain([steady.to_string()]).collect()
-}
-
-/// A probe's figure by its name in the table, as the tables print it.
-fn shown(p: &MixedProbe, name: &str) -> String {
-    MixedProbe::figure(name).map_or_else(|| format::NONE.to_string(), |f| format::figure(f.unit, f.of(p)))
 }
 
 fn summary(l: &MixedLevel) -> String {
@@ -227,7 +218,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
         let _ = writeln!(s, "  {}", clip(&summary(l), width.saturating_sub(2)));
         for (i, p) in l.probes.iter().enumerate() {
             let n = i + 1;
-            let f = |name| shown(p, name);
+            let f = |name| format::figure_named(p, name);
             let line = match &p.error {
                 Some(e) => format!("  probe {n}: failed: {e}"),
                 None => format!(

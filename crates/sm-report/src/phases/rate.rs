@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::{Figure, Figures};
+use sm_core::figures::Figures;
+
+use crate::format::figure_named as shown;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
 use sm_core::record::RunRecord;
 
@@ -36,14 +38,10 @@ const KEYS: [&str; 2] = ["Offered req/s", "Completed"];
 /// level's error, may be long and wraps).
 const AFTER: [&str; 4] = ["In flight mean / max", "Late sends", "Goodput", "Kept up"];
 
-/// The figures of a level that the figure table heads ([`sm_core::figures`]): a figure given a
-/// heading there is a column here.
-fn headed() -> impl Iterator<Item = &'static Figure<RateLevel>> {
-    RateLevel::FIGURES.iter().filter(|f| f.label.is_some())
-}
-
+/// The keys, the figures the level's figure table heads ([`sm_core::figures`]: a figure given a
+/// heading there is a column here), then the columns after them.
 fn header() -> Vec<&'static str> {
-    KEYS.into_iter().chain(headed().filter_map(|f| f.label)).chain(AFTER).collect()
+    KEYS.into_iter().chain(RateLevel::headed().filter_map(|f| f.label)).chain(AFTER).collect()
 }
 
 /// A level's cells, in [`header`] order, as text; the verdict is the last. The figures rest on the
@@ -63,7 +61,7 @@ fn cells(l: &RateLevel) -> Vec<String> {
     };
     let late = format!("{} of {}", l.counts.late, l.counts.scheduled);
     let completed = format!("{} of {}", l.counts.completed, l.counts.scheduled);
-    let figures = headed().map(|f| crate::format::figure(f.unit, f.of(l)));
+    let figures = RateLevel::headed().map(|f| crate::format::figure(f.unit, f.of(l)));
     [offered, completed].into_iter().chain(figures).chain([flight, late, goodput(l), kept_up(l)]).collect()
 }
 
@@ -75,12 +73,6 @@ fn goodput(l: &RateLevel) -> String {
         Some(g) => format!("{} % of {judged}", crate::format::whole(g)),
         None => "—".into(),
     }
-}
-
-/// A figure of a level by its name in the table, as the tables print it.
-fn shown(l: &RateLevel, name: &str) -> String {
-    let f = RateLevel::figure(name);
-    f.map_or_else(|| "—".to_string(), |f| crate::format::figure(f.unit, f.of(l)))
 }
 
 /// The verdict cell: "yes", "saturated" or "unknown", and what a reader must know beside it.

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::{Figure, Figures};
+use sm_core::figures::Figures;
 use sm_core::phases::sessions::{SessionTurn, SessionsPhase, SessionsSettings, TurnFigures, TurnStatus, request_tok_s};
 use sm_core::record::RunRecord;
 use sm_core::units::plural;
@@ -16,16 +16,12 @@ use crate::escape::{Text, markdown_cell as md};
 use crate::format::{self, opt};
 use crate::svg::{Chart, Series, charts_row};
 
-/// The turn's figures that the figure table heads ([`sm_core::figures`]), after the turn and how
-/// many users it answered: a turn figure given a heading there is a column here. "Prompt tokens"
+/// The turn, how many users it answered, and the figures the turn figures' table heads
+/// ([`sm_core::figures`]: a turn figure given a heading there is a column here). "Prompt tokens"
 /// is each turn's mean over the users who sent it (the sum would grow with the users, not with the
 /// history).
-fn headed() -> impl Iterator<Item = &'static Figure<TurnFigures>> {
-    TurnFigures::FIGURES.iter().filter(|f| f.label.is_some())
-}
-
 fn header() -> Vec<&'static str> {
-    ["Turn", "Users answered"].into_iter().chain(headed().filter_map(|f| f.label)).collect()
+    ["Turn", "Users answered"].into_iter().chain(TurnFigures::headed().filter_map(|f| f.label)).collect()
 }
 
 fn pct(x: f64) -> String {
@@ -60,7 +56,7 @@ fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
         .map(|t| {
             let answered =
                 if t.failed > 0 { format!("{} ({} failed)", t.completed, t.failed) } else { t.completed.to_string() };
-            let figures = headed().map(|f| format::figure(f.unit, f.of(t)));
+            let figures = TurnFigures::headed().map(|f| format::figure(f.unit, f.of(t)));
             [t.turn.to_string(), answered].into_iter().chain(figures).collect()
         })
         .collect()

@@ -19,10 +19,8 @@ pub(super) fn figure_measurements(
 ) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let decode = DecodeIndex::new(record);
     let cells: Vec<Option<&DecodeCell>> = matrix.shown().map(|s| decode.get(s.context, s.concurrency)).collect();
-    let headed: Vec<&Figure<DecodeCell>> = DecodeCell::FIGURES
-        .iter()
-        .filter(|f| f.label.is_some() && cells.iter().flatten().any(|c| carried(f, c).is_some()))
-        .collect();
+    let headed: Vec<&Figure<DecodeCell>> =
+        DecodeCell::headed().filter(|f| cells.iter().flatten().any(|c| carried(f, c).is_some())).collect();
     let columns = headed.iter().filter_map(|f| f.label).collect();
     let dashes = || vec![NONE.to_string(); headed.len()];
     let mut rows: Vec<Vec<String>> = prefill.iter().map(|_| dashes()).collect();
