@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 pub mod burst;
 pub mod mixed;
 pub mod rate;
+pub mod replay;
 pub mod sessions;
 
 /// Which phase a figure, a request or a progress step belongs to.
@@ -18,6 +19,7 @@ pub enum PhaseKind {
     Burst,
     MixedPrefill,
     Sessions,
+    Replay,
 }
 
 impl PhaseKind {
@@ -28,6 +30,7 @@ impl PhaseKind {
             PhaseKind::Burst => "burst",
             PhaseKind::MixedPrefill => "mixed_prefill",
             PhaseKind::Sessions => "sessions",
+            PhaseKind::Replay => "replay",
         }
     }
 
@@ -38,6 +41,7 @@ impl PhaseKind {
             PhaseKind::Burst => "Bursts",
             PhaseKind::MixedPrefill => "A new user under load",
             PhaseKind::Sessions => "Multi-turn sessions",
+            PhaseKind::Replay => "Your traffic (replay)",
         }
     }
 }
@@ -59,6 +63,8 @@ pub struct Phases {
     pub mixed_prefill: Option<mixed::MixedPrefillPhase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sessions: Option<sessions::SessionsPhase>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replay: Option<replay::ReplayPhase>,
 }
 
 impl Phases {
@@ -78,7 +84,8 @@ impl Phases {
             .iter()
             .flat_map(|p| &p.sessions)
             .any(|s| matches!(s.status, sessions::SessionStatus::Failed | sessions::SessionStatus::ServerLost));
-        rate || burst || mixed || sessions
+        let replay = self.replay.as_ref().is_some_and(replay::ReplayPhase::errored);
+        rate || burst || mixed || sessions || replay
     }
 
     /// The phases that have a section, in the order they run.
@@ -88,6 +95,7 @@ impl Phases {
             (PhaseKind::Burst, self.burst.is_some()),
             (PhaseKind::MixedPrefill, self.mixed_prefill.is_some()),
             (PhaseKind::Sessions, self.sessions.is_some()),
+            (PhaseKind::Replay, self.replay.is_some()),
         ];
         present.into_iter().filter_map(|(k, p)| p.then_some(k)).collect()
     }
