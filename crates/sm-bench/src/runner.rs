@@ -39,7 +39,10 @@ pub(crate) mod settings;
 mod warmup;
 
 use cell_record::{decode_cell, precision_verdict, round1, round3};
-pub use phases::{BurstConfig, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, SessionsConfig};
+pub use phases::{
+    BurstConfig, MAX_REPLAY_REQUESTS, MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, ReplayConfig,
+    SessionsConfig, Trace, TraceError,
+};
 use prompts::Prompts;
 use server_lost::{Seen, lost_reason};
 pub use settings::{

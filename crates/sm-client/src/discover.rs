@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 pub use gauges::{histogram, server_scrape, server_scrape_from};
 pub use host::{hardware, launch_command_for_port};
 pub use scheduler::{SchedulerState, abort_request, scheduler_state, scheduler_state_from, spec_counters};
-pub use tokenize::count_tokens;
+pub use tokenize::{count_tokens, token_ids};
 
 /// Discovery probes answer fast on a healthy server; a slow one is not worth waiting for.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -26,6 +26,8 @@ pub enum RequestPhase {
     MixedPrefill,
     /// A turn of a multi-turn session (`--sessions`).
     Sessions,
+    /// A request of a replayed trace (`--replay`).
+    Replay,
 }
 
 /// How the request ended.

@@ -79,6 +79,8 @@ pub enum RunEvent {
     SessionsSkipped { reason: String },
     /// A rate level (`--request-rate`, methodology §13.1) ended: measured, or why not.
     RateLevelDone(Box<sm_core::phases::rate::RateLevel>),
+    /// A time scale of a replayed trace (`--replay`, methodology §13.5) ended: measured, or why not.
+    ReplayLevelDone { time_scale: f64, level: Box<sm_core::phases::rate::RateLevel> },
     /// A rate level's window holds more requests than one level sends: only the first `max` go.
     RateWindowCut { rate: String, label: String, max: u64 },
     /// A burst (`--burst`) completed; `what` names it ("1K × 4"), times in ms from when it was due.
@@ -176,6 +178,10 @@ impl fmt::Display for RunEvent {
             }
             MixedPrefillFailed { level, what, reason } => write!(f, "mixed prefill {level}: {what} failed: {reason}"),
             RateLevelDone(level) => rate_level(f, level),
+            ReplayLevelDone { time_scale, level } => {
+                write!(f, "replay at {time_scale}× its recorded speed: ")?;
+                rate_level(f, level)
+            }
             RateWindowCut { rate, label, max } => write!(
                 f,
                 "rate {rate} req/s at {label}: the window holds more than {max} requests; the level sends the first {max}"
@@ -259,6 +265,12 @@ impl RunEvent {
                 l.label = s(&l.label);
                 l.reason = l.reason.as_ref().map(s);
                 RateLevelDone(l)
+            }
+            ReplayLevelDone { time_scale, level } => {
+                let mut l = level.clone();
+                l.label = s(&l.label);
+                l.reason = l.reason.as_ref().map(s);
+                ReplayLevelDone { time_scale: *time_scale, level: l }
             }
             RateWindowCut { rate, label, max } => RateWindowCut { rate: rate.clone(), label: s(label), max: *max },
             BurstDone { what, e2e_p50_ms, last_ms, tok_s } => {

@@ -30,7 +30,7 @@ impl RunEvent {
                 CellStatus::Error => Severity::Error,
                 _ => Severity::Warning,
             },
-            RateLevelDone(level) => match level.status {
+            RateLevelDone(level) | ReplayLevelDone { level, .. } => match level.status {
                 LevelStatus::Measured => Severity::Info,
                 LevelStatus::Skipped => Severity::Warning,
                 LevelStatus::Error => Severity::Error,

@@ -267,7 +267,7 @@ fn run_settings(args: &RunArgs, resumed: Option<&RunRecord>, engine: &Engine) ->
         }
         None => "a setting is out of range".to_string(),
     })?;
-    run.phases = args.phases.resolve(resumed)?;
+    run.phases = args.phases.resolve(resumed, run.find_capacity)?;
     Ok(run)
 }
 

@@ -82,6 +82,11 @@ impl Vocabulary {
         Vocabulary { words: CANDIDATES.to_vec() }
     }
 
+    /// A word of the vocabulary.
+    pub fn first_word(&self) -> &'static str {
+        self.words[0]
+    }
+
     /// Appends the first `tokens` words of block `hash_id`: the same words for the same id, in
     /// any prompt.
     pub fn push_block(&self, hash_id: u64, tokens: u64, out: &mut String) {
@@ -97,20 +102,29 @@ impl Vocabulary {
     /// `block_tokens` words, the last cut where `tokens` ends), after [`LEAD`]; `None` when the
     /// ids do not cover `tokens`.
     pub fn content(&self, hash_ids: &[u64], block_tokens: u64, tokens: u64) -> Option<String> {
-        if (hash_ids.len() as u64).saturating_mul(block_tokens) < tokens {
+        self.content_at(hash_ids, block_tokens, 0, tokens)
+    }
+
+    /// The words of a prompt's token positions `from..to`, after [`LEAD`]: block `j` of
+    /// `hash_ids` covers positions `j × block_tokens` onwards, and its words are those of the
+    /// block's positions in the range. With `from` the tokens the server puts before the words
+    /// (its chat template and the lead), a prompt of `to` tokens keeps the trace's blocks where
+    /// the trace has them, so a shared block is a shared prefix of the same length in tokens.
+    /// `None` when the ids do not cover `to`.
+    pub fn content_at(&self, hash_ids: &[u64], block_tokens: u64, from: u64, to: u64) -> Option<String> {
+        if (hash_ids.len() as u64).saturating_mul(block_tokens) < to || block_tokens == 0 {
             return None;
         }
         // a word is at most four bytes with its space
-        let mut out = String::with_capacity(LEAD.len() + 4 * tokens as usize);
+        let mut out = String::with_capacity(LEAD.len() + 4 * to.saturating_sub(from) as usize);
         out.push_str(LEAD);
-        let mut left = tokens;
-        for &id in hash_ids {
-            let n = left.min(block_tokens);
-            if n == 0 {
+        for (j, &id) in hash_ids.iter().enumerate() {
+            let start = j as u64 * block_tokens;
+            if start >= to {
                 break;
             }
-            self.push_block(id, n, &mut out);
-            left -= n;
+            let words = (start + block_tokens).min(to).saturating_sub(start.max(from));
+            self.push_block(id, words, &mut out);
         }
         Some(out)
     }

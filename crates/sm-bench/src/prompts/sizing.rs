@@ -175,6 +175,26 @@ impl Sizer {
         self.size_with(build, target).await
     }
 
+    /// The server's tokens of `prompt` (its chat template included), where this method counts:
+    /// `None` when lengths are calibrated rather than counted.
+    pub async fn count_prompt(&self, prompt: &Prompt) -> Result<Option<u64>, String> {
+        match self.method {
+            Method::Calibrated { .. } => Ok(None),
+            _ => self.count(&|_| prompt.clone(), 0).await.map(Some),
+        }
+    }
+
+    /// The server's token ids of `prompt`, where its `/tokenize` lists them (not with a local
+    /// tokenizer, whose ids lack the template).
+    pub async fn token_ids(&self, prompt: &Prompt) -> Option<Vec<u64>> {
+        match self.method {
+            Method::ServerTokenize => {
+                discover::token_ids(&self.client, &self.facts, self.api, prompt).await.ok().flatten()
+            }
+            _ => None,
+        }
+    }
+
     async fn count(&self, build: &Build<'_>, chars: usize) -> Result<u64, String> {
         let p = build(chars);
         if let (Method::LocalTokenizer { overhead, .. }, Some(t)) = (self.method, &self.local) {

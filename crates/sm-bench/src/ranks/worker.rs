@@ -224,7 +224,7 @@ async fn drive_level(conn: &mut Conn, client: &Client, order: LevelOrder, part: 
     let run = LevelRun {
         client: &client.clone().with_abort_on_cancel(order.abort_request),
         path,
-        bodies,
+        bodies: bodies.into(),
         due: &order.due,
         part,
         max_concurrency: order.max_concurrency,

@@ -87,6 +87,23 @@ pub async fn count_tokens(
     })
 }
 
+/// The server's token ids of `prompt` (vLLM's and SGLang's `/tokenize` list them); `None` where
+/// this server does not count this form or its answer has no ids.
+pub async fn token_ids(
+    client: &Client,
+    facts: &ServerFacts,
+    api: Api,
+    prompt: &Prompt,
+) -> Result<Option<Vec<u64>>, ClientError> {
+    let Some(body) =
+        tokenize_body(facts.tokenize, &facts.model, api, prompt).filter(|_| facts.tokenize == TokenizeApi::Vllm)
+    else {
+        return Ok(None);
+    };
+    let v = client.post_json("/tokenize", &body, COUNT_TIMEOUT).await?;
+    Ok(v.get("tokens").and_then(Value::as_array).and_then(|t| t.iter().map(Value::as_u64).collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

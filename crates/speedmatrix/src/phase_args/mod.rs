@@ -13,12 +13,14 @@ use sm_core::record::RunRecord;
 mod burst;
 mod mixed;
 mod rate;
+mod replay;
 mod sessions;
 mod unused;
 
 pub(crate) use burst::BurstArgs;
 pub(crate) use mixed::MixedArgs;
 pub(crate) use rate::RateArgs;
+pub(crate) use replay::ReplayArgs;
 pub(crate) use sessions::SessionsArgs;
 pub(crate) use unused::{MatrixFlags, unused};
 
@@ -41,16 +43,27 @@ pub struct PhaseArgs {
     pub(crate) mixed: MixedArgs,
     #[command(flatten)]
     pub(crate) sessions: SessionsArgs,
+    #[command(flatten)]
+    pub(crate) replay: ReplayArgs,
 }
 
 impl PhaseArgs {
     /// The phases to run: from the flags, else (on resume) from the record's sections.
-    pub(crate) fn resolve(&self, resumed: Option<&RunRecord>) -> Result<PhaseConfig> {
+    /// `find_capacity`: `--find-capacity`, which a replay searches its time scale with.
+    pub(crate) fn resolve(&self, resumed: Option<&RunRecord>, find_capacity: bool) -> Result<PhaseConfig> {
+        let (cap, drain) = (self.rate.max_concurrency, self.rate.drain_max);
+        let replay = if self.rate.given() {
+            // the rate phase's own cap and drain are its; a replay beside it takes the defaults
+            self.replay.resolve(resumed, find_capacity, None, None)?
+        } else {
+            self.replay.resolve(resumed, find_capacity, cap, drain)?
+        };
         let mut config = PhaseConfig {
-            rate: self.rate.resolve(resumed)?,
+            rate: self.rate.resolve(resumed, self.replay.given())?,
             burst: self.burst.resolve(resumed)?,
             mixed_prefill: self.mixed.resolve(resumed)?,
             sessions: self.sessions.resolve(resumed)?,
+            replay,
             ..PhaseConfig::default()
         };
         // a resumed run's phases come from its record, not from a flag
@@ -78,6 +91,6 @@ impl PhaseArgs {
 
     /// Whether any phase flag was given (the built-in engine then skips its demo matrix).
     pub(crate) fn any(&self) -> bool {
-        self.rate.given() || self.burst.given() || self.mixed.given() || self.sessions.given()
+        self.rate.given() || self.burst.given() || self.mixed.given() || self.sessions.given() || self.replay.given()
     }
 }

@@ -87,14 +87,15 @@ impl RateArgs {
     }
 
     /// The phase's settings, or `None` when it does not run.
-    pub(crate) fn resolve(&self, resumed: Option<&RunRecord>) -> Result<Option<RateConfig>> {
+    /// `replay`: whether `--replay` was given, which takes `--max-concurrency` and `--drain-max` too.
+    pub(crate) fn resolve(&self, resumed: Option<&RunRecord>, replay: bool) -> Result<Option<RateConfig>> {
         let Some(RateList(rates)) = &self.request_rate else {
             let stray = [
                 ("--arrival", self.arrival.is_some()),
-                ("--max-concurrency", self.max_concurrency.is_some()),
+                ("--max-concurrency", self.max_concurrency.is_some() && !replay),
                 ("--requests", self.requests.is_some()),
                 ("--seed", self.seed.is_some()),
-                ("--drain-max", self.drain_max.is_some()),
+                ("--drain-max", self.drain_max.is_some() && !replay),
             ];
             if let Some((flag, _)) = stray.iter().find(|(_, given)| *given) {
                 if resumed.is_none() {

@@ -69,7 +69,11 @@ pub(crate) fn unused(flags: MatrixFlags, phases: &PhaseConfig) -> Vec<String> {
     let matrix_only = [
         ("--prefill-contexts", flags.prefill_contexts, "prefill rows belong to the decode matrix"),
         ("--warmup", flags.warmup, "the hidden warm-up cell runs before the decode matrix"),
-        ("--find-capacity", flags.find_capacity, "it searches the decode matrix's concurrency"),
+        (
+            "--find-capacity",
+            flags.find_capacity && phases.replay.is_none(),
+            "it searches the decode matrix's concurrency",
+        ),
         ("--precision", flags.precision, "it sizes the decode cells' windows"),
         ("--repeats", flags.repeats, "it measures each decode cell again"),
     ];
@@ -95,6 +99,9 @@ fn phase_names(phases: &PhaseConfig) -> String {
     }
     if phases.sessions.is_some() {
         names.push("--sessions");
+    }
+    if phases.replay.is_some() {
+        names.push("--replay");
     }
     match names.split_last() {
         Some((last, [])) => last.to_string(),

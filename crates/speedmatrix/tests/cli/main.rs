@@ -33,6 +33,7 @@ mod run_ranks;
 mod run_ranks_rate;
 mod run_rate;
 mod run_rate_verdicts;
+mod run_replay;
 mod run_requests;
 mod run_resume;
 mod run_resume_telemetry;

@@ -102,3 +102,21 @@ fn different_ids_give_different_blocks_from_their_first_words() {
     // 100 words to the sixth power: two of 2,000 ids beginning alike would be a broken generator
     assert_eq!(firsts.len(), 2000);
 }
+
+#[test]
+fn a_lead_takes_its_tokens_from_the_first_block() {
+    let v = Vocabulary::all();
+    let words = |c: &str| c.split(' ').count() as u64 - 1;
+    // 10 tokens before the words: the first block of 64 keeps 54 words, the rest are whole
+    let a = v.content_at(&[1, 2, 3], 64, 10, 192).unwrap();
+    assert_eq!(words(&a), 182);
+    // a prompt that shares the first two blocks shares their words exactly, then differs
+    let b = v.content_at(&[1, 2, 9], 64, 10, 150).unwrap();
+    let shared = a.split(' ').zip(b.split(' ')).take_while(|(x, y)| x == y).count() as u64 - 1;
+    assert!(shared >= 54 + 64, "{shared}");
+    assert_eq!(&a[..LEAD.len()], LEAD);
+    assert_eq!(v.content_at(&[1], 64, 0, 64), v.content(&[1], 64, 64));
+    // a lead longer than a block skips into the next
+    assert_eq!(words(&v.content_at(&[1, 2], 64, 70, 128).unwrap()), 58);
+    assert_eq!(v.content_at(&[1], 64, 10, 65), None);
+}

@@ -198,11 +198,12 @@ impl Runner<'_> {
         // client takes to send all C (every rank's part, over ranks) is part of each latency
         let due = vec![0.0; step.concurrency as usize];
         let bodies: Arc<[JsonBody]> = bodies.into();
-        let sent = match self.send_schedule(Schedule { bodies, due: &due, cap: None, drain_max: None }).await {
-            Ok(Some(sent)) => sent,
-            Ok(None) => return None,
-            Err(why) => return Some((failed(step, why), Vec::new(), Seen::Fine)),
-        };
+        let sent =
+            match self.send_schedule(Schedule { bodies: bodies.into(), due: &due, cap: None, drain_max: None }).await {
+                Ok(Some(sent)) => sent,
+                Ok(None) => return None,
+                Err(why) => return Some((failed(step, why), Vec::new(), Seen::Fine)),
+            };
         if self.stopped() {
             return None;
         }

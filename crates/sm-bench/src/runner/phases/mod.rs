@@ -11,17 +11,20 @@ use super::prompts::Prompts;
 use super::{RunError, Runner};
 use crate::prompts::prompt_file::PromptFile;
 
+pub(crate) mod bodies;
 pub(crate) mod burst;
 pub(crate) mod drain;
 mod mixed;
 pub(crate) mod open_loop;
 mod rate;
+mod replay;
 mod send;
 mod sessions;
 
 pub use burst::BurstConfig;
 pub use mixed::{MixedLevelSpec, MixedPrefillConfig};
 pub use rate::RateConfig;
+pub use replay::{MAX_REQUESTS as MAX_REPLAY_REQUESTS, ReplayConfig, Trace, TraceError};
 pub use sessions::SessionsConfig;
 
 /// What the run measures besides prefill rows: the decode matrix and the load phases asked for.
@@ -33,13 +36,23 @@ pub struct PhaseConfig {
     pub burst: Option<BurstConfig>,
     pub mixed_prefill: Option<MixedPrefillConfig>,
     pub sessions: Option<SessionsConfig>,
+    /// `--replay FILE`: a recorded trace, replayed.
+    pub replay: Option<ReplayConfig>,
     /// `--prompts FILE.jsonl`: the phases that take prompts send these instead of synthetic text.
     pub prompts_file: Option<std::sync::Arc<PromptFile>>,
 }
 
 impl Default for PhaseConfig {
     fn default() -> Self {
-        PhaseConfig { matrix: true, rate: None, burst: None, mixed_prefill: None, sessions: None, prompts_file: None }
+        PhaseConfig {
+            matrix: true,
+            rate: None,
+            burst: None,
+            mixed_prefill: None,
+            sessions: None,
+            replay: None,
+            prompts_file: None,
+        }
     }
 }
 
@@ -58,6 +71,9 @@ impl PhaseConfig {
         }
         if self.sessions.is_some() {
             kinds.push(PhaseKind::Sessions);
+        }
+        if self.replay.is_some() {
+            kinds.push(PhaseKind::Replay);
         }
         kinds
     }
@@ -81,6 +97,9 @@ impl Runner<'_> {
         if let Some(c) = &phases.sessions {
             self.declare_sessions(c);
         }
+        if let Some(c) = &phases.replay {
+            self.declare_replay(c);
+        }
     }
 
     /// Runs every phase asked for. `Some(status)` when the run cannot go on (stopped, or the server
@@ -95,6 +114,7 @@ impl Runner<'_> {
                 PhaseKind::Burst => self.burst_phase(plan, prompts).await?,
                 PhaseKind::MixedPrefill => self.mixed_prefill_phase(plan, prompts).await?,
                 PhaseKind::Sessions => self.sessions_phase(plan, prompts).await?,
+                PhaseKind::Replay => self.replay_phase(prompts).await?,
             };
             if stop.is_some() {
                 return Ok(stop);

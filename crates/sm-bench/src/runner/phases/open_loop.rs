@@ -8,9 +8,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sm_client::http::{Client, JsonBody};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::sleep_until;
 
+use crate::runner::phases::bodies::Bodies;
 use crate::runner::phases::drain::{self, MIN_DRAIN, Progress, Stamp};
 use crate::stream::live::Cancel;
 use crate::stream::request::{Outcome, StreamTimeouts, stream_request};
@@ -55,8 +56,9 @@ impl Sent {
 pub struct LevelRun<'a> {
     pub client: &'a Client,
     pub path: &'static str,
-    /// The bodies, sent in turn (one for a synthetic prompt; the file's lines with `--prompts`).
-    pub bodies: Arc<[JsonBody]>,
+    /// The bodies: sent in turn (one for a synthetic prompt; the file's lines with `--prompts`),
+    /// or one per request (a replayed trace).
+    pub bodies: Bodies,
     /// The level's due times, seconds after its start, ascending: the whole schedule, of which
     /// this process sends its `part`.
     pub due: &'a [f64],
@@ -109,10 +111,16 @@ impl LevelRun<'_> {
         let (over_tx, mut over) = watch::channel(false);
         let watcher = tokio::spawn(self.watch(start, &mine, progress.clone(), stop.clone(), over_tx));
         let slots = self.max_concurrency.map(|c| Arc::new(Semaphore::new(c as usize)));
+        // a session's turn waits for its previous turn's end (only in one process: the ranks
+        // refuse bodies with turns)
+        let ends: Option<Arc<[Notify]>> =
+            self.bodies.has_turns().then(|| (0..self.due.len()).map(|_| Notify::new()).collect());
         let mut tasks = Vec::with_capacity(mine.len());
         let mut unsent = Vec::new();
         for (k, &i) in mine.iter().enumerate() {
             let due = start + Duration::from_secs_f64(self.due[i]);
+            // made before its due time, not after: a trace's prompt takes a moment to write
+            let body = self.bodies.body(i);
             let slot = tokio::select! {
                 biased;
                 _ = stop.wait_for(|v| *v) => {
@@ -126,11 +134,11 @@ impl LevelRun<'_> {
                 }
                 slot = take_slot(due, slots.clone()) => slot,
             };
-            let body = self.bodies[i % self.bodies.len()].clone();
             let client = self.client.clone();
             let (path, timeouts) = (self.path, self.timeouts);
             let Some(cancel_rx) = receivers.next() else { break };
-            let request = One { client, path, body, due, timeouts, origin: start };
+            let turns = ends.clone().map(|ends| Turns { ends, own: i, after: self.bodies.after(i) });
+            let request = One { client, path, body, due, timeouts, origin: start, turns };
             tasks.push(tokio::spawn(request.run(cancel_rx, slot, progress.clone(), k)));
         }
         // the drain's end, or a stop, cuts whatever is still running
@@ -172,7 +180,7 @@ impl LevelRun<'_> {
         // the whole schedule's last due time: every rank waits from the same instant
         let last = Duration::from_secs_f64(self.due.last().copied().unwrap_or(0.0));
         let due: Vec<f64> = mine.iter().map(|&i| self.due[i]).collect();
-        let (max, most) = (self.drain_max, drain::most_tokens(&self.bodies).unwrap_or(1));
+        let (max, most) = (self.drain_max, self.bodies.most_tokens().unwrap_or(1));
         async move {
             let wait = async {
                 // without a drain (a burst) every request is read to its end: only a stop cuts
@@ -223,6 +231,23 @@ struct One {
     timeouts: StreamTimeouts,
     /// The level's start, which its progress is stamped from.
     origin: Instant,
+    /// With a session's turns: whose end it waits for, and its own end to signal.
+    turns: Option<Turns>,
+}
+
+/// Each request's end, signalled to the turn after it (one waiter each: a stored permit covers a
+/// turn that begins to wait after its previous turn ended).
+struct Turns {
+    ends: Arc<[Notify]>,
+    own: usize,
+    after: Option<usize>,
+}
+
+impl Drop for Turns {
+    fn drop(&mut self) {
+        // on every way out of the request, its end included
+        self.ends[self.own].notify_one();
+    }
 }
 
 impl One {
@@ -234,6 +259,18 @@ impl One {
         progress: Arc<[Progress]>,
         k: usize,
     ) -> Sent {
+        let mut due = self.due;
+        if let Some(t) = &self.turns
+            && let Some(before) = t.after
+        {
+            tokio::select! {
+                _ = t.ends[before].notified() => {}
+                // the level's wait ran out (or a stop) before the previous turn ended
+                _ = cancel.wait_for(|v| *v) => return Sent { due, log: None, end: End::Unsent, over: None },
+            }
+            // its user sends it when the trace says, or when the answer it follows came
+            due = due.max(Instant::now());
+        }
         let stamp = Stamp { progress: &progress[k], origin: self.origin };
         let run = stream_request(&self.client, self.path, &self.body, self.timeouts, &mut cancel, &stamp).await;
         let over = Instant::now();
@@ -257,7 +294,7 @@ impl One {
             End::Completed => log.ended.unwrap_or(over),
             _ => over,
         };
-        Sent { due: self.due, log: Some(log), end, over: Some(over) }
+        Sent { due, log: Some(log), end, over: Some(over) }
     }
 }
 

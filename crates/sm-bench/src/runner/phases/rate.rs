@@ -11,17 +11,17 @@ use sm_core::phases::PhaseKind;
 use sm_core::phases::rate::{Arrival, LevelStatus, RateLevel, RatePhase, RateSettings, RequestRate};
 use sm_core::plan::Plan;
 use sm_core::record::RunStatus;
-use sm_core::requests::RequestLine;
+use sm_core::requests::{RequestLine, RequestPhase};
 
 use super::super::prompts::Prompts;
 use super::super::server_lost::{Seen, lost_reason};
 use super::super::{RunError, Runner};
 use super::send::{Schedule, SentSchedule};
 use crate::runner::progress::{RunEvent, Step};
-use crate::telemetry::Received;
+use crate::telemetry::{Reads, Received};
 
-mod figures;
-mod lines;
+pub(super) mod figures;
+pub(super) mod lines;
 mod saturation;
 mod schedule;
 
@@ -230,7 +230,8 @@ impl Runner<'_> {
         let what = format!("{} req/s at {}", rate, row.label);
         let length = due.last().map(|&d| Duration::from_secs_f64(d));
         self.reporter.step(&Step::Phase { kind: PhaseKind::Rate, what, started: Instant::now(), length });
-        let schedule = Schedule { bodies, due, cap: config.max_concurrency, drain_max: Some(config.drain_max) };
+        let schedule =
+            Schedule { bodies: bodies.into(), due, cap: config.max_concurrency, drain_max: Some(config.drain_max) };
         let sent = match self.send_schedule(schedule).await {
             Ok(Some(sent)) => sent,
             Ok(None) => return None,
@@ -244,24 +245,28 @@ impl Runner<'_> {
         let mut measured = figures::level(key, start, &requests, &self.settings.slo);
         measured.ranks = ranks;
         measured.drain_s = cut_after.map(|d| (d.as_secs_f64() * 1000.0).round() / 1000.0);
-        if let Some(span) = measured.span_s.filter(|_| measured.status == LevelStatus::Measured) {
-            let tokens = measured.output_tok_s.map_or(0, |r| (r * span).round() as u64);
-            // as for sessions (methodology §13.4): where a request failed or the client cut one,
-            // the server counted and spent energy on tokens the completed requests did not get,
-            // so neither the comparison (it would call a fault "another client") nor J/token
-            let clean = measured.counts.failed == 0 && measured.cut() == 0;
-            let ours = clean.then_some(Received::All(tokens));
-            let (mut telemetry, warnings) =
-                reads.figures(Duration::from_secs_f64(span), ours, if clean { tokens } else { 0 });
-            // to the decimals a decode cell's are kept to
-            telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
-            measured.telemetry = telemetry;
-            for warning in warnings {
-                tracing::warn!("{} req/s at {}: {warning}", rate, row.label);
-            }
-        }
+        self.level_telemetry(&mut measured, reads, &format!("{} req/s at {}", rate, row.label));
         let lost = figures::connection_lost(&requests);
-        Some((measured, lines::level_lines(row.context, &requests, self.t0), lost))
+        Some((measured, lines::level_lines(RequestPhase::Rate, row.context, &requests, self.t0), lost))
+    }
+
+    /// The server's gauges and the GPUs over a measured level's span (methodology §14).
+    pub(super) fn level_telemetry(&self, level: &mut RateLevel, reads: Reads, what: &str) {
+        let Some(span) = level.span_s.filter(|_| level.status == LevelStatus::Measured) else { return };
+        let tokens = level.output_tok_s.map_or(0, |r| (r * span).round() as u64);
+        // as for sessions (methodology §13.4): where a request failed or the client cut one,
+        // the server counted and spent energy on tokens the completed requests did not get,
+        // so neither the comparison (it would call a fault "another client") nor J/token
+        let clean = level.counts.failed == 0 && level.cut() == 0;
+        let ours = clean.then_some(Received::All(tokens));
+        let (mut telemetry, warnings) =
+            reads.figures(Duration::from_secs_f64(span), ours, if clean { tokens } else { 0 });
+        // to the decimals a decode cell's are kept to
+        telemetry.gpu = telemetry.gpu.map(crate::runner::cell_record::rounded_gpu);
+        level.telemetry = telemetry;
+        for warning in warnings {
+            tracing::warn!("{what}: {warning}");
+        }
     }
 
     fn record_level(&mut self, level: RateLevel) -> std::io::Result<()> {

@@ -2,20 +2,19 @@
 //! a rate level (methodology §13.1) and a burst (§13.2, every request due at once) both go through
 //! [`Runner::send_schedule`], with the server's gauges and the GPUs read through it.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sm_client::JsonBody;
 use sm_core::ranks::RankLevel;
 
 use super::super::Runner;
 use crate::ranks::{LevelOrder, RemoteLevel, merge_level, share};
+use crate::runner::phases::bodies::Bodies;
 use crate::runner::phases::open_loop::{LevelRun, Part, Ran, Sent};
 use crate::telemetry::Reads;
 
 /// What to send: request `i` is due `due[i]` seconds after the start, with body `i` (in turn).
 pub(super) struct Schedule<'a> {
-    pub bodies: Arc<[JsonBody]>,
+    pub bodies: Bodies,
     pub due: &'a [f64],
     /// `--max-concurrency`, over all ranks.
     pub cap: Option<u32>,
@@ -87,7 +86,10 @@ impl Runner<'_> {
     async fn remote_part(&self, s: &Schedule<'_>, path: &str) -> Result<Option<RemoteLevel>, String> {
         let Some(group) = &self.start.ranks else { return Ok(None) };
         let timeouts = self.settings.timing.stream_timeouts();
-        let bodies = s.bodies.iter().map(|b| serde_json::from_slice(b.as_bytes()).map_err(|e| e.to_string()));
+        let Some(listed) = s.bodies.listed() else {
+            return Err("a replayed trace is sent from one process: run it without --ranks".to_string());
+        };
+        let bodies = listed.iter().map(|b| serde_json::from_slice(b.as_bytes()).map_err(|e| e.to_string()));
         let order = LevelOrder {
             path: path.to_string(),
             bodies: bodies.collect::<Result<_, _>>()?,

@@ -45,7 +45,7 @@ impl CapacitySearch {
         let mut sorted = self.tried.clone();
         sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
         let failed = sorted.iter().find(|t| !t.1).map(|t| t.0);
-        let met = sorted.iter().filter(|t| t.1 && failed.is_none_or(|f| t.0 < f)).map(|t| t.0).last();
+        let met = sorted.iter().filter(|t| t.1 && failed.is_none_or(|f| t.0 < f)).map(|t| t.0).next_back();
         (met, failed)
     }
 

@@ -73,16 +73,7 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
     level.counts = counts;
     let completed: Vec<(&Sent, &RequestLog)> = requests.iter().filter_map(|r| r.completed().map(|l| (r, l))).collect();
     let span = completed.iter().filter_map(|(r, _)| r.over).max().map(|e| secs(start, e)).filter(|&s| s > 0.0);
-    let figures: Vec<RequestFigures> = completed
-        .iter()
-        .map(|(r, l)| RequestFigures {
-            tokens: output_tokens(l),
-            ttft_ms: l.first_token.map(|t| ms(t.saturating_duration_since(r.due))),
-            tbt_ms: tbt_ms(l),
-            // a completed request's tokens are all counted: one token is a whole answer, not a stall
-            silent_ms: None,
-        })
-        .collect();
+    let figures = request_figures(requests);
     let ttft: Vec<f64> = figures.iter().filter_map(|f| f.ttft_ms).collect();
     let tbt: Vec<f64> = figures.iter().filter_map(|f| f.tbt_ms).collect();
     let e2e: Vec<f64> =
@@ -124,6 +115,22 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
         level.reason = Some(no_completion(requests));
     }
     level
+}
+
+/// The completed requests' own figures, in due order, latency from the due time: what the
+/// level's SLO bounds and goodput are judged on.
+pub fn request_figures(requests: &[Sent]) -> Vec<RequestFigures> {
+    requests
+        .iter()
+        .filter_map(|r| r.completed().map(|l| (r, l)))
+        .map(|(r, l)| RequestFigures {
+            tokens: output_tokens(l),
+            ttft_ms: l.first_token.map(|t| ms(t.saturating_duration_since(r.due))),
+            tbt_ms: tbt_ms(l),
+            // a completed request's tokens are all counted: one token is a whole answer, not a stall
+            silent_ms: None,
+        })
+        .collect()
 }
 
 /// Each request as the saturation test reads it.

@@ -14,7 +14,7 @@ fn secs(t0: Instant, at: Instant) -> f64 {
 
 /// The level's lines, in due order. `concurrency` is the requests in flight when each was sent,
 /// itself included (an open-loop level has no fixed concurrency); a request never sent has 1.
-pub fn level_lines(context: u64, requests: &[Sent], t0: Instant) -> Vec<RequestLine> {
+pub fn level_lines(phase: RequestPhase, context: u64, requests: &[Sent], t0: Instant) -> Vec<RequestLine> {
     let mut sends: Vec<Instant> = requests.iter().filter_map(|r| Some(r.log.as_ref()?.sent)).collect();
     let mut overs: Vec<Instant> = requests.iter().filter(|r| r.log.is_some()).filter_map(|r| r.over).collect();
     sends.sort();
@@ -27,12 +27,12 @@ pub fn level_lines(context: u64, requests: &[Sent], t0: Instant) -> Vec<RequestL
                 let ended = overs.partition_point(|&o| o <= l.sent);
                 started.saturating_sub(ended).max(1)
             });
-            line(context, in_flight as u32, r, t0)
+            line(phase, context, in_flight as u32, r, t0)
         })
         .collect()
 }
 
-fn line(context: u64, concurrency: u32, r: &Sent, t0: Instant) -> RequestLine {
+fn line(phase: RequestPhase, context: u64, concurrency: u32, r: &Sent, t0: Instant) -> RequestLine {
     let status = match r.end {
         End::Completed => RequestStatus::Completed,
         End::Failed(_) | End::Lost(_) => RequestStatus::Failed,
@@ -46,7 +46,7 @@ fn line(context: u64, concurrency: u32, r: &Sent, t0: Instant) -> RequestLine {
     };
     let log = r.log.as_ref();
     RequestLine {
-        phase: RequestPhase::Rate,
+        phase,
         context,
         concurrency,
         repeat: None,
