@@ -67,7 +67,7 @@ fn cells(l: &RateLevel) -> Vec<String> {
 
 /// Goodput with the count it is a share of: the requests the server answered or failed
 /// (methodology §13.1).
-fn goodput(l: &RateLevel) -> String {
+pub(super) fn goodput(l: &RateLevel) -> String {
     let judged = l.counts.completed + l.counts.failed;
     match l.goodput_pct.filter(|_| judged > 0) {
         Some(g) => format!("{} % of {judged}", crate::format::whole(g)),
@@ -82,8 +82,14 @@ fn kept_up(l: &RateLevel) -> String {
         Some(Saturation::Saturated) => "saturated",
         Some(Saturation::Unknown) => "unknown",
     };
+    noted(verdict, l)
+}
+
+/// `text`, then the level's note ([`RateLevel::note`]) where it has one: every table of levels
+/// shows a level's failures and cut requests beside its verdict.
+pub(super) fn noted(text: &str, l: &RateLevel) -> String {
     let note = l.note().to_string();
-    if note.is_empty() { verdict.to_string() } else { format!("{verdict}: {note}") }
+    if note.is_empty() { text.to_string() } else { format!("{text}: {note}") }
 }
 
 fn caption(phase: &RatePhase) -> String {
@@ -109,19 +115,25 @@ pub(super) fn html(record: &RunRecord) -> Markup {
             (charts(phase))
             @for (label, levels) in rows(phase) {
                 h3 { (Text(label)) }
-                div class="scroll" {
-                    table class="rate" {
-                        thead { tr { @for h in header() { th { (h) } } } }
-                        tbody {
-                            @for l in levels {
-                                tr class=[l.saturated.then_some("saturated")] {
-                                    @let cells = cells(l);
-                                    @for (i, c) in cells.iter().enumerate() {
-                                        // a long error wraps in its own column instead of widening the
-                                        // table past the screen
-                                        td class=[(i + 1 == cells.len()).then_some("verdict")] { (Text(c)) }
-                                    }
-                                }
+                (table_html("rate", &header(), levels.iter().map(|l| (l.saturated, cells(l)))))
+            }
+        }
+    }
+}
+
+/// A table of levels, one row per level (`saturated`, its cells); the last cell is the verdict.
+pub(super) fn table_html(class: &str, header: &[&str], rows: impl IntoIterator<Item = (bool, Vec<String>)>) -> Markup {
+    html! {
+        div class="scroll" {
+            table class=(class) {
+                thead { tr { @for h in header { th { (h) } } } }
+                tbody {
+                    @for (saturated, cells) in rows {
+                        tr class=[saturated.then_some("saturated")] {
+                            @for (i, c) in cells.iter().enumerate() {
+                                // a long error wraps in its own column instead of widening the
+                                // table past the screen
+                                td class=[(i + 1 == cells.len()).then_some("verdict")] { (Text(c)) }
                             }
                         }
                     }
@@ -129,6 +141,17 @@ pub(super) fn html(record: &RunRecord) -> Markup {
             }
         }
     }
+}
+
+/// The same table in Markdown.
+pub(super) fn table_markdown(s: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(s, "| {} |", header.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(header.len()));
+    for cells in rows {
+        let row: Vec<String> = cells.iter().map(|c| markdown_cell(c)).collect();
+        let _ = writeln!(s, "| {} |", row.join(" | "));
+    }
+    s.push('\n');
 }
 
 /// Latency against the offered rate, one line per row: where the server stops keeping up, the
@@ -177,14 +200,7 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "## Arrivals at a rate\n\n{}\n", markdown_cell(&caption(phase)));
     for (label, levels) in rows(phase) {
         let _ = writeln!(s, "### {}\n", markdown_cell(label));
-        let header = header();
-        let _ = writeln!(s, "| {} |", header.join(" | "));
-        let _ = writeln!(s, "|{}", "---|".repeat(header.len()));
-        for l in levels {
-            let row: Vec<String> = cells(l).iter().map(|c| markdown_cell(c)).collect();
-            let _ = writeln!(s, "| {} |", row.join(" | "));
-        }
-        s.push('\n');
+        table_markdown(s, &header(), levels.into_iter().map(cells));
     }
 }
 
@@ -221,7 +237,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
 /// The columns of a level's row of rate.csv before its figures: which level, what became of it,
 /// what became of its requests.
 #[derive(Serialize, Default)]
-struct CsvKeys<'a> {
+pub(super) struct CsvKeys<'a> {
     context: u64,
     label: Guarded<&'a str>,
     rate_rps: String,
@@ -239,7 +255,7 @@ struct CsvKeys<'a> {
 /// A column among a level's figures: a figure of its table, or a verdict.
 #[derive(Serialize)]
 #[serde(untagged)]
-enum Column {
+pub(super) enum Column {
     Figure(Option<Num>),
     Saturated(bool),
     Saturation(&'static str),
@@ -277,6 +293,13 @@ type CsvRow<'a> = (CsvKeys<'a>, Vec<Column>, Guarded<String>, CsvColumns);
 /// A level's row of rate.csv: its keys, its figures and verdicts, its note, then the span's
 /// telemetry ([`CsvColumns`]).
 fn csv_row(l: &RateLevel) -> CsvRow<'_> {
+    let (keys, columns) = csv_level(l);
+    (keys, columns, Guarded(l.note().to_string()), CsvColumns::of(&l.telemetry))
+}
+
+/// A level's keys and its figures with their verdicts: the part of a row that every CSV of rate
+/// levels (rate.csv, replay.csv) shares, in [`csv_level_header`] order.
+pub(super) fn csv_level(l: &RateLevel) -> (CsvKeys<'_>, Vec<Column>) {
     let c = &l.counts;
     let keys = CsvKeys {
         context: l.context,
@@ -296,16 +319,20 @@ fn csv_row(l: &RateLevel) -> CsvRow<'_> {
         unsent: c.unsent,
         late: c.late,
     };
-    let columns = csv_columns(l).into_iter().map(|(_, c)| c).collect();
-    (keys, columns, Guarded(l.note().to_string()), CsvColumns::of(&l.telemetry))
+    (keys, csv_columns(l).into_iter().map(|(_, c)| c).collect())
+}
+
+/// The names of [`csv_level`]'s columns: the keys, the figures and verdicts.
+pub(super) fn csv_level_header() -> Vec<String> {
+    let level =
+        RateLevel::unmeasured(0, String::new(), RequestRate::PerSecond(1.0), LevelStatus::Skipped, String::new());
+    let columns = csv_columns(&level).into_iter().map(|(name, _)| name.to_string());
+    table::header::<CsvKeys>().into_iter().chain(columns).collect()
 }
 
 /// rate.csv's header: the keys, the figures and verdicts, the note, the telemetry's columns.
 fn csv_header() -> Vec<String> {
-    let level =
-        RateLevel::unmeasured(0, String::new(), RequestRate::PerSecond(1.0), LevelStatus::Skipped, String::new());
-    let columns = csv_columns(&level).into_iter().map(|(name, _)| name.to_string());
-    let mut header: Vec<String> = table::header::<CsvKeys>().into_iter().chain(columns).collect();
+    let mut header = csv_level_header();
     header.push("note".into());
     header.extend(table::header::<CsvColumns>());
     header
