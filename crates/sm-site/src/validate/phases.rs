@@ -11,6 +11,7 @@ use sm_core::figures::Unit;
 mod burst;
 mod mixed;
 mod replay;
+pub use replay::{MAX_LIMITED_BY_BYTES, MAX_REPLAY_LEVELS};
 mod sessions;
 
 /// The size limits of every phase's section.

@@ -16,7 +16,7 @@ pub(super) const MAX_TIME_SCALES: usize = 32;
 /// 30; this leaves room for a resumed run's repeats.
 pub(super) const MAX_SEARCHED_SCALES: usize = 64;
 /// Levels of a replay: the scales asked for and the searched ones.
-pub(super) const MAX_REPLAY_LEVELS: usize = MAX_TIME_SCALES + MAX_SEARCHED_SCALES;
+pub const MAX_REPLAY_LEVELS: usize = MAX_TIME_SCALES + MAX_SEARCHED_SCALES;
 /// The largest time scale taken: a trace sent a million times as fast is a typo.
 const MAX_TIME_SCALE: f64 = 1e6;
 /// The largest share of the ideal prefix reuse taken, %: above 100 where the cache kept prefixes
@@ -27,7 +27,7 @@ const MAX_FILE_NAME_BYTES: usize = 255;
 const MAX_HASH_BYTES: usize = 64;
 /// Bytes of what limited a scale: the tool words it in a few ("TTFT p90", "saturated (a queue
 /// grew)"), and the runs list shows the answer's in each row's title, so it costs little there.
-pub(super) const MAX_LIMITED_BY_BYTES: usize = 256;
+pub const MAX_LIMITED_BY_BYTES: usize = 256;
 
 pub(super) fn limits(record: &RunRecord) -> Result<(), Refusal> {
     let Some(p) = &record.phases.replay else { return Ok(()) };
