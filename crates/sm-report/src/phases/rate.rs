@@ -160,25 +160,39 @@ fn charts(phase: &RatePhase) -> Markup {
     let mut rates: Vec<RequestRate> = phase.levels.iter().map(|l| l.rate).collect();
     rates.sort_by(|a, b| a.order().total_cmp(&b.order()));
     rates.dedup();
-    let rows = rows(phase);
-    if rates.len() < 2 || rows.is_empty() {
+    let rows: Vec<(String, Vec<Option<&RateLevel>>)> = rows(phase)
+        .into_iter()
+        .map(|(label, levels)| {
+            (label.to_string(), rates.iter().map(|r| levels.iter().find(|l| l.rate == *r).copied()).collect())
+        })
+        .collect();
+    latency_charts("offered req/s", rates.iter().map(ToString::to_string).collect(), &rows)
+}
+
+/// TTFT and end-to-end p50 from the due time against the load, a line per row of levels (each
+/// row's level at each x, `None` where it has none); nothing for fewer than two loads.
+pub(super) fn latency_charts(
+    x_title: &'static str,
+    x_labels: Vec<String>,
+    rows: &[(String, Vec<Option<&RateLevel>>)],
+) -> Markup {
+    if x_labels.len() < 2 || rows.is_empty() {
         return html! {};
     }
     let series = |pick: fn(&RateLevel) -> Option<f64>| -> Vec<Series> {
         rows.iter()
-            .map(|(label, levels)| Series {
-                name: (*label).to_string(),
-                values: rates.iter().map(|r| levels.iter().find(|l| l.rate == *r).and_then(|l| pick(l))).collect(),
+            .map(|(name, levels)| Series {
+                name: name.clone(),
+                values: levels.iter().map(|l| l.and_then(pick)).collect(),
                 color: None,
             })
             .collect()
     };
-    let x_labels: Vec<String> = rates.iter().map(ToString::to_string).collect();
     let ms = |v: f64| format!("{v:.0} ms");
     crate::svg::charts_row(&[
         Chart {
             title: "TTFT p50 from the due time",
-            x_title: "offered req/s",
+            x_title,
             y_title: "ms",
             x_labels: x_labels.clone(),
             series: series(|l| l.ttft_ms.and_then(|q| q.p50)),
@@ -186,7 +200,7 @@ fn charts(phase: &RatePhase) -> Markup {
         },
         Chart {
             title: "End-to-end p50 from the due time",
-            x_title: "offered req/s",
+            x_title,
             y_title: "ms",
             x_labels,
             series: series(|l| l.e2e_ms.and_then(|q| q.p50)),

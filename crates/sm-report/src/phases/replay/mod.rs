@@ -13,7 +13,7 @@ use sm_core::phases::rate::{LevelStatus, RateLevel, Saturation};
 use sm_core::phases::replay::{PrefixReuse, ReplayLevel, ReplaySettings, ScaleVerdict};
 use sm_core::record::RunRecord;
 
-use super::rate::{goodput, noted, table_html, table_markdown};
+use super::rate::{goodput, latency_charts, noted, table_html, table_markdown};
 use crate::escape::{Text, markdown_cell};
 use crate::format::{self, figure_named as shown, opt};
 
@@ -126,10 +126,21 @@ pub(super) fn html(record: &RunRecord) -> Markup {
         section id="replay" {
             h2 { (PhaseKind::Replay.title()) }
             p class="caption" { (Text(&caption(&phase.settings))) }
+            (charts(&levels))
             (table_html("rate replay", &header(), levels.iter().map(|r| row(r))))
             @if levels.iter().any(|r| r.searched) { p class="caption" { (SEARCHED_NOTE) } }
         }
     }
+}
+
+/// Latency against the time scale: where the server stops keeping up with the trace sped up,
+/// the line turns up. A scale measured twice (a resumed search) shows its last measurement.
+fn charts(levels: &[&ReplayLevel]) -> Markup {
+    let mut scales: Vec<f64> = levels.iter().map(|r| r.time_scale).collect();
+    scales.dedup();
+    let at = |s: f64| levels.iter().rev().find(|r| r.time_scale == s).map(|r| &r.level);
+    let row = ("trace".to_string(), scales.iter().map(|&s| at(s)).collect());
+    latency_charts("time scale", scales.iter().map(|&s| scale(s)).collect(), &[row])
 }
 
 pub(super) fn markdown(s: &mut String, record: &RunRecord) {

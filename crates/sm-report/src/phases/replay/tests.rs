@@ -111,6 +111,7 @@ fn the_page_has_a_row_per_scale_in_order_with_the_record_escaped() {
     assert!(h.contains("class=\"verdict\">not run: the server was already saturated"), "{h}");
     assert!(h.contains("<td>3.5 ms</td><td>3.2</td>"), "send lag p99, in flight mean: {h}");
     assert!(h.contains(SEARCHED_NOTE.split('"').next().unwrap()), "{h}");
+    assert!(h.contains("<svg") && h.contains("TTFT p50 from the due time") && h.contains("time scale"), "a chart");
 }
 
 #[test]
