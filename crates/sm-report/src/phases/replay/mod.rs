@@ -26,7 +26,8 @@ pub(super) use csv::csv;
 const KEYS: [&str; 3] = ["Scale", "Offered req/s", "Completed"];
 /// The columns after them; the verdict last, whose note (failures, cut requests, a level's
 /// error) may be long and wraps.
-const AFTER: [&str; 7] = ["Send lag p99", "In flight mean", "Goodput", "Cached", "Of ideal", "SLO met", "Verdict"];
+const AFTER: [&str; 7] =
+    ["Send lag p99", "In flight mean", "Goodput", "Cached of prompt", "Ideal reached", "SLO met", "Verdict"];
 
 /// What the "searched" mark of a scale means, under the table where a level carries it.
 pub const SEARCHED_NOTE: &str = "A scale marked \"searched\" was chosen by the capacity search (--find-capacity), \
