@@ -70,7 +70,9 @@ pub struct StoredRun {
     /// The capacity answer per decode context, context ascending (in a list: only the chosen
     /// context's, when the list is filtered by one).
     pub capacity: Vec<CapacityRow>,
-    /// The capacity answer on a replayed trace, where the run has one.
+    /// The capacity answer on a replayed trace, where the run has one (absent from the API's JSON
+    /// of a run without, which reads as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub replay_capacity: Option<ReplayCapacity>,
 }
 
