@@ -55,6 +55,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
                 (nav(links))
                 (header(&page))
                 @if matrix { (answer(&page)) }
+                (replay_answer(record))
                 (facts(&page))
                 (launch(&page))
                 @if matrix {
@@ -124,6 +125,20 @@ fn answer(page: &Page) -> Markup {
                 }
                 p { (USERS_NOTE) }
                 p class="slo-used" { (Text(&a.slo_note)) }
+            }
+        }
+    }
+}
+
+/// The capacity answer on a replayed trace (`--replay` with `--find-capacity`), after the decode
+/// matrix's: a run of the replay alone has no matrix, yet its answer still heads the page.
+fn replay_answer(record: &RunRecord) -> Markup {
+    html! {
+        @if let Some(a) = crate::phases::replay::answer::headline(record) {
+            section class="answer" id="replay-capacity" {
+                h2 { "Capacity on your traffic" }
+                ul class="answer-lines" { li { (Text(&a.sentence)) } }
+                @if let Some(note) = &a.slo_note { p class="slo-used" { (Text(note)) } }
             }
         }
     }

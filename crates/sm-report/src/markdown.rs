@@ -26,6 +26,7 @@ pub fn markdown(record: &RunRecord) -> String {
     if matrix {
         answer(&mut s, &page, record);
     }
+    replay_answer(&mut s, record);
     facts(&mut s, &page);
     launch(&mut s, &page);
     if matrix {
@@ -101,6 +102,17 @@ fn answer(s: &mut String, page: &Page, record: &RunRecord) {
         })
         .collect();
     table(s, &header, &rows);
+}
+
+/// The capacity answer on a replayed trace, after the matrix's (a replay alone has no matrix).
+fn replay_answer(s: &mut String, record: &RunRecord) {
+    let Some(a) = crate::phases::replay::answer::headline(record) else {
+        return;
+    };
+    let _ = writeln!(s, "## Capacity on your traffic\n\n- {}\n", md(&a.sentence));
+    if let Some(note) = &a.slo_note {
+        let _ = writeln!(s, "{}\n", md(note));
+    }
 }
 
 fn table(s: &mut String, header: &[&str], rows: &[Vec<String>]) {

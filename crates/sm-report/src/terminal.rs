@@ -19,6 +19,9 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
     let _ = writeln!(s, "{}", clip(&page.title, width));
     if record.settings.matrix {
         answer(&mut s, &page, width);
+    }
+    replay_answer(&mut s, record, width);
+    if record.settings.matrix {
         prefill(&mut s, &page, width);
         decode(&mut s, &page, width);
     }
@@ -31,7 +34,20 @@ pub fn terminal(record: &RunRecord, width: usize) -> String {
 pub fn capacity_text(record: &RunRecord, width: usize) -> String {
     let mut s = String::new();
     answer(&mut s, &view::build(record), width.max(20));
+    replay_answer(&mut s, record, width.max(20));
     s.trim_start().to_string()
+}
+
+/// The capacity answer on a replayed trace, after the matrix's (a replay alone has no matrix).
+fn replay_answer(s: &mut String, record: &RunRecord, width: usize) {
+    let Some(a) = crate::phases::replay::answer::headline(record) else {
+        return;
+    };
+    let _ = writeln!(s, "\nCapacity on your traffic");
+    let _ = writeln!(s, "{}", wrap(&a.sentence, width));
+    if let Some(note) = &a.slo_note {
+        let _ = writeln!(s, "{}", wrap(note, width));
+    }
 }
 
 /// The capacity answer, a sentence per context, with what "users" means and the SLO used.

@@ -15,6 +15,7 @@ use crate::SiteError;
 
 mod capacity;
 pub use capacity::CapacityRow;
+use sm_core::phases::replay::ReplayCapacity;
 
 /// Embedded migrations, applied in order, each in its own transaction.
 const MIGRATIONS: &[(i64, &str)] = &[
@@ -23,6 +24,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../migrations/0003_content_hash.sql")),
     (4, include_str!("../migrations/0004_capacity.sql")),
     (5, include_str!("../migrations/0005_context_names.sql")),
+    (6, include_str!("../migrations/0006_replay_capacity.sql")),
 ];
 
 /// How long opening the database may take before it is reported unreachable.
@@ -68,6 +70,10 @@ pub struct StoredRun {
     /// The capacity answer per decode context, context ascending (in a list: only the chosen
     /// context's, when the list is filtered by one).
     pub capacity: Vec<CapacityRow>,
+    /// The capacity answer on a replayed trace, where the run has one (absent from the API's JSON
+    /// of a run without, which reads as before).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replay_capacity: Option<ReplayCapacity>,
 }
 
 /// Where an upload ended up.
@@ -206,7 +212,7 @@ pub struct TokenInfo {
 }
 
 const SUMMARY_COLUMNS: &str = "id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-    measured_at, label, status, peak_tok_s, slo, judged_from";
+    measured_at, label, status, peak_tok_s, slo, judged_from, replay_capacity";
 
 /// Turns the accepted spellings of a database into a URL sqlx understands:
 /// a bare path is an SQLite file, and an SQLite file is created when missing.
@@ -345,6 +351,7 @@ fn summary(row: &sqlx::any::AnyRow, with_record: bool) -> Result<StoredRun, sqlx
         slo: row.try_get("slo")?,
         judged_from: row.try_get("judged_from")?,
         capacity: Vec::new(),
+        replay_capacity: capacity::replay_from(&row.try_get::<String, _>("replay_capacity")?),
     })
 }
 
@@ -386,8 +393,8 @@ impl Db {
         let mut tx = self.pool.begin().await?;
         let done = sqlx::query(
             "INSERT INTO runs (id, uploaded_at, uploader, model, gpu, gpu_count, engine, engine_version, \
-             measured_at, label, status, peak_tok_s, record, content_hash, slo, judged_from) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16) \
+             measured_at, label, status, peak_tok_s, record, content_hash, slo, judged_from, replay_capacity) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) \
              ON CONFLICT (content_hash) DO NOTHING",
         )
         .bind(&run.id)
@@ -406,6 +413,7 @@ impl Db {
         .bind(run.content_hash.clone())
         .bind(&run.slo)
         .bind(&run.judged_from)
+        .bind(capacity::replay_text(run.replay_capacity.as_ref()))
         .execute(&mut *tx)
         .await?;
         let outcome = if done.rows_affected() > 0 {

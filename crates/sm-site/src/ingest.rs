@@ -120,6 +120,7 @@ pub fn index(record: &RunRecord, id: String, uploader: &str, json: String) -> St
             None => String::new(),
         },
         capacity: crate::answer::rows(record),
+        replay_capacity: record.phases.replay.as_ref().and_then(sm_report::phases::replay::answer::capacity),
     }
 }
 

@@ -13,6 +13,7 @@ mod answer;
 pub use answer::MAX_SLO_BOUNDS;
 mod gpu;
 mod phases;
+pub use phases::{MAX_LIMITED_BY_BYTES, MAX_REPLAY_LEVELS};
 mod precision;
 pub use precision::MAX_REPEATS;
 mod roofline;

@@ -128,3 +128,30 @@ async fn one_row_per_run_and_one_snapshot_per_list() {
         db.close().await;
     }
 }
+
+/// A run with a replay keeps its answer on the trace in its row: the list shows it without
+/// reading the record.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_replay_answer_is_stored_with_the_run() {
+    use sm_site::db::{Filter, ListQuery};
+    let dir = tempfile::tempdir().unwrap();
+    for url in databases(&dir) {
+        let db = Db::connect(&url).await.unwrap();
+        let who = format!("replay-{}", tokens::random_hex(4).unwrap());
+        let text = include_str!("../../../tests/data/run-replay.json");
+        let (_, run) = sm_site::ingest::prepare(text, &who).unwrap();
+        let answer = run.replay_capacity.clone().expect("the replay's answer");
+        assert_eq!((answer.max_scale, answer.failed_scale), (Some(2.0), Some(3.0)));
+        db.insert_run(&run).await.unwrap();
+        let q =
+            ListQuery { filter: Filter { uploader: Some(who.clone()), ..Filter::default() }, ..ListQuery::default() };
+        let (runs, _) = db.list_runs(&q).await.unwrap();
+        assert_eq!(runs[0].replay_capacity.as_ref(), Some(&answer), "{url}");
+        let stored = db.get_run(&run.id).await.unwrap().unwrap();
+        assert_eq!(stored.replay_capacity, Some(answer), "{url}");
+        // a run without a replay has none
+        let plain = prepared(&who, &who);
+        assert!(plain.replay_capacity.is_none());
+        db.close().await;
+    }
+}

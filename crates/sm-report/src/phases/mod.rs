@@ -1,6 +1,6 @@
 //! The load phases' sections of every view (issue 17): the page, Markdown, the end-of-run console
-//! and one CSV file per phase (`rate.csv`, `burst.csv`, `mixed_prefill.csv`, `sessions.csv`, one row
-//! per measurement of the phase). Each phase renders its own section from its part of
+//! and one CSV file per phase (`rate.csv`, `burst.csv`, `mixed_prefill.csv`, `sessions.csv`,
+//! `replay.csv`, one row per measurement of the phase). Each phase renders its own section from its part of
 //! `record.phases`; a record without phases renders exactly as before.
 
 use sm_core::phases::PhaseKind;
@@ -9,6 +9,7 @@ use sm_core::record::RunRecord;
 mod burst;
 mod mixed;
 mod rate;
+pub mod replay;
 mod sessions;
 
 /// A record with a rate phase, for the tests of the whole page.
@@ -22,6 +23,7 @@ pub(crate) fn html(record: &RunRecord) -> maud::Markup {
         (burst::html(record))
         (mixed::html(record))
         (sessions::html(record))
+        (replay::html(record))
     }
 }
 
@@ -31,6 +33,7 @@ pub(crate) fn markdown(s: &mut String, record: &RunRecord) {
     burst::markdown(s, record);
     mixed::markdown(s, record);
     sessions::markdown(s, record);
+    replay::markdown(s, record);
 }
 
 /// The phases' lines of the end-of-run console summary, `width` columns at most.
@@ -39,6 +42,7 @@ pub(crate) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
     burst::terminal(s, record, width);
     mixed::terminal(s, record, width);
     sessions::terminal(s, record, width);
+    replay::terminal(s, record, width);
 }
 
 /// One CSV file per phase that ran: the file's name and its text.
@@ -48,6 +52,7 @@ pub fn csv_files(record: &RunRecord) -> Vec<(String, String)> {
         (PhaseKind::Burst, burst::csv(record)),
         (PhaseKind::MixedPrefill, mixed::csv(record)),
         (PhaseKind::Sessions, sessions::csv(record)),
+        (PhaseKind::Replay, replay::csv(record)),
     ];
     files.into_iter().filter_map(|(kind, text)| text.map(|t| (csv_file_name(kind), t))).collect()
 }

@@ -67,7 +67,7 @@ fn cells(l: &RateLevel) -> Vec<String> {
 
 /// Goodput with the count it is a share of: the requests the server answered or failed
 /// (methodology §13.1).
-fn goodput(l: &RateLevel) -> String {
+pub(super) fn goodput(l: &RateLevel) -> String {
     let judged = l.counts.completed + l.counts.failed;
     match l.goodput_pct.filter(|_| judged > 0) {
         Some(g) => format!("{} % of {judged}", crate::format::whole(g)),
@@ -82,8 +82,14 @@ fn kept_up(l: &RateLevel) -> String {
         Some(Saturation::Saturated) => "saturated",
         Some(Saturation::Unknown) => "unknown",
     };
+    noted(verdict, l)
+}
+
+/// `text`, then the level's note ([`RateLevel::note`]) where it has one: every table of levels
+/// shows a level's failures and cut requests beside its verdict.
+pub(super) fn noted(text: &str, l: &RateLevel) -> String {
     let note = l.note().to_string();
-    if note.is_empty() { verdict.to_string() } else { format!("{verdict}: {note}") }
+    if note.is_empty() { text.to_string() } else { format!("{text}: {note}") }
 }
 
 fn caption(phase: &RatePhase) -> String {
@@ -109,19 +115,25 @@ pub(super) fn html(record: &RunRecord) -> Markup {
             (charts(phase))
             @for (label, levels) in rows(phase) {
                 h3 { (Text(label)) }
-                div class="scroll" {
-                    table class="rate" {
-                        thead { tr { @for h in header() { th { (h) } } } }
-                        tbody {
-                            @for l in levels {
-                                tr class=[l.saturated.then_some("saturated")] {
-                                    @let cells = cells(l);
-                                    @for (i, c) in cells.iter().enumerate() {
-                                        // a long error wraps in its own column instead of widening the
-                                        // table past the screen
-                                        td class=[(i + 1 == cells.len()).then_some("verdict")] { (Text(c)) }
-                                    }
-                                }
+                (table_html("rate", &header(), levels.iter().map(|l| (l.saturated, cells(l)))))
+            }
+        }
+    }
+}
+
+/// A table of levels, one row per level (`saturated`, its cells); the last cell is the verdict.
+pub(super) fn table_html(class: &str, header: &[&str], rows: impl IntoIterator<Item = (bool, Vec<String>)>) -> Markup {
+    html! {
+        div class="scroll" {
+            table class=(class) {
+                thead { tr { @for h in header { th { (h) } } } }
+                tbody {
+                    @for (saturated, cells) in rows {
+                        tr class=[saturated.then_some("saturated")] {
+                            @for (i, c) in cells.iter().enumerate() {
+                                // a long error wraps in its own column instead of widening the
+                                // table past the screen
+                                td class=[(i + 1 == cells.len()).then_some("verdict")] { (Text(c)) }
                             }
                         }
                     }
@@ -131,31 +143,56 @@ pub(super) fn html(record: &RunRecord) -> Markup {
     }
 }
 
+/// The same table in Markdown.
+pub(super) fn table_markdown(s: &mut String, header: &[&str], rows: impl IntoIterator<Item = Vec<String>>) {
+    let _ = writeln!(s, "| {} |", header.join(" | "));
+    let _ = writeln!(s, "|{}", "---|".repeat(header.len()));
+    for cells in rows {
+        let row: Vec<String> = cells.iter().map(|c| markdown_cell(c)).collect();
+        let _ = writeln!(s, "| {} |", row.join(" | "));
+    }
+    s.push('\n');
+}
+
 /// Latency against the offered rate, one line per row: where the server stops keeping up, the
 /// line turns up (the due-time latency holds the queue).
 fn charts(phase: &RatePhase) -> Markup {
     let mut rates: Vec<RequestRate> = phase.levels.iter().map(|l| l.rate).collect();
     rates.sort_by(|a, b| a.order().total_cmp(&b.order()));
     rates.dedup();
-    let rows = rows(phase);
-    if rates.len() < 2 || rows.is_empty() {
+    let rows: Vec<(String, Vec<Option<&RateLevel>>)> = rows(phase)
+        .into_iter()
+        .map(|(label, levels)| {
+            (label.to_string(), rates.iter().map(|r| levels.iter().find(|l| l.rate == *r).copied()).collect())
+        })
+        .collect();
+    latency_charts("offered req/s", rates.iter().map(ToString::to_string).collect(), &rows)
+}
+
+/// TTFT and end-to-end p50 from the due time against the load, a line per row of levels (each
+/// row's level at each x, `None` where it has none); nothing for fewer than two loads.
+pub(super) fn latency_charts(
+    x_title: &'static str,
+    x_labels: Vec<String>,
+    rows: &[(String, Vec<Option<&RateLevel>>)],
+) -> Markup {
+    if x_labels.len() < 2 || rows.is_empty() {
         return html! {};
     }
     let series = |pick: fn(&RateLevel) -> Option<f64>| -> Vec<Series> {
         rows.iter()
-            .map(|(label, levels)| Series {
-                name: (*label).to_string(),
-                values: rates.iter().map(|r| levels.iter().find(|l| l.rate == *r).and_then(|l| pick(l))).collect(),
+            .map(|(name, levels)| Series {
+                name: name.clone(),
+                values: levels.iter().map(|l| l.and_then(pick)).collect(),
                 color: None,
             })
             .collect()
     };
-    let x_labels: Vec<String> = rates.iter().map(ToString::to_string).collect();
     let ms = |v: f64| format!("{v:.0} ms");
     crate::svg::charts_row(&[
         Chart {
             title: "TTFT p50 from the due time",
-            x_title: "offered req/s",
+            x_title,
             y_title: "ms",
             x_labels: x_labels.clone(),
             series: series(|l| l.ttft_ms.and_then(|q| q.p50)),
@@ -163,7 +200,7 @@ fn charts(phase: &RatePhase) -> Markup {
         },
         Chart {
             title: "End-to-end p50 from the due time",
-            x_title: "offered req/s",
+            x_title,
             y_title: "ms",
             x_labels,
             series: series(|l| l.e2e_ms.and_then(|q| q.p50)),
@@ -177,14 +214,7 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "## Arrivals at a rate\n\n{}\n", markdown_cell(&caption(phase)));
     for (label, levels) in rows(phase) {
         let _ = writeln!(s, "### {}\n", markdown_cell(label));
-        let header = header();
-        let _ = writeln!(s, "| {} |", header.join(" | "));
-        let _ = writeln!(s, "|{}", "---|".repeat(header.len()));
-        for l in levels {
-            let row: Vec<String> = cells(l).iter().map(|c| markdown_cell(c)).collect();
-            let _ = writeln!(s, "| {} |", row.join(" | "));
-        }
-        s.push('\n');
+        table_markdown(s, &header(), levels.into_iter().map(cells));
     }
 }
 
@@ -221,7 +251,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
 /// The columns of a level's row of rate.csv before its figures: which level, what became of it,
 /// what became of its requests.
 #[derive(Serialize, Default)]
-struct CsvKeys<'a> {
+pub(super) struct CsvKeys<'a> {
     context: u64,
     label: Guarded<&'a str>,
     rate_rps: String,
@@ -239,7 +269,7 @@ struct CsvKeys<'a> {
 /// A column among a level's figures: a figure of its table, or a verdict.
 #[derive(Serialize)]
 #[serde(untagged)]
-enum Column {
+pub(super) enum Column {
     Figure(Option<Num>),
     Saturated(bool),
     Saturation(&'static str),
@@ -277,6 +307,13 @@ type CsvRow<'a> = (CsvKeys<'a>, Vec<Column>, Guarded<String>, CsvColumns);
 /// A level's row of rate.csv: its keys, its figures and verdicts, its note, then the span's
 /// telemetry ([`CsvColumns`]).
 fn csv_row(l: &RateLevel) -> CsvRow<'_> {
+    let (keys, columns) = csv_level(l);
+    (keys, columns, Guarded(l.note().to_string()), CsvColumns::of(&l.telemetry))
+}
+
+/// A level's keys and its figures with their verdicts: the part of a row that every CSV of rate
+/// levels (rate.csv, replay.csv) shares, in [`csv_level_header`] order.
+pub(super) fn csv_level(l: &RateLevel) -> (CsvKeys<'_>, Vec<Column>) {
     let c = &l.counts;
     let keys = CsvKeys {
         context: l.context,
@@ -296,16 +333,20 @@ fn csv_row(l: &RateLevel) -> CsvRow<'_> {
         unsent: c.unsent,
         late: c.late,
     };
-    let columns = csv_columns(l).into_iter().map(|(_, c)| c).collect();
-    (keys, columns, Guarded(l.note().to_string()), CsvColumns::of(&l.telemetry))
+    (keys, csv_columns(l).into_iter().map(|(_, c)| c).collect())
+}
+
+/// The names of [`csv_level`]'s columns: the keys, the figures and verdicts.
+pub(super) fn csv_level_header() -> Vec<String> {
+    let level =
+        RateLevel::unmeasured(0, String::new(), RequestRate::PerSecond(1.0), LevelStatus::Skipped, String::new());
+    let columns = csv_columns(&level).into_iter().map(|(name, _)| name.to_string());
+    table::header::<CsvKeys>().into_iter().chain(columns).collect()
 }
 
 /// rate.csv's header: the keys, the figures and verdicts, the note, the telemetry's columns.
 fn csv_header() -> Vec<String> {
-    let level =
-        RateLevel::unmeasured(0, String::new(), RequestRate::PerSecond(1.0), LevelStatus::Skipped, String::new());
-    let columns = csv_columns(&level).into_iter().map(|(name, _)| name.to_string());
-    let mut header: Vec<String> = table::header::<CsvKeys>().into_iter().chain(columns).collect();
+    let mut header = csv_level_header();
     header.push("note".into());
     header.extend(table::header::<CsvColumns>());
     header

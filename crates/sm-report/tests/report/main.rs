@@ -15,5 +15,6 @@ mod page_notes;
 mod page_style;
 mod precision_page;
 mod reference_page;
+mod replay_page;
 mod server_gauges_page;
 mod sessions_page;

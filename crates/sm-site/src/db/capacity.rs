@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use sm_core::answer::BoundedBy;
+use sm_core::phases::replay::ReplayCapacity;
 use sqlx::Row;
 
 use super::{Db, SiteError};
@@ -18,6 +19,16 @@ pub struct CapacityRow {
     pub max_users: i64,
     /// What stopped it from being more; the column holds it as run.json's `bounded_by` writes it.
     pub bounded_by: BoundedBy,
+}
+
+/// The replay's answer as the `replay_capacity` column holds it: run.json's JSON, `''` for none.
+pub(super) fn replay_text(cap: Option<&ReplayCapacity>) -> String {
+    cap.and_then(|c| serde_json::to_string(c).ok()).unwrap_or_default()
+}
+
+/// The column read back; text this version cannot read is no answer, not a failed page.
+pub(super) fn replay_from(text: &str) -> Option<ReplayCapacity> {
+    if text.is_empty() { None } else { serde_json::from_str(text).ok() }
 }
 
 /// Writes a run's answer inside the transaction that stores the run.

@@ -230,6 +230,7 @@ fn stored(id: &str, model: &str, label: &str, uploader: &str) -> StoredRun {
         slo: "tok_s_p10>=20".into(),
         judged_from: "requests".into(),
         capacity: Vec::new(),
+        replay_capacity: None,
     }
 }
 

@@ -9,6 +9,8 @@ use maud::{Markup, html};
 use serde::Deserialize;
 
 use sm_core::context::ContextQuery;
+use sm_core::phases::replay::ReplayCapacity;
+use sm_core::slo::Slo;
 use sm_report::format::NONE;
 
 use super::{Nav, banner, capacity, compare_order_script, gpu_text, shell, short_time, url_encode};
@@ -267,12 +269,21 @@ fn context_href(p: &ListParams, a: &CapacityRow) -> String {
 fn capacity_cell(p: &ListParams, r: &StoredRun, rejudged: Option<&Rejudged>) -> Markup {
     html! {
         td.cap {
-            @if r.capacity.is_empty() { (NONE) }
+            @if r.capacity.is_empty() && r.replay_capacity.is_none() { (NONE) }
             @for a in &r.capacity { (capacity::compact(a, Some(&context_href(p, a)))) }
+            @if let Some(cap) = &r.replay_capacity { (replay_answer(cap, &r.slo)) }
             @if !r.slo.is_empty() { div.sub title="the SLO of this answer" { (r.slo) } }
             @if let (Some(answer), Some(viewer)) = (rejudged, p.get("slo")) { (rejudged_answer(answer, &viewer)) }
         }
     }
+}
+
+/// The answer on the run's replayed trace: the largest time scale that met the SLO, its sentence
+/// in the title. From the run's row alone, so the list reads no record.
+fn replay_answer(cap: &ReplayCapacity, slo: &str) -> Markup {
+    let slo: Option<Slo> = slo.parse().ok();
+    let sentence = sm_report::phases::replay::answer::sentence(cap, slo.as_ref());
+    html! { div.sub.replay title=(sentence) { "your traffic: " (sm_report::phases::replay::answer::short(cap)) } }
 }
 
 /// The answer under the viewer's SLO, labelled re-judged, or why the run cannot give it.
@@ -457,6 +468,7 @@ mod tests {
             slo: String::new(),
             judged_from: String::new(),
             capacity: Vec::new(),
+            replay_capacity: None,
         }
     }
 
@@ -485,6 +497,19 @@ mod tests {
         // sorting starts again at page 1 with the same page size
         assert!(html.contains("href=\"/?engine_version=0.27.2&amp;per_page=1&amp;sort=peak&amp;dir=desc\""), "{html}");
         assert!(html.contains("name=\"per_page\" value=\"1\""), "the filter form keeps the page size");
+    }
+
+    /// A run's answer on its replayed trace stands with its matrix answers, its sentence (the
+    /// record's text, escaped) in the title.
+    #[test]
+    fn a_run_with_a_replay_shows_its_answer_on_the_trace() {
+        let text = include_str!("../../../../tests/data/run-replay.json");
+        let (_, stored) = crate::ingest::prepare(text, "alice").unwrap();
+        let p = ListParams::default();
+        let html = page(&p, &p.to_query().unwrap(), &[stored], &HashMap::new(), 1, None);
+        assert!(html.contains("your traffic: up to 2× (8.00 req/s), not converged"), "{html}");
+        assert!(html.contains("title=\"Serves this traffic at up to 2× its recorded rate"), "{html}");
+        assert!(html.contains("limited by TTFT p90 &lt;b&gt;&amp;amp; at 3×") && !html.contains("<b>"), "{html}");
     }
 
     #[test]

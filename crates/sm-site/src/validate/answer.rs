@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use sm_core::answer::{BoundedBy, capacities};
 use sm_core::record::{CellStatus, DecodeCell, RunRecord};
-use sm_core::slo::{BoundName, Figure};
+use sm_core::slo::{BoundCheck, BoundName, Figure};
 
 use super::sections::{self, MAX_USD};
 use super::{MAX_MS, MAX_TOK_S, Refusal, figure};
@@ -53,16 +53,16 @@ pub fn cell(at: &str, c: &DecodeCell, priced: bool) -> Result<(), Refusal> {
             why: "usd_per_million_tokens without settings.cost_per_hour_usd".into(),
         });
     }
-    if c.slo_bounds.len() > MAX_SLO_BOUNDS {
-        let found = c.slo_bounds.len();
-        return Err(Refusal::TooMany {
-            what: "bounds in one cell's slo_bounds",
-            name: "MAX_SLO_BOUNDS",
-            found,
-            limit: MAX_SLO_BOUNDS,
-        });
+    bounds(at, "bounds in one cell's slo_bounds", &c.slo_bounds)
+}
+
+/// A judgement's bounds (a decode cell's, a replay level's): as many as an SLO holds, each a
+/// bound this version knows, its limit and value in the figure's range.
+pub fn bounds(at: &str, what: &'static str, bounds: &[BoundCheck]) -> Result<(), Refusal> {
+    if bounds.len() > MAX_SLO_BOUNDS {
+        return Err(Refusal::TooMany { what, name: "MAX_SLO_BOUNDS", found: bounds.len(), limit: MAX_SLO_BOUNDS });
     }
-    for b in &c.slo_bounds {
+    for b in bounds {
         if let BoundName::Unknown(text) = &b.bound {
             return Err(Refusal::Incoherent {
                 at: at.to_string(),

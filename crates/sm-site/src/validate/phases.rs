@@ -2,7 +2,7 @@
 //! size (so its page section costs little) and its figures are measurements (finite, in range).
 //! Each phase checks its own section in its function below.
 
-use sm_core::phases::rate::LevelStatus;
+use sm_core::phases::rate::{LevelStatus, RateLevel};
 use sm_core::record::{CellStatus, RunRecord};
 
 use super::{MAX_S, Refusal, at_most, bound, figure, sections};
@@ -10,6 +10,8 @@ use sm_core::figures::Unit;
 
 mod burst;
 mod mixed;
+mod replay;
+pub use replay::{MAX_LIMITED_BY_BYTES, MAX_REPLAY_LEVELS};
 mod sessions;
 
 /// The size limits of every phase's section.
@@ -18,6 +20,7 @@ pub(super) fn limits(record: &RunRecord) -> Result<(), Refusal> {
     burst::limits(record)?;
     mixed::limits(record)?;
     sessions::limits(record)?;
+    replay::limits(record)?;
     Ok(())
 }
 
@@ -27,6 +30,7 @@ pub(super) fn figures(record: &RunRecord) -> Result<(), Refusal> {
     burst::figures(record)?;
     mixed::figures(record)?;
     sessions::figures(record)?;
+    replay::figures(record)?;
     Ok(())
 }
 
@@ -49,18 +53,23 @@ fn rate_figures(record: &RunRecord) -> Result<(), Refusal> {
     figure("phases.rate.settings", "drain_max_s", Some(phase.settings.drain_max_s), MAX_S)?;
     figure("phases.rate.settings", "grace_s", phase.settings.grace_s, MAX_S)?;
     for l in &phase.levels {
-        let at = format!("phases.rate level {} req/s at {}", l.rate, l.label);
-        sections::check(&at, l)?;
-        // telemetry as a decode cell's (methodology §14): only a measured level carries it
-        let status = if l.status == LevelStatus::Measured { CellStatus::Valid } else { CellStatus::Error };
-        let tokens = l.output_tok_s.zip(l.span_s).map(|(r, s)| (r * s).round() as u64);
-        super::gpu::check(&at, status, l.telemetry.gpu.as_ref(), tokens)?;
-        super::server_metrics::check(&at, status, l.telemetry.server_metrics.as_ref())?;
-        let c = &l.counts;
-        if c.completed + c.failed + c.cancelled + c.unsent != c.scheduled || c.sent > c.scheduled {
-            let why = "its request counts do not add up (completed + failed + cancelled + unsent = scheduled)".into();
-            return Err(Refusal::Incoherent { at, why });
-        }
+        rate_level(&format!("phases.rate level {} req/s at {}", l.rate, l.label), l)?;
+    }
+    Ok(())
+}
+
+/// A rate level's figures, telemetry and counts; a replay level is checked as one too.
+fn rate_level(at: &str, l: &RateLevel) -> Result<(), Refusal> {
+    sections::check(at, l)?;
+    // telemetry as a decode cell's (methodology §14): only a measured level carries it
+    let status = if l.status == LevelStatus::Measured { CellStatus::Valid } else { CellStatus::Error };
+    let tokens = l.output_tok_s.zip(l.span_s).map(|(r, s)| (r * s).round() as u64);
+    super::gpu::check(at, status, l.telemetry.gpu.as_ref(), tokens)?;
+    super::server_metrics::check(at, status, l.telemetry.server_metrics.as_ref())?;
+    let c = &l.counts;
+    if c.completed + c.failed + c.cancelled + c.unsent != c.scheduled || c.sent > c.scheduled {
+        let why = "its request counts do not add up (completed + failed + cancelled + unsent = scheduled)".into();
+        return Err(Refusal::Incoherent { at: at.to_string(), why });
     }
     Ok(())
 }
