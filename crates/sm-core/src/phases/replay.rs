@@ -174,7 +174,8 @@ pub struct ReplayLevel {
     /// Whether a capacity search chose this scale (not one asked for with `--time-scale`).
     #[serde(default)]
     pub searched: bool,
-    /// The figures of a rate level; `rate` is the recorded rate × the scale (0 for one request).
+    /// The figures of a rate level; `rate` is the recorded rate × the scale (`inf` for a trace of
+    /// one instant).
     #[serde(flatten)]
     pub level: RateLevel,
     /// The prefix cache against the ideal; `None` for a level not measured.

@@ -81,10 +81,11 @@ pub struct ReplayArgs {
     /// [default: 1]; with --find-capacity the search starts from the first.
     #[arg(long, value_name = "X[,Y…]", value_parser = scale_list)]
     pub(crate) time_scale: Option<ScaleList>,
-    /// With --replay: skip this much of the trace's start (trace time), e.g. 10m.
+    /// With --replay: skip this much of the trace's start (trace time), e.g. 10m [default: 0s].
     #[arg(long, value_name = "DURATION", value_parser = trace_time)]
     pub(crate) replay_start: Option<Duration>,
-    /// With --replay: replay only this much of the trace (trace time) from --replay-start, e.g. 5m.
+    /// With --replay: replay only this much of the trace (trace time) from --replay-start, e.g. 5m
+    /// [default: to the trace's end].
     #[arg(long, value_name = "DURATION", value_parser = trace_time)]
     pub(crate) replay_duration: Option<Duration>,
 }

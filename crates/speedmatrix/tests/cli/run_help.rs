@@ -9,7 +9,7 @@ const HEADINGS: [&str; 5] = ["What to measure", "Load phases", "Server", "Output
 
 /// Flags that take a value and have no default by nature: leaving one out leaves its feature off
 /// (or, for `--url`, measures the built-in engine, as its help says).
-const NO_DEFAULT: [&str; 16] = [
+const NO_DEFAULT: [&str; 17] = [
     "--url",
     "--api-key",
     "--prefill-contexts",
@@ -22,6 +22,7 @@ const NO_DEFAULT: [&str; 16] = [
     "--request-rate",
     "--mixed-prefill",
     "--sessions",
+    "--replay",
     "--model-config",
     "--active-params",
     "--bytes-per-weight",
@@ -93,6 +94,7 @@ fn run_help_groups_the_flags_under_five_headings_and_shows_every_default() {
         ("What to measure", "--concurrency"),
         ("Load phases", "--request-rate"),
         ("Load phases", "--turns"),
+        ("Load phases", "--time-scale"),
         ("Server", "--url"),
         ("Server", "--model-config"),
         ("Output", "--resume"),
