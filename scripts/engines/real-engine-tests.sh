@@ -79,7 +79,7 @@ note "phase 1: vLLM tiny (--api-key, --enable-prompt-tokens-details): the matrix
 KEY=sk-speedmatrix-real-engine-$$-$RANDOM
 URL=$("$E/vllm-cpu.sh" start vllm-tiny "$(free_port)" --api-key "$KEY" --enable-prompt-tokens-details)
 SPEEDMATRIX_VLLM_URL=$URL SPEEDMATRIX_VLLM_KEY=$KEY run_tests vllm_discovery vllm_launch vllm_short_matrix \
-  vllm_rate_phase vllm_burst_phase vllm_mixed_prefill_phase vllm_sessions_phase vllm_server_gauges \
+  vllm_rate_phase vllm_burst_phase vllm_mixed_prefill_phase vllm_sessions_phase vllm_replay_phase vllm_server_gauges \
   vllm_two_ranks_share_a_cell_a_rate_level_and_a_burst
 "$E/vllm-cpu.sh" stop vllm-tiny
 

@@ -258,6 +258,23 @@ fn a_run_of_load_phases_only_shows_the_phase_step_and_no_empty_matrix() {
     s.step(&Step::Phase { kind: sm_core::phases::PhaseKind::Burst, what, started, length: None }, started);
     let screen = render(&s, started + Duration::from_secs(3), 80, 24);
     assert!(screen.contains("Bursts: 8K × 16 · 3"), "{screen}");
+    // a replayed trace: its step with the trace's length at the scale, and each scale's event
+    let what = "chat.jsonl at 2×".to_string();
+    let kind = sm_core::phases::PhaseKind::Replay;
+    s.step(&Step::Phase { kind, what, started, length: Some(Duration::from_secs(20)) }, started);
+    let mut level = sm_core::phases::rate::RateLevel::unmeasured(
+        0,
+        "chat.jsonl".into(),
+        sm_core::phases::rate::RequestRate::PerSecond(8.0),
+        sm_core::phases::rate::LevelStatus::Error,
+        "no request completed".into(),
+    );
+    level.counts.scheduled = 10;
+    s.event(&RunEvent::ReplayLevelDone { time_scale: 2.0, level: Box::new(level) }, started);
+    let screen = render(&s, started + Duration::from_secs(5), 80, 24);
+    assert!(screen.contains("Your traffic (replay): chat.jsonl at 2×"), "{screen}");
+    assert!(screen.contains("5.0 s of 20 s"), "{screen}");
+    assert!(screen.contains("replay at 2× its recorded speed"), "{screen}");
 }
 
 /// The Events pane colours each line by the event's severity, not by words in its text.

@@ -22,4 +22,5 @@ mod vllm_gauges;
 mod vllm_mixed;
 mod vllm_ranks;
 mod vllm_rate;
+mod vllm_replay;
 mod vllm_sessions;
