@@ -164,6 +164,32 @@ def test_a_sessions_run_validates(tmp_path):
     assert sum(l["phase"] == "sessions" for l in lines) == 4
 
 
+def test_a_replay_run_validates(tmp_path):
+    out = tmp_path / "replay"
+    # a Mooncake trace replayed at two scales with the capacity search, and its requests' lines
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text("".join(
+        json.dumps({"timestamp": i * 100, "input_length": 100 + i, "output_length": 4, "hash_ids": [1, 10 + i]}) + "\n"
+        for i in range(6)
+    ))
+    proc = subprocess.run(
+        [BIN, "run", "--sim-profile", "tiny", "--replay", str(trace), "--replay-block-tokens", "64",
+         "--time-scale", "8", "--find-capacity", "--slo", "ttft_p90<=60s", "--ready-stable", "200ms", "--warmup", "0s",
+         "--save-requests", "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((out / "run.json").read_text())
+    validate(record)
+    replay = record["phases"]["replay"]
+    assert replay["levels"] and replay["capacity"] is not None, replay
+    line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    for line in lines:
+        line_validator.validate(line)
+    assert sum(l["phase"] == "replay" for l in lines) == 6 * len(replay["levels"])
+
+
 def test_a_burst_run_validates(tmp_path):
     out = tmp_path / "burst"
     # bursts alone, rounds and natural ends, an over-capacity cell, and their requests' lines

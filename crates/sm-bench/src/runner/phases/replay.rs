@@ -11,7 +11,7 @@ use sm_core::phases::PhaseKind;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RequestRate};
 use sm_core::phases::replay::{Next, ReplayLevel, ReplayPhase, ReplaySettings, ScaleVerdict};
 use sm_core::record::{RunStatus, fnv1a64};
-use sm_core::replay::ReplayFormat;
+use sm_core::replay::{ReplayFormat, ReplayInput};
 use sm_core::requests::{RequestLine, RequestPhase};
 
 use super::bodies::Bodies;
@@ -224,7 +224,15 @@ impl Runner<'_> {
             ScaleVerdict::of(&level, bounds)
         });
         let lost = figures::connection_lost(&requests);
-        let lines = lines::level_lines(RequestPhase::Replay, 0, &requests, self.t0);
+        let mut lines = lines::level_lines(RequestPhase::Replay, 0, &requests, self.t0);
+        // a request's context is its own prompt: the trace's input length, or what the server counted
+        for (line, request) in lines.iter_mut().zip(&trace.requests) {
+            let input = match &request.input {
+                ReplayInput::Mooncake(m) => Some(m.input_tokens),
+                ReplayInput::Messages(_) => line.prompt_tokens,
+            };
+            line.context = input.unwrap_or(1).max(1);
+        }
         Some((ReplayLevel { time_scale: scale, searched, level, prefix, verdict }, lines, lost))
     }
 
