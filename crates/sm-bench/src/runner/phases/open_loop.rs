@@ -4,11 +4,13 @@
 //! cuts the rest. A burst (§13.2) is a level whose requests are all due at its start, read to
 //! their ends.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sm_client::http::{Client, JsonBody};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
 use tokio::time::sleep_until;
 
 use crate::runner::phases::bodies::Bodies;
@@ -115,7 +117,7 @@ impl LevelRun<'_> {
         // refuse bodies with turns)
         let ends: Option<Arc<[Notify]>> =
             self.bodies.has_turns().then(|| (0..self.due.len()).map(|_| Notify::new()).collect());
-        let mut tasks = Vec::with_capacity(mine.len());
+        let mut tasks = Running::new(start, mine.len());
         let mut unsent = Vec::new();
         for (k, &i) in mine.iter().enumerate() {
             let due = start + Duration::from_secs_f64(self.due[i]);
@@ -126,6 +128,8 @@ impl LevelRun<'_> {
                 _ = stop.wait_for(|v| *v) => {
                     cancel.cancel();
                     watcher.abort();
+                    // each request ends on its cancel, as it would on its own
+                    tasks.set.detach_all();
                     return Ran::Stopped;
                 }
                 _ = over.wait_for(|v| *v) => {
@@ -139,7 +143,7 @@ impl LevelRun<'_> {
             let Some(cancel_rx) = receivers.next() else { break };
             let turns = ends.clone().map(|ends| Turns { ends, own: i, after: self.bodies.after(i) });
             let request = One { client, path, body, due, timeouts, origin: start, turns };
-            tasks.push(tokio::spawn(request.run(cancel_rx, slot, progress.clone(), k)));
+            tasks.spawn(request.run(cancel_rx, slot, progress.clone(), k));
         }
         // the drain's end, or a stop, cuts whatever is still running
         let mut over_copy = over.clone();
@@ -147,13 +151,7 @@ impl LevelRun<'_> {
             let _ = over_copy.wait_for(|v| *v).await;
             cancel.cancel();
         });
-        let mut requests = Vec::with_capacity(mine.len());
-        for task in tasks {
-            match task.await {
-                Ok(sent) => requests.push(sent),
-                Err(e) => requests.push(Sent { due: start, log: None, end: End::Failed(e.to_string()), over: None }),
-            }
-        }
+        let mut requests = tasks.all().await;
         canceller.abort();
         watcher.abort();
         let cut_after = watcher.await.ok().flatten();
@@ -205,6 +203,58 @@ impl LevelRun<'_> {
             let _ = over.send(true);
             cut
         }
+    }
+}
+
+/// The requests of a level in flight, each taken back as soon as it has ended: a task that ended
+/// holds its memory (its request, its stream's state) until taken, and a level of a long trace
+/// sends hundreds of thousands.
+struct Running {
+    set: JoinSet<Sent>,
+    /// Each task's place in the level's requests.
+    place: HashMap<tokio::task::Id, usize>,
+    ended: Vec<Option<Sent>>,
+    start: Instant,
+}
+
+impl Running {
+    fn new(start: Instant, requests: usize) -> Running {
+        Running {
+            set: JoinSet::new(),
+            place: HashMap::with_capacity(requests),
+            ended: Vec::with_capacity(requests),
+            start,
+        }
+    }
+
+    fn spawn(&mut self, request: impl std::future::Future<Output = Sent> + Send + 'static) {
+        let id = self.set.spawn(request).id();
+        self.place.insert(id, self.ended.len());
+        self.ended.push(None);
+        while let Some(ended) = self.set.try_join_next_with_id() {
+            self.keep(ended);
+        }
+    }
+
+    fn keep(&mut self, ended: Result<(tokio::task::Id, Sent), tokio::task::JoinError>) {
+        let (id, sent) = match ended {
+            Ok(done) => done,
+            Err(e) => (e.id(), Sent { due: self.start, log: None, end: End::Failed(e.to_string()), over: None }),
+        };
+        if let Some(k) = self.place.remove(&id) {
+            self.ended[k] = Some(sent);
+        }
+    }
+
+    /// Every request, in the order sent, once all have ended.
+    async fn all(mut self) -> Vec<Sent> {
+        while let Some(ended) = self.set.join_next_with_id().await {
+            self.keep(ended);
+        }
+        let start = self.start;
+        let lost =
+            || Sent { due: start, log: None, end: End::Failed("the request's task was lost".into()), over: None };
+        self.ended.into_iter().map(|s| s.unwrap_or_else(lost)).collect()
     }
 }
 
