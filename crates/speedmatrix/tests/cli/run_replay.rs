@@ -224,6 +224,65 @@ fn bad_replay_input_is_refused_with_what_to_do() {
         let stderr = String::from_utf8_lossy(&o.stderr);
         assert_ne!(o.status.code(), Some(0), "{flags:?}");
         assert!(stderr.contains(says), "{flags:?}: {stderr}");
+        assert_eq!(stderr.matches(says).count(), 1, "said once: {stderr}");
         assert!(!out.join("run.json").exists(), "{flags:?}: refused before anything is written");
     }
+}
+
+/// A server whose answer is known: four sequences at most, every request 40 tokens of 10 ms steps
+/// (about 0.42 s with its first token), a request every 200 ms of the trace. It keeps up up to the
+/// scale where four requests' service matches the arrivals: 4 × 0.2 / 0.42 ≈ 1.9. Above it each
+/// arrival waits 0.105 − 0.2 / s s longer than the one before, and the 22nd of 24 (the p90) waits
+/// past TTFT p90 ≤ 300 ms once 22 × (0.105 − 0.2 / s) > 0.28: at s ≈ 2.17. The answer lies between.
+const FOUR_SEQS: &str = r#"
+name = "four-seqs"
+model = "four-seqs"
+max_model_len = 8192
+kv_cache_tokens = 1048576
+block_size = 16
+max_num_seqs = 4
+max_num_batched_tokens = 65536
+natural_output_tokens = 256
+
+[prefill]
+contexts = [1024, 8192]
+tokens_per_s = [100000000, 100000000]
+
+[decode]
+batch = [1, 16]
+contexts = [1024, 8192]
+step_ms = [
+  [10.0, 10.0],
+  [10.0, 10.0],
+]
+
+[overhead]
+cached_prefill_ms = 20
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_capacity_search_finds_the_knee_of_a_server_whose_answer_is_known() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = dir.path().join("four.toml");
+    std::fs::write(&profile, FOUR_SEQS).unwrap();
+    let lines: Vec<Value> = (0..24)
+        .map(
+            |i| json!({"timestamp": i * 200, "input_length": 100, "output_length": 40, "hash_ids": [2 * i, 2 * i + 1]}),
+        )
+        .collect();
+    let trace = dir.path().join("t.jsonl");
+    write_trace(&trace, &lines);
+    let sim = sim(SimSpec { profile: profile.to_str().unwrap(), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let extra = ["--find-capacity", "--slo", "tok_s_p10>=1,ttft_p90<=300ms"];
+    let r = run(&out, &args(&url, trace.to_str().unwrap(), &extra)).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    sim.handle.shutdown().await;
+    let c = &r.record()["phases"]["replay"]["capacity"];
+    let (knee, bound) = (4.0 * 0.2 / 0.42, 0.2 / (0.105 - 0.28 / 22.0));
+    let (max, failed) = (f(&c["max_scale"]), f(&c["failed_scale"]));
+    // the search's ±5 %, and the sim's step boundaries around each figure
+    assert!(max >= knee * 0.95 && max <= bound * 1.1, "the answer {max}× is not in {knee:.2}–{bound:.2}×: {c}");
+    assert!(failed / max <= 1.05 + 1e-9 && c["converged"] == true, "{c}");
 }

@@ -15,9 +15,10 @@ use sm_core::replay::{ReplayError, ReplayFormat, ReplayInput, ReplayOptions, Rep
 /// Why a trace could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("cannot open the trace {path}: {source}")]
+    // the cause is the error's source: a caller that prints the chain shows it once
+    #[error("cannot open the trace {path}")]
     Open { path: String, source: std::io::Error },
-    #[error("the trace {path}, {source}")]
+    #[error("the trace {path}")]
     Read { path: String, source: ReplayError },
     #[error("bad replay option: {0}")]
     Options(#[from] sm_core::replay::OptionsError),
@@ -173,8 +174,10 @@ mod tests {
     #[test]
     fn a_bad_trace_names_its_file_and_line() {
         let f = file(&[r#"{"timestamp": 0, "prompt": "a"}"#, "not json"]);
-        let e = Trace::load(f.path(), ReplaySpec::default()).unwrap_err().to_string();
-        assert!(e.contains("line 2") && e.contains(&f.path().display().to_string()), "{e}");
+        let e = Trace::load(f.path(), ReplaySpec::default()).unwrap_err();
+        let chain = format!("{e}: {}", std::error::Error::source(&e).unwrap());
+        assert!(chain.contains("line 2") && chain.contains(&f.path().display().to_string()), "{chain}");
+        assert_eq!(chain.matches("line 2").count(), 1, "{chain}");
         let e = Trace::load(Path::new("/nonexistent/trace.jsonl"), ReplaySpec::default()).unwrap_err();
         assert!(e.to_string().contains("cannot open"), "{e}");
     }
