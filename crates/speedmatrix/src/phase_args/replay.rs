@@ -128,37 +128,43 @@ impl ReplayArgs {
         if self.replay_duration == Some(Duration::ZERO) {
             bail!("--replay-duration must be above 0: the length of trace to replay from --replay-start (e.g. 10m)");
         }
+        // on resume, what a flag does not say is as the run recorded it
+        let old = recorded.map(|p| &p.settings);
+        let secs = |s: Option<f64>| s.map(Duration::from_secs_f64);
         let spec = ReplaySpec {
-            format: self.replay_format,
-            block_tokens: self.replay_block_tokens.unwrap_or(DEFAULT_BLOCK_TOKENS),
+            format: self.replay_format.or(old.map(|o| o.format)),
+            block_tokens: self.replay_block_tokens.or(old.and_then(|o| o.block_tokens)).unwrap_or(DEFAULT_BLOCK_TOKENS),
             time_scale: 1.0,
-            start: self.replay_start,
-            duration: self.replay_duration,
+            start: self.replay_start.or(secs(old.and_then(|o| o.start_s))),
+            duration: self.replay_duration.or(secs(old.and_then(|o| o.duration_s))),
         };
-        let trace = Trace::load(path, spec).context("cannot replay the trace")?;
-        let config = ReplayConfig {
-            trace: Arc::new(trace),
-            time_scales: self.time_scale.clone().map_or_else(|| vec![1.0], |l| l.0),
-            find_capacity,
-            max_concurrency,
-            drain_max: drain_max.unwrap_or(RateConfig::DEFAULT_DRAIN_MAX),
-        };
-        if let Some(old) = recorded {
-            let t = &config.trace;
-            if old.settings.file.hash != t.info.hash {
+        if let Some(old) = old {
+            let info = Trace::file_info(path).context("cannot replay the trace")?;
+            if old.file.hash != info.hash {
                 bail!(
                     "--resume: the run replayed {} (hash {}), and {} is different (hash {}): give the same file",
-                    old.settings.file.name,
-                    old.settings.file.hash,
+                    old.file.name,
+                    old.file.hash,
                     path.display(),
-                    t.info.hash
+                    info.hash
                 );
             }
-            if old.settings.requests != t.requests.len() as u64 {
-                bail!(
-                    "--resume: the replay's slice holds other requests now: give the --replay-start and --replay-duration of the run"
-                );
-            }
+        }
+        let trace = Trace::load(path, spec).context("cannot replay the trace")?;
+        let scales = self.time_scale.clone().map(|l| l.0).or(old.map(|o| o.time_scales.clone()));
+        let config = ReplayConfig {
+            trace: Arc::new(trace),
+            time_scales: scales.filter(|s| !s.is_empty()).unwrap_or_else(|| vec![1.0]),
+            find_capacity: find_capacity || old.is_some_and(|o| o.find_capacity),
+            max_concurrency: max_concurrency.or(old.and_then(|o| o.max_concurrency)),
+            drain_max: drain_max.or(secs(old.map(|o| o.drain_max_s))).unwrap_or(RateConfig::DEFAULT_DRAIN_MAX),
+        };
+        if let Some(old) = recorded
+            && old.settings.requests != config.trace.requests.len() as u64
+        {
+            bail!(
+                "--resume: the replay's slice holds other requests now: give the --replay-start and --replay-duration of the run"
+            );
         }
         Ok(Some(config))
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sm_core::replay::MooncakeInput;
 use sm_core::replay::prefix::shared_prefixes;
 
-use crate::common::{SimSpec, num as f, request_lines, run, sim, trace_lines};
+use crate::common::{SimSpec, interrupt, num as f, request_lines, run, sim, spawn_run, trace_lines, wait_for_record};
 
 const BLOCK: u64 = 64;
 
@@ -285,4 +285,43 @@ async fn the_capacity_search_finds_the_knee_of_a_server_whose_answer_is_known() 
     // the search's ±5 %, and the sim's step boundaries around each figure
     assert!(max >= knee * 0.95 && max <= bound * 1.1, "the answer {max}× is not in {knee:.2}–{bound:.2}×: {c}");
     assert!(failed / max <= 1.05 + 1e-9 && c["converged"] == true, "{c}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_stopped_after_a_scale_goes_on_from_the_next_on_resume() {
+    let dir = tempfile::tempdir().unwrap();
+    let lines: Vec<Value> = (0..20)
+        .map(|i| json!({"timestamp": i * 150, "input_length": 100, "output_length": 8, "hash_ids": [2 * i, 2 * i + 1]}))
+        .collect();
+    let trace = dir.path().join("t.jsonl");
+    write_trace(&trace, &lines);
+    let sim = sim(SimSpec::default()).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let t = trace.to_str().unwrap();
+    let child = spawn_run(&out, &args(&url, t, &["--time-scale", "2,1,0.5"]));
+    let levels = |v: &Value| v["phases"]["replay"]["levels"].as_array().map_or(0, Vec::len);
+    let first = wait_for_record(&out, "a finished scale", |v| levels(v) >= 1).await;
+    let stopped = interrupt(child, &out, std::time::Duration::from_millis(300)).await;
+    assert_eq!(stopped.code, 130, "{}", stopped.stderr);
+    let kept = stopped.record()["phases"]["replay"]["levels"][0].clone();
+    assert_eq!(kept, first["phases"]["replay"]["levels"][0]);
+
+    // without the trace, the resume says what to give
+    let o = run(&out, &["--resume", out.to_str().unwrap()]).await;
+    assert_ne!(o.code, 0);
+    assert!(o.stderr.contains("give --replay with that file"), "{}", o.stderr);
+    // with it, the scales come from the record and the finished one is kept
+    let resumed = run(&out, &["--resume", out.to_str().unwrap(), "--replay", t]).await;
+    sim.handle.shutdown().await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let p = &resumed.record()["phases"]["replay"];
+    let scales: Vec<f64> = p["levels"].as_array().unwrap().iter().map(|l| f(&l["time_scale"])).collect();
+    assert_eq!(scales, [2.0, 1.0, 0.5], "{p}");
+    assert_eq!(p["levels"][0], kept, "the finished scale is kept as measured");
+    assert_eq!(p["settings"]["time_scales"], json!([2.0, 1.0, 0.5]));
+    // another file is refused
+    std::fs::write(&trace, "{\"timestamp\": 0, \"prompt\": \"other\"}\n").unwrap();
+    let o = run(&out, &["--resume", out.to_str().unwrap(), "--replay", t]).await;
+    assert!(o.code != 0 && o.stderr.contains("give the same file"), "{}", o.stderr);
 }

@@ -80,9 +80,16 @@ impl Trace {
             requests.push(TraceRequest { at_s: request.due.as_secs_f64(), input: request.input, after, shared_tokens });
         }
         let format = reader.format().unwrap_or(ReplayFormat::Mooncake);
-        let (hash, bytes) = hash_file(open()?).map_err(|source| TraceError::Open { path: shown.clone(), source })?;
-        let name = path.file_name().map_or_else(|| shown.clone(), |n| n.to_string_lossy().into_owned());
-        Ok(Trace { info: TraceFileInfo { name, hash, bytes }, format, options, requests })
+        Ok(Trace { info: Trace::file_info(path)?, format, options, requests })
+    }
+
+    /// What the record keeps of the file: its name (no directories), hash and size.
+    pub fn file_info(path: &Path) -> Result<TraceFileInfo, TraceError> {
+        let shown = path.display().to_string();
+        let open = File::open(path).map_err(|source| TraceError::Open { path: shown.clone(), source })?;
+        let (hash, bytes) = hash_file(open).map_err(|source| TraceError::Open { path: shown.clone(), source })?;
+        let name = path.file_name().map_or(shown, |n| n.to_string_lossy().into_owned());
+        Ok(TraceFileInfo { name, hash, bytes })
     }
 
     /// From the first request to the last, at the recorded speed, s.
