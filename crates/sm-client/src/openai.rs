@@ -85,6 +85,8 @@ pub struct Chunk {
     pub completion_tokens: Option<u64>,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// `usage.completion_tokens_details.reasoning_tokens`: the server's count of the thinking tokens.
+    pub reasoning_tokens: Option<u64>,
     /// An `error` object sent inside the stream.
     pub error: Option<String>,
 }
@@ -124,6 +126,12 @@ struct RawUsage {
     prompt_tokens: Option<u64>,
     completion_tokens: Option<u64>,
     prompt_tokens_details: Option<RawPromptDetails>,
+    completion_tokens_details: Option<RawCompletionDetails>,
+}
+
+#[derive(Deserialize)]
+struct RawCompletionDetails {
+    reasoning_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -159,6 +167,7 @@ pub fn parse_chunk(data: &[u8]) -> Result<Chunk, ChunkError> {
         chunk.completion_tokens = u.completion_tokens;
         chunk.prompt_tokens = u.prompt_tokens;
         chunk.cached_tokens = u.prompt_tokens_details.and_then(|d| d.cached_tokens);
+        chunk.reasoning_tokens = u.completion_tokens_details.and_then(|d| d.reasoning_tokens);
     }
     chunk.error = raw.error.map(|e| match e.get("message").and_then(Value::as_str) {
         Some(m) => m.to_string(),
@@ -185,6 +194,22 @@ mod tests {
         assert_eq!(c.completion_tokens, Some(0));
         assert_eq!(c.prompt_tokens, Some(12));
         assert_eq!(c.id.as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn the_servers_count_of_thinking_tokens_is_read() {
+        let c = parse_chunk(
+            br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}"#,
+        )
+        .unwrap();
+        assert_eq!((c.completion_tokens, c.reasoning_tokens), (Some(9), Some(7)));
+        let c = parse_chunk(br#"{"choices":[],"usage":{"completion_tokens_details":null}}"#).unwrap();
+        assert_eq!(c.reasoning_tokens, None);
+        let fast = crate::scan::read_chunk(
+            br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}"#,
+        )
+        .unwrap();
+        assert_eq!(fast.reasoning_tokens, Some(7));
     }
 
     #[test]

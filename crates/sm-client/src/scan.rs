@@ -24,6 +24,7 @@ pub struct ChunkRef<'a> {
     pub completion_tokens: Option<u64>,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    pub reasoning_tokens: Option<u64>,
     pub error: Option<Cow<'a, str>>,
 }
 
@@ -38,6 +39,7 @@ impl ChunkRef<'_> {
             completion_tokens: self.completion_tokens,
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens,
             error: self.error.map(Cow::into_owned),
         }
     }
@@ -54,6 +56,7 @@ impl From<Chunk> for ChunkRef<'static> {
             completion_tokens: c.completion_tokens,
             prompt_tokens: c.prompt_tokens,
             cached_tokens: c.cached_tokens,
+            reasoning_tokens: c.reasoning_tokens,
             error: c.error.map(Cow::Owned),
         }
     }
@@ -113,6 +116,7 @@ struct RawRef<'a> {
     completion_tokens: Option<u64>,
     prompt_tokens: Option<u64>,
     cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
 }
 
 impl<'a> RawRef<'a> {
@@ -129,6 +133,7 @@ impl<'a> RawRef<'a> {
             completion_tokens: self.completion_tokens,
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens,
             error: None,
         }
     }
@@ -302,6 +307,25 @@ impl<'a> Cursor<'a> {
                 if cur.object_or_null()? {
                     cur.details(raw)?;
                 }
+                Some(true)
+            }
+            "completion_tokens_details" => {
+                seen.once(3)?;
+                if cur.object_or_null()? {
+                    cur.completion_details(raw)?;
+                }
+                Some(true)
+            }
+            _ => Some(false),
+        })
+    }
+
+    fn completion_details(&mut self, raw: &mut RawRef<'a>) -> Option<()> {
+        let mut seen = Seen::default();
+        self.object_body(|cur, key| match key {
+            "reasoning_tokens" => {
+                seen.once(0)?;
+                raw.reasoning_tokens = cur.u64_or_null()?;
                 Some(true)
             }
             _ => Some(false),

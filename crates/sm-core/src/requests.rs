@@ -68,6 +68,11 @@ pub struct RequestLine {
     pub sent_s: f64,
     /// Its first token-bearing chunk.
     pub first_token_s: Option<f64>,
+    /// Its first chunk with answer text (`content`, or a completion's `text`): after
+    /// `first_token_s` by a reasoning model's thinking, equal to it otherwise; `null` when no
+    /// answer came (thinking used up `max_tokens`). Absent where the phase does not record it.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    pub first_answer_s: Option<Option<f64>>,
     /// Its last token-bearing chunk.
     pub last_token_s: Option<f64>,
     /// When the server finished it; `null` unless `status` is `completed`.
@@ -86,6 +91,13 @@ pub struct RequestLine {
     pub prompt_tokens: Option<u64>,
     /// The prompt tokens the server reported as served from its prefix cache.
     pub cached_tokens: Option<u64>,
+    /// Of `output_tokens`, those before its first answer chunk: the thinking, as the stream showed
+    /// it (methodology §7.1's attribution). Absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_tokens: Option<f64>,
+    /// `usage.completion_tokens_details.reasoning_tokens`, where the server sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_reasoning_tokens: Option<u64>,
     pub status: RequestStatus,
     /// Why it failed (with `status: failed`), secrets scrubbed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -97,6 +109,11 @@ pub struct RequestLine {
 
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// A key that is there, `null` included, is `Some`; only a missing key is `None` (`default`).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
+    Option::<f64>::deserialize(d).map(Some)
 }
 
 /// Seconds rounded to the microsecond, tokens to the thousandth: what the lines hold.
@@ -131,6 +148,9 @@ mod tests {
             in_window: Some(true),
             prompt_tokens: Some(8192),
             cached_tokens: None,
+            first_answer_s: None,
+            reasoning_tokens: None,
+            usage_reasoning_tokens: None,
             status: RequestStatus::Cancelled,
             reason: None,
             retried: false,
@@ -139,17 +159,29 @@ mod tests {
         assert_eq!(v["phase"], "decode");
         assert_eq!(v["status"], "cancelled");
         assert!(v["ended_s"].is_null() && v["cached_tokens"].is_null());
-        for absent in ["repeat", "searched", "reason", "retried"] {
+        for absent in ["repeat", "searched", "reason", "retried", "first_answer_s", "reasoning_tokens"] {
             assert!(v.get(absent).is_none(), "{absent} is written only where it applies");
         }
         let back: RequestLine = serde_json::from_value(v).unwrap();
         assert_eq!(back, line);
-        let warm = RequestLine { phase: RequestPhase::Warmup, repeat: Some(2), searched: true, ..line };
+        let warm = RequestLine { phase: RequestPhase::Warmup, repeat: Some(2), searched: true, ..line.clone() };
         let v = serde_json::to_value(&warm).unwrap();
         assert_eq!(
             (v["phase"].as_str(), v["repeat"].as_u64(), v["searched"].as_bool()),
             (Some("warmup"), Some(2), Some(true))
         );
+        // a reasoning model's request: no answer (thinking used up max_tokens) is null, not absent
+        for first_answer_s in [Some(None), Some(Some(2.5))] {
+            let thought = RequestLine {
+                first_answer_s,
+                reasoning_tokens: Some(12.0),
+                usage_reasoning_tokens: Some(12),
+                ..line.clone()
+            };
+            let v = serde_json::to_value(&thought).unwrap();
+            assert!(v.get("first_answer_s").is_some(), "{v}");
+            assert_eq!(serde_json::from_value::<RequestLine>(v).unwrap(), thought);
+        }
     }
 
     #[test]

@@ -159,6 +159,8 @@ impl WireSent {
 pub struct WireLog {
     pub sent: i64,
     pub first_token: Option<i64>,
+    #[serde(default)]
+    pub first_answer: Option<i64>,
     /// (at, chunks, usage) of each token-bearing chunk.
     pub points: Vec<(i64, u64, Option<u64>)>,
     pub ended: Option<i64>,
@@ -166,6 +168,8 @@ pub struct WireLog {
     pub usage_at_end: bool,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
     pub retried: bool,
     pub failure: Option<String>,
     pub id: Option<String>,
@@ -191,12 +195,14 @@ impl WireLog {
         WireLog {
             sent: o(log.sent),
             first_token: log.first_token.map(o),
+            first_answer: log.first_answer.map(o),
             points: log.points.iter().map(|p| (o(p.at), p.chunks, p.usage)).collect(),
             ended: log.ended.map(o),
             usage: log.usage,
             usage_at_end: log.usage_at_end,
             prompt_tokens: log.prompt_tokens,
             cached_tokens: log.cached_tokens,
+            reasoning_tokens: log.reasoning_tokens,
             retried: log.retried,
             failure: log.failure.clone(),
             id: log.id.clone(),
@@ -209,12 +215,14 @@ impl WireLog {
         RequestLog {
             sent: t(self.sent),
             first_token: self.first_token.map(t),
+            first_answer: self.first_answer.map(t),
             points: self.points.iter().map(|&(ns, chunks, usage)| Point { at: t(ns), chunks, usage }).collect(),
             ended: self.ended.map(t),
             usage: self.usage,
             usage_at_end: self.usage_at_end,
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens,
             retried: self.retried,
             failure: self.failure.clone(),
             id: self.id.clone(),
@@ -231,6 +239,8 @@ mod tests {
         let origin = Instant::now() + Duration::from_secs(5);
         let mut log = RequestLog::new(origin - Duration::from_millis(1500));
         log.first_token = Some(origin - Duration::from_millis(20));
+        log.first_answer = Some(origin + Duration::from_millis(7));
+        log.reasoning_tokens = Some(1);
         log.points = vec![
             Point { at: origin - Duration::from_millis(20), chunks: 1, usage: Some(1) },
             Point { at: origin + Duration::from_millis(7), chunks: 2, usage: Some(3) },
@@ -249,6 +259,7 @@ mod tests {
         let expected = RequestLog {
             sent: log.sent + shift,
             first_token: log.first_token.map(|t| t + shift),
+            first_answer: log.first_answer.map(|t| t + shift),
             points: log.points.iter().map(|p| Point { at: p.at + shift, ..*p }).collect(),
             ended: log.ended.map(|t| t + shift),
             ..log.clone()

@@ -13,7 +13,7 @@ use sm_core::requests::{REQUESTS_FILE, RequestLine, RequestPhase, RequestStatus,
 use crate::cell::window::{Window, in_window};
 use crate::stream::request_log::RequestLog;
 use crate::stream::scout::ScoutTimes;
-use crate::stream::tokens::attribute;
+use crate::stream::tokens::{answer_fields, attribute};
 
 /// A cell's requests as its figures counted them, for `--save-requests`: the window (none when
 /// the cell ended before its window did) and the tokens per chunk the attribution used.
@@ -55,6 +55,7 @@ fn line(cell: LineCell, log: &RequestLog, requests: &CellRequests, t0: Instant) 
         (None, None) => RequestStatus::Cancelled,
     };
     let sent = secs(t0, log.sent);
+    let answer = answer_fields(log, requests.per_chunk, |t| secs(t0, t));
     RequestLine {
         phase: cell.phase,
         context: cell.context,
@@ -73,6 +74,9 @@ fn line(cell: LineCell, log: &RequestLog, requests: &CellRequests, t0: Instant) 
         in_window: seen.as_ref().map(|s| s.any),
         prompt_tokens: log.prompt_tokens,
         cached_tokens: log.cached_tokens,
+        first_answer_s: answer.first_answer_s,
+        reasoning_tokens: answer.reasoning_tokens,
+        usage_reasoning_tokens: answer.usage_reasoning_tokens,
         status,
         reason: log.failure.as_deref().map(|r| sm_core::secrets::scrub(r).into_owned()),
         retried: log.retried,
@@ -114,6 +118,10 @@ pub(crate) fn prefill_line(context: u64, request: PrefillRequest<'_>, t0: Instan
         in_window: None,
         prompt_tokens: None,
         cached_tokens: None,
+        // a prefill row's one token is timed by its scout, which keeps no stream log
+        first_answer_s: None,
+        reasoning_tokens: None,
+        usage_reasoning_tokens: None,
         status: RequestStatus::Failed,
         reason: None,
         retried: false,

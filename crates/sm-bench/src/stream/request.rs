@@ -212,12 +212,16 @@ impl ReadState {
         if chunk.cached_tokens.is_some() {
             log.cached_tokens = chunk.cached_tokens;
         }
-        if !chunk.content.is_empty() {
-            observer.content(&chunk.content);
+        if chunk.reasoning_tokens.is_some() {
+            log.reasoning_tokens = chunk.reasoning_tokens;
         }
         if chunk.has_text && log.first_token.is_none() {
             log.first_token = Some(at);
             observer.first_token(at - log.sent);
+        }
+        if !chunk.content.is_empty() {
+            log.first_answer.get_or_insert(at);
+            observer.content(&chunk.content);
         }
         record_tokens(log, at, chunk.has_text, chunk.completion_tokens, observer);
         if chunk.finish_reason.is_some() {
@@ -393,6 +397,37 @@ mod tests {
         assert_eq!(run.id.as_deref(), Some("r1"));
         assert_eq!(run.log.first_token, Some(run.log.points[0].at), "the role chunk is not the first token");
         assert!(run.log.ended.is_some());
+    }
+
+    #[test]
+    fn a_reasoning_models_first_answer_comes_after_its_thinking() {
+        use crate::stream::tokens::split;
+        // vLLM's shape (content null beside the reasoning), then OpenRouter's spelling, then the answer
+        let (run, end) = feed(&[
+            r#"{"id":"r","choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}"#,
+            r#"{"id":"r","choices":[{"delta":{"reasoning_content":" hm","content":null}}],"usage":{"completion_tokens":1}}"#,
+            r#"{"id":"r","choices":[{"delta":{"reasoning":" so so"}}],"usage":{"completion_tokens":3}}"#,
+            r#"{"id":"r","choices":[{"delta":{"content":" yes"}}],"usage":{"completion_tokens":4}}"#,
+            r#"{"id":"r","choices":[{"delta":{"content":" no"},"finish_reason":"stop"}],"usage":{"completion_tokens":5,"completion_tokens_details":{"reasoning_tokens":3}}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(end, Some(Outcome::Completed));
+        let points: Vec<Instant> = run.log.points.iter().map(|p| p.at).collect();
+        assert_eq!(run.log.first_token, Some(points[0]), "the first thinking token is the first token");
+        assert_eq!(run.log.first_answer, Some(points[2]), "the first content is the first answer token");
+        assert_eq!(run.log.reasoning_tokens, Some(3));
+        assert_eq!(split(&run.log, None), crate::stream::tokens::TokenSplit { reasoning: 3.0, answer: 2.0 });
+        // thinking that used up max_tokens: no answer at all
+        let (run, _) = feed(&[
+            r#"{"choices":[{"delta":{"reasoning_content":" a"}}],"usage":{"completion_tokens":1}}"#,
+            r#"{"choices":[{"delta":{"reasoning_content":" b"},"finish_reason":"length"}],"usage":{"completion_tokens":2}}"#,
+        ]);
+        assert_eq!((run.log.first_answer, run.log.first_token.is_some()), (None, true));
+        assert_eq!(split(&run.log, None), crate::stream::tokens::TokenSplit { reasoning: 2.0, answer: 0.0 });
+        // a model without thinking: the first answer token is the first token, nothing thought
+        let (run, _) = feed(&[r#"{"choices":[{"delta":{"content":" a"},"finish_reason":"stop"}]}"#]);
+        assert_eq!(run.log.first_answer, run.log.first_token);
+        assert_eq!(split(&run.log, None).reasoning, 0.0);
     }
 
     #[test]

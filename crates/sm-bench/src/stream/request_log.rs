@@ -19,6 +19,9 @@ pub struct Point {
 pub struct RequestLog {
     pub sent: Instant,
     pub first_token: Option<Instant>,
+    /// The first chunk with answer text (content, or a completion's text): later than
+    /// `first_token` by the thinking of a reasoning model, the same instant otherwise.
+    pub first_answer: Option<Instant>,
     pub points: Vec<Point>,
     /// `finish_reason` or `[DONE]` arrived (the request completed normally).
     pub ended: Option<Instant>,
@@ -28,6 +31,8 @@ pub struct RequestLog {
     pub usage_at_end: bool,
     pub prompt_tokens: Option<u64>,
     pub cached_tokens: Option<u64>,
+    /// `usage.completion_tokens_details.reasoning_tokens`, the last the server sent.
+    pub reasoning_tokens: Option<u64>,
     /// The request was sent a second time because its first send failed before any
     /// response byte (a pooled keep-alive connection the server had closed).
     pub retried: bool,
@@ -43,12 +48,14 @@ impl RequestLog {
         RequestLog {
             sent,
             first_token: None,
+            first_answer: None,
             points: Vec::new(),
             ended: None,
             usage: true,
             usage_at_end: false,
             prompt_tokens: None,
             cached_tokens: None,
+            reasoning_tokens: None,
             retried: false,
             failure: None,
             id: None,

@@ -8,6 +8,8 @@
 //! never applied at the instant it arrives. A request cut off before its end has no total of its
 //! own; its chunks carry the cell's measured tokens per chunk.
 
+use std::time::Instant;
+
 use crate::stream::request_log::{Point, RequestLog};
 
 /// Tokens per chunk, measured from requests whose usage total covered their chunks.
@@ -123,6 +125,44 @@ fn chunk_sd(samples: &[(u64, u64)], ratio: f64) -> Option<f64> {
 /// `(usage, chunks)` at the last chunk whose usage is known.
 pub(crate) fn last_anchor(log: &RequestLog) -> Option<(u64, u64)> {
     log.points.iter().rev().find_map(|p| p.usage.map(|u| (u, p.chunks)))
+}
+
+/// A request's output tokens split at its first answer chunk (methodology §7.5): the thinking
+/// before it, the answer from it on. A request with no answer chunk thought all of its tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TokenSplit {
+    pub reasoning: f64,
+    pub answer: f64,
+}
+
+/// See [`TokenSplit`]; `ratio` as [`attribute`] takes it.
+pub fn split(log: &RequestLog, ratio: Option<f64>) -> TokenSplit {
+    let counts = attribute(&log.points, ratio);
+    let total = counts.last().map_or(0.0, |c| c.0);
+    let reasoning = match log.first_answer {
+        None => total,
+        Some(a) => log.points.iter().zip(&counts).take_while(|(p, _)| p.at < a).last().map_or(0.0, |(_, c)| c.0),
+    };
+    TokenSplit { reasoning, answer: total - reasoning }
+}
+
+/// The `--save-requests` fields of a request's thinking: its first answer chunk (`Some(None)` when
+/// none came), its thinking tokens as the stream showed them (absent at 0) and as its usage said.
+pub fn answer_fields(log: &RequestLog, ratio: Option<f64>, secs: impl Fn(Instant) -> f64) -> AnswerFields {
+    let thought = split(log, ratio).reasoning;
+    AnswerFields {
+        first_answer_s: Some(log.first_answer.map(secs)),
+        reasoning_tokens: (thought > 0.0).then(|| sm_core::requests::round_tokens(thought)),
+        usage_reasoning_tokens: log.reasoning_tokens,
+    }
+}
+
+/// What [`answer_fields`] gives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AnswerFields {
+    pub first_answer_s: Option<Option<f64>>,
+    pub reasoning_tokens: Option<f64>,
+    pub usage_reasoning_tokens: Option<u64>,
 }
 
 /// One request's cumulative tokens after each of its points, and whether that count is estimated

@@ -256,7 +256,8 @@ fn choice_value((d, text, finish, extras): Choice) -> Value {
 }
 
 fn chunk() -> impl Strategy<Value = Value> {
-    let usage = prop::option::of((count(), count(), prop::option::of(count()), any::<bool>()));
+    let details = (prop::option::of(count()), prop::option::of(count()));
+    let usage = prop::option::of((count(), count(), details, any::<bool>()));
     (opt_text(), prop::collection::vec(choice(), 0..3), usage, any::<bool>()).prop_map(
         |(id, choices, usage, null_usage)| {
             let mut o = serde_json::Map::new();
@@ -265,7 +266,7 @@ fn chunk() -> impl Strategy<Value = Value> {
             o.insert("created".into(), json!(1_796_226_205));
             o.insert("choices".into(), Value::Array(choices.into_iter().map(choice_value).collect()));
             match usage {
-                Some((p, c, details, total)) => {
+                Some((p, c, (details, reasoning), total)) => {
                     let mut u = serde_json::Map::new();
                     put(&mut u, "prompt_tokens", p);
                     put(&mut u, "completion_tokens", c);
@@ -276,6 +277,12 @@ fn chunk() -> impl Strategy<Value = Value> {
                         let mut dm = serde_json::Map::new();
                         put(&mut dm, "cached_tokens", d);
                         u.insert("prompt_tokens_details".into(), Value::Object(dm));
+                    }
+                    // a reasoning model's count of its thinking tokens
+                    if let Some(r) = reasoning {
+                        let mut dm = serde_json::Map::new();
+                        put(&mut dm, "reasoning_tokens", r);
+                        u.insert("completion_tokens_details".into(), Value::Object(dm));
                     }
                     o.insert("usage".into(), Value::Object(u));
                 }

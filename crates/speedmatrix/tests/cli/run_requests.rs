@@ -85,6 +85,11 @@ async fn every_request_has_a_line_that_agrees_with_the_cell_and_the_trace() {
         }
         let (sent, first, last) = (f(&l["sent_s"]), f(&l["first_token_s"]), f(&l["last_token_s"]));
         assert!(sent <= first && first <= last, "sent ≤ first token ≤ last token: {l}");
+        // a model that does not think: its first answer token is its first token, nothing thought
+        if l["phase"] != "prefill" {
+            assert_eq!(l["first_answer_s"], l["first_token_s"], "{l}");
+        }
+        assert!(l.get("reasoning_tokens").is_none() && l.get("usage_reasoning_tokens").is_none(), "{l}");
         let id = l["request_id"].as_str().expect("the server's id");
         assert!(ids.insert(id.to_string()), "{id} has two lines");
         let t = trace.get(id).unwrap_or_else(|| panic!("{id} is not in the trace"));

@@ -27,6 +27,7 @@ use crate::runner::phases::open_loop::End;
 use crate::runner::progress::{RunEvent, Step};
 use crate::stream::request::{Outcome, RequestRun};
 use crate::stream::request_log::RequestLog;
+use crate::stream::tokens::answer_fields;
 use crate::telemetry::{Reads, Received};
 
 /// The burst phase's settings; contexts, concurrencies, `max_tokens` and `ignore_eos` are the run's.
@@ -347,6 +348,7 @@ fn burst_lines(step: &Planned, scheduled: Instant, runs: &[RequestRun], t0: Inst
             let log = &run.log;
             let reason = failure(&run.outcome).map(|r| sm_core::secrets::scrub(&r).into_owned());
             let completed = run.outcome == Outcome::Completed;
+            let answer = answer_fields(log, None, secs);
             RequestLine {
                 phase: RequestPhase::Burst,
                 context: step.context.unwrap_or(0),
@@ -364,6 +366,9 @@ fn burst_lines(step: &Planned, scheduled: Instant, runs: &[RequestRun], t0: Inst
                 in_window: None,
                 prompt_tokens: log.prompt_tokens,
                 cached_tokens: log.cached_tokens,
+                first_answer_s: answer.first_answer_s,
+                reasoning_tokens: answer.reasoning_tokens,
+                usage_reasoning_tokens: answer.usage_reasoning_tokens,
                 status: if completed { RequestStatus::Completed } else { RequestStatus::Failed },
                 reason,
                 retried: log.retried,

@@ -301,6 +301,10 @@ fn line(t: &SessionTurn, config: &SessionsConfig) -> RequestLine {
         in_window: None,
         prompt_tokens: t.prompt_tokens,
         cached_tokens: t.cached_tokens,
+        // a turn keeps its figures, not its stream's log: not recorded here yet
+        first_answer_s: None,
+        reasoning_tokens: None,
+        usage_reasoning_tokens: None,
         status,
         reason: t.reason.clone(),
         retried: false,

@@ -6,7 +6,7 @@ use std::time::Instant;
 use sm_core::requests::{RequestLine, RequestPhase, RequestStatus, round_s, round_tokens};
 
 use crate::runner::phases::open_loop::{End, Sent};
-use crate::stream::tokens::attribute;
+use crate::stream::tokens::{answer_fields, attribute};
 
 fn secs(t0: Instant, at: Instant) -> f64 {
     round_s(at.saturating_duration_since(t0).as_secs_f64())
@@ -45,6 +45,7 @@ fn line(phase: RequestPhase, context: u64, concurrency: u32, r: &Sent, t0: Insta
         _ => None,
     };
     let log = r.log.as_ref();
+    let answer = log.map(|l| answer_fields(l, None, |t| secs(t0, t)));
     RequestLine {
         phase,
         context,
@@ -65,6 +66,9 @@ fn line(phase: RequestPhase, context: u64, concurrency: u32, r: &Sent, t0: Insta
         in_window: None,
         prompt_tokens: log.and_then(|l| l.prompt_tokens),
         cached_tokens: log.and_then(|l| l.cached_tokens),
+        first_answer_s: answer.and_then(|a| a.first_answer_s),
+        reasoning_tokens: answer.and_then(|a| a.reasoning_tokens),
+        usage_reasoning_tokens: answer.and_then(|a| a.usage_reasoning_tokens),
         status,
         reason,
         retried: log.is_some_and(|l| l.retried),
