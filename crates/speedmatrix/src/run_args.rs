@@ -53,7 +53,8 @@ pub struct RunArgs {
     #[arg(long, help_heading = heading::MEASURE, value_name = "EXPR", value_parser = |s: &str| s.parse::<Slo>().map_err(|e| e.to_string()))]
     pub(crate) slo: Option<Slo>,
     /// After the matrix, measure the concurrency levels that pin each context's capacity down
-    /// (to within 5 %), and probe upward when every level met the SLO.
+    /// (to within 5 %), and probe upward when every level met the SLO; with --replay, search the
+    /// largest time scale of the trace that meets the SLO (docs/replay.md).
     #[arg(long, help_heading = heading::MEASURE)]
     pub(crate) find_capacity: bool,
     /// The price of the whole server in USD per hour: adds $ per million output tokens to every
