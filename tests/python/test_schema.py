@@ -190,6 +190,26 @@ def test_a_replay_run_validates(tmp_path):
     assert sum(l["phase"] == "replay" for l in lines) == 6 * len(replay["levels"])
 
 
+def test_a_prompts_file_runs_lines_validate(tmp_path):
+    out = tmp_path / "prompts"
+    # with --prompts a rate level and a burst have no context of their own: their lines say 0
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text('{"prompt": "say hi"}\n{"messages": [{"role": "user", "content": "and bye"}], "max_tokens": 8}\n')
+    proc = subprocess.run(
+        [BIN, "run", "--sim-profile", "tiny", "--prompts", str(prompts), "--request-rate", "20", "--requests", "4",
+         "--burst", "--concurrency", "2", "--max-tokens", "16", "--ready-stable", "200ms", "--save-requests",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    validate(json.loads((out / "run.json").read_text()))
+    line_validator = jsonschema.Draft202012Validator(REQUEST_SCHEMA)
+    lines = [json.loads(l) for l in (out / "requests.jsonl").read_text().splitlines()]
+    assert {l["phase"] for l in lines} == {"rate", "burst"}, lines
+    for line in lines:
+        line_validator.validate(line)
+
+
 def test_a_burst_run_validates(tmp_path):
     out = tmp_path / "burst"
     # bursts alone, rounds and natural ends, an over-capacity cell, and their requests' lines
