@@ -119,7 +119,12 @@ pub(crate) fn fits(r: &Ranks, server: bool, phases: &PhaseConfig) -> Result<(), 
             "--ranks {n} measures a server every rank can reach: give every rank the same --url (the built-in engine is rank 0's alone)"
         ));
     }
-    let one_process = [(phases.mixed_prefill.is_some(), "--mixed-prefill"), (phases.sessions.is_some(), "--sessions")];
+    let one_process = [
+        (phases.mixed_prefill.is_some(), "--mixed-prefill"),
+        (phases.sessions.is_some(), "--sessions"),
+        // every rank would need every prompt of the trace up front
+        (phases.replay.is_some(), "--replay"),
+    ];
     if let Some((_, flag)) = one_process.iter().find(|(asked, _)| *asked) {
         return Err(format!(
             "{flag} runs in one process: measure it without --ranks {n} (ranks share the decode matrix, --request-rate and --burst)"

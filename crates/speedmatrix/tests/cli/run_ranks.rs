@@ -201,6 +201,10 @@ async fn bad_rank_settings_are_refused_with_what_to_do() {
     assert!(String::from_utf8_lossy(&e.stderr).contains("give every rank the same --url"), "{e:?}");
     let e = refused(&["--ranks", "2", "--sessions", "4"]);
     assert!(e.contains("--sessions runs in one process: measure it without --ranks 2"), "{e}");
+    let trace = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(trace.path(), "{\"timestamp\": 0, \"prompt\": \"hi\"}\n").unwrap();
+    let e = refused(&["--ranks", "2", "--replay", trace.path().to_str().unwrap()]);
+    assert!(e.contains("--replay runs in one process: measure it without --ranks 2"), "{e}");
     let e = refused(&["--ranks", "3", "--request-rate", "5", "--max-concurrency", "2"]);
     assert!(e.contains("--max-concurrency 2 is shared out over the 3 ranks"), "{e}");
     // rank 0 waits for its workers a bounded time, and says which are missing
