@@ -5,6 +5,7 @@ pub(crate) mod adaptive;
 pub(crate) mod health;
 pub(crate) mod server;
 pub(crate) mod spec_note;
+pub(crate) mod thinking;
 pub(crate) mod verdict;
 mod watch;
 pub(crate) mod window;

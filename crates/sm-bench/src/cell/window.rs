@@ -70,6 +70,9 @@ pub struct Figures {
     pub ci: CellIntervals,
     /// How the batch-means figures moved across the window's sub-windows (§12.3).
     pub trend: Trends,
+    /// A reasoning model's: the wait for the first answer token and the thinking; `None` where no
+    /// request thought.
+    pub thinking: Option<super::thinking::Thinking>,
 }
 
 /// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows (slope and its
@@ -152,6 +155,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         per_request,
         ci,
         trend,
+        thinking: super::thinking::thinking(logs, window, per_chunk),
     }
 }
 

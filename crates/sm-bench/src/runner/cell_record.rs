@@ -51,6 +51,11 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
     dc.requests = Some(f.requests);
     dc.token_source = f.token_source;
     dc.prompt_cache_hit_pct = f.prompt_cache_hit_pct.map(round1);
+    if let Some(t) = &f.thinking {
+        dc.ttfa_ms = percentiles(t.ttfa_ms);
+        dc.reasoning_tokens_mean = t.reasoning_tokens_mean.map(round1);
+        dc.no_answer = Some(t.no_answer);
+    }
     dc.client_retries = (f.retried > 0).then_some(f.retried);
     if let Some(h) = outcome.health {
         dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));

@@ -102,6 +102,12 @@ impl Figures for DecodeCell {
         field!(client_cpu_pct, CorePercent, Always),
         field!(prompt_cache_hit_pct, Percent, Always),
         counted!(client_retries, Count, Always),
+        // a reasoning model's cell only (issue 33): the wait a user feels, and the thinking
+        quantile!(ttfa_ms.p50, Ms, WhenValid, "TTFA p50"),
+        quantile!(ttfa_ms.p90, Ms, WhenValid, "TTFA p90"),
+        quantile!(ttfa_ms.p99, Ms, WhenValid),
+        field!(reasoning_tokens_mean, Tokens, WhenValid, "Thinking tokens"),
+        counted!(no_answer, Count, WhenValid, "No answer"),
     ];
 
     fn status(&self) -> CellStatus {

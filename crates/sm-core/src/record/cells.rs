@@ -152,6 +152,22 @@ pub struct DecodeCell {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 100))]
     pub prompt_cache_hit_pct: Option<f64>,
+    /// A reasoning model's cell (issue 33): from each request's send to its first answer chunk, ms,
+    /// over the requests whose first answer arrived before the window closed: p50, p90, p99 (the
+    /// keys `ttfa_ms_p50`, … of `ttfa_ms_keys`). Absent where no request of the cell thought (its
+    /// TTFT is then the wait for the answer).
+    #[serde(flatten, with = "ttfa_ms_keys")]
+    #[schemars(with = "ttfa_ms_keys::Keys")]
+    pub ttfa_ms: Percentiles,
+    /// The mean thinking tokens of the cell's ended requests (those before each one's first answer
+    /// chunk); absent where no request thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub reasoning_tokens_mean: Option<f64>,
+    /// Requests that ended with no answer: their thinking used up `max_tokens`; absent where no
+    /// request thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_answer: Option<u64>,
     /// Requests of the cell sent a second time because their connection broke before any byte
     /// of the answer (a pooled keep-alive connection the server closed); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -244,6 +260,23 @@ flat_keys! {
         p90: "tbt_ms_p90",
         /// 99th percentile of the per-request TBT, in ms.
         p99: "tbt_ms_p99",
+    }
+}
+
+flat_keys! {
+    /// A reasoning model's cell's time to the first answer token: absent keys where no request
+    /// thought, so a record of a model that does not think is as before.
+    mod ttfa_ms_keys {
+        /// Median time in ms from a request's send to its first chunk with answer text, over the requests whose first
+        /// answer arrived before the window closed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p50: "ttfa_ms_p50",
+        /// 90th percentile of the same time to the first answer token, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p90: "ttfa_ms_p90",
+        /// 99th percentile of the same time to the first answer token, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p99: "ttfa_ms_p99",
     }
 }
 

@@ -36,6 +36,9 @@ fn full_cell() -> DecodeCell {
         client_cpu_pct: Some(42.5),
         prompt_cache_hit_pct: Some(99.5),
         client_retries: Some(2),
+        ttfa_ms: Percentiles::p50_p90_p99(900.5, 1200.25, 1500.125),
+        reasoning_tokens_mean: Some(312.5),
+        no_answer: Some(1),
         warnings: vec!["capacity limited".into(), "second warning".into()],
         slo_met: Some(false),
         slo_bounds: vec![
