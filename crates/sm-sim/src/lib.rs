@@ -18,6 +18,7 @@ pub mod hf_tokenizer;
 pub mod natural;
 pub mod noise;
 pub mod profile;
+pub mod reasoning;
 mod server;
 pub mod speculative;
 mod text;
@@ -35,6 +36,7 @@ pub use fault::{Fault, Scope, ServerFault};
 pub use flavor::Flavor;
 pub use noise::Noise;
 pub use profile::{Profile, ProfileError};
+pub use reasoning::{Reasoning, ReasoningField};
 
 #[derive(Debug, Clone)]
 pub struct SimOptions {

@@ -88,6 +88,8 @@ pub struct Profile {
     pub speculative: Option<crate::speculative::Speculative>,
     /// Optional `[gpu]`: a simulated GPU whose power follows the running batch (`/dcgm/metrics`).
     pub gpu: Option<crate::gpu::SimGpu>,
+    /// Optional `[reasoning]`: a reasoning model, whose chat answers start with thinking tokens.
+    pub reasoning: Option<crate::reasoning::Reasoning>,
 }
 
 impl Profile {
@@ -185,6 +187,14 @@ impl Profile {
             Some(_) => Some(crate::gpu::SimGpu::from_table(req_table(&t, "gpu")?).map_err(|e| invalid("gpu", e))?),
         };
 
+        let reasoning = match t.get("reasoning") {
+            None => None,
+            Some(_) => Some(
+                crate::reasoning::Reasoning::from_table(req_table(&t, "reasoning")?)
+                    .map_err(|e| invalid("reasoning", e))?,
+            ),
+        };
+
         Ok(Profile {
             name,
             model,
@@ -202,6 +212,7 @@ impl Profile {
             noise,
             speculative,
             gpu,
+            reasoning,
         })
     }
 
@@ -451,5 +462,20 @@ mod tests {
         }
         let e = Profile::from_toml_str(&format!("noise = 0.2\n{base}")).unwrap_err().to_string();
         assert!(e.contains("`noise`") && e.contains("expected a table"), "{e}");
+    }
+
+    #[test]
+    fn reasoning_table_is_optional_and_validated() {
+        use crate::reasoning::{Reasoning, ReasoningField};
+        let base = include_str!("../profiles/tiny.toml");
+        assert_eq!(Profile::from_toml_str(base).unwrap().reasoning, None);
+        let with = |table: &str| Profile::from_toml_str(&format!("{base}\n[reasoning]\n{table}\n"));
+        let p = with("tokens = [8, 32]\nfield = \"reasoning\"").unwrap();
+        assert_eq!(p.reasoning, Some(Reasoning { min: 8, max: 32, field: ReasoningField::Reasoning, seed: 0 }));
+        let e = with("tokens = [32, 8]").unwrap_err();
+        assert!(matches!(&e, ProfileError::Invalid { key, .. } if key == "reasoning"), "{e}");
+        assert!(e.to_string().contains("reasoning.tokens: the range's MIN 32 is above its MAX 8"), "{e}");
+        let e = with("tokens = 4\nfield = \"think\"").unwrap_err().to_string();
+        assert!(e.contains("reasoning.field") && e.contains("reasoning_content or reasoning"), "{e}");
     }
 }

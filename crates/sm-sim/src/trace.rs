@@ -29,6 +29,18 @@ pub(crate) struct TraceRecord {
     /// With speculative decoding on: this request's verification steps and accepted draft tokens.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub spec: Option<SpecTruth>,
+    /// With a `[reasoning]` profile: `reasoning_tokens` and `first_answer` (flattened, so a profile
+    /// without one writes the same lines as before).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<ReasoningTruth>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct ReasoningTruth {
+    /// Thinking tokens released: the planned count, or fewer if the request ended first.
+    pub reasoning_tokens: u32,
+    /// Release time of the first answer (content) token; `null` when none was released.
+    pub first_answer: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use sm_sim::speculative::{Speculative, SpeculativeError};
-use sm_sim::{Flavor, Profile, ServerFault, SimOptions};
+use sm_sim::{Flavor, Profile, Reasoning, ReasoningField, ServerFault, SimOptions};
 
 const DEFAULT_PROFILE: &str = "seed-ling-3.0-flash-h200nvl-x2";
 
@@ -54,6 +54,14 @@ pub struct SimArgs {
     /// rejection, overriding the profile's `[speculative] acceptance`.
     #[arg(long, value_name = "P")]
     spec_acceptance: Option<String>,
+    /// A reasoning model: each chat answer starts with N thinking tokens, or a uniform draw from
+    /// MIN-MAX per request, overriding the profile's `[reasoning] tokens`.
+    #[arg(long, value_name = "N|MIN-MAX")]
+    reasoning_tokens: Option<String>,
+    /// The delta field thinking is streamed in: reasoning_content (default) or reasoning, overriding
+    /// the profile's `[reasoning] field`; needs a count (here or in the profile).
+    #[arg(long, value_name = "FIELD")]
+    reasoning_field: Option<String>,
     /// Write ground truth (one JSON line per finished request) to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -113,10 +121,30 @@ fn spec_overrides(profile: &mut Profile, draft: Option<&str>, acceptance: Option
     Ok(())
 }
 
+/// `--reasoning-tokens` / `--reasoning-field` over the profile's `[reasoning]`.
+fn reasoning_overrides(profile: &mut Profile, tokens: Option<&str>, field: Option<&str>) -> Result<(), String> {
+    if tokens.is_none() && field.is_none() {
+        return Ok(());
+    }
+    let base = profile.reasoning;
+    let (min, max) = match tokens {
+        Some(v) => sm_sim::reasoning::parse_tokens(v).map_err(|e| format!("--reasoning-tokens: {e}"))?,
+        None => base.map(|r| (r.min, r.max)).ok_or("--reasoning-field: needs --reasoning-tokens N|MIN-MAX")?,
+    };
+    let field = match field {
+        Some(v) => v.parse::<ReasoningField>().map_err(|e| format!("--reasoning-field: {e}"))?,
+        None => base.map_or(ReasoningField::default(), |r| r.field),
+    };
+    let seed = base.map_or(0, |r| r.seed);
+    profile.reasoning = Some(Reasoning::new(min, max, field, seed).map_err(|e| format!("--reasoning-tokens: {e}"))?);
+    Ok(())
+}
+
 fn options(args: SimArgs) -> Result<SimOptions, String> {
     let mut profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
     noise_overrides(&mut profile, args.step_noise.as_deref(), args.drift.as_deref())?;
     spec_overrides(&mut profile, args.spec_draft.as_deref(), args.spec_acceptance.as_deref())?;
+    reasoning_overrides(&mut profile, args.reasoning_tokens.as_deref(), args.reasoning_field.as_deref())?;
     let host: IpAddr = args
         .host
         .parse()
@@ -285,6 +313,30 @@ mod tests {
             (Some("3"), None, "--spec-draft: needs --spec-acceptance"),
         ] {
             let e = spec_overrides(&mut Profile::builtin("tiny").unwrap(), k, a).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn reasoning_flags_set_the_profile_and_check_their_values() {
+        let mut p = Profile::builtin("tiny").unwrap();
+        reasoning_overrides(&mut p, None, None).unwrap();
+        assert!(p.reasoning.is_none());
+        reasoning_overrides(&mut p, Some("100-400"), None).unwrap();
+        let r = p.reasoning.unwrap();
+        assert_eq!((r.min, r.max, r.field), (100, 400, ReasoningField::ReasoningContent));
+        reasoning_overrides(&mut p, None, Some("reasoning")).unwrap();
+        let r = p.reasoning.unwrap();
+        assert_eq!((r.min, r.max, r.field), (100, 400, ReasoningField::Reasoning), "one flag keeps the other");
+        reasoning_overrides(&mut p, Some("64"), None).unwrap();
+        assert_eq!((p.reasoning.unwrap().min, p.reasoning.unwrap().max), (64, 64));
+        for (n, f, want) in [
+            (Some("x"), None, "--reasoning-tokens: `x` is not N or MIN-MAX"),
+            (Some("9-3"), None, "--reasoning-tokens: the range's MIN 9 is above its MAX 3"),
+            (Some("8"), Some("think"), "--reasoning-field: `think` is not a reasoning field"),
+            (None, Some("reasoning"), "--reasoning-field: needs --reasoning-tokens"),
+        ] {
+            let e = reasoning_overrides(&mut Profile::builtin("tiny").unwrap(), n, f).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
     }

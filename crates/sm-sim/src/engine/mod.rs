@@ -84,6 +84,9 @@ pub(crate) struct NewRequest {
     pub end_reason: FinishReason,
     pub tokens_per_step: u32,
     pub first_token_delay_s: f64,
+    /// With a `[reasoning]` profile: the thinking tokens that come first (0 for a completion or
+    /// with thinking off). `None` without one, so the trace keeps its old keys.
+    pub reasoning_tokens: Option<u32>,
     pub events: UnboundedSender<Event>,
 }
 

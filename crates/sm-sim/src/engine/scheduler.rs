@@ -53,6 +53,8 @@ struct Seq {
     /// The first step start at which this request waited but could not be admitted.
     held_since: Option<f64>,
     first_token: Option<f64>,
+    /// With reasoning: when the first token past the thinking was released.
+    first_answer: Option<f64>,
     cached_tokens: u32,
     emissions: Vec<(f64, u32)>,
     finished: Option<FinishReason>,
@@ -186,6 +188,7 @@ impl Scheduler {
                 admitted: None,
                 held_since: None,
                 first_token: None,
+                first_answer: None,
                 cached_tokens: 0,
                 emissions: Vec::new(),
                 drafts: 0,
@@ -403,6 +406,10 @@ impl Scheduler {
             if s.first_token.is_none() {
                 s.first_token = Some(now);
             }
+            // an emission that crosses the end of the thinking carries the first answer token
+            if s.first_answer.is_none() && s.req.reasoning_tokens.is_some_and(|r| s.generated > r) {
+                s.first_answer = Some(now);
+            }
             if self.books.trace.is_some() {
                 s.emissions.push((now, k));
             }
@@ -563,6 +570,10 @@ impl Books {
                 emissions: std::mem::take(&mut s.emissions),
                 noise: self.trace_noise,
                 spec: self.trace_spec.then_some(crate::trace::SpecTruth { drafts: s.drafts, accepted: s.accepted }),
+                reasoning: s.req.reasoning_tokens.map(|r| crate::trace::ReasoningTruth {
+                    reasoning_tokens: r.min(s.generated),
+                    first_answer: s.first_answer,
+                }),
             });
         }
     }

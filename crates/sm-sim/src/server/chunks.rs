@@ -10,6 +10,8 @@ pub(crate) struct Usage {
     pub completion: u32,
     /// Only the final usage carries `prompt_tokens_details`.
     pub cached: Option<u32>,
+    /// `completion_tokens_details.reasoning_tokens`, in every usage, only with a `[reasoning]` profile.
+    pub reasoning: Option<u32>,
 }
 
 impl Usage {
@@ -23,6 +25,9 @@ impl Usage {
         );
         if let Some(c) = self.cached {
             let _ = write!(out, r#","prompt_tokens_details":{{"cached_tokens":{c}}}"#);
+        }
+        if let Some(r) = self.reasoning {
+            let _ = write!(out, r#","completion_tokens_details":{{"reasoning_tokens":{r}}}"#);
         }
         out.push('}');
     }
@@ -58,10 +63,7 @@ impl ChunkWriter {
 
     /// An SSE event carrying one choice. `role` adds the assistant role (the first chat chunk).
     pub(crate) fn choice(&self, text: &str, role: bool, finish: Option<&str>, usage: Option<&Usage>) -> String {
-        let mut s = String::with_capacity(self.head.len() + text.len() + 160);
-        s.push_str("data: ");
-        s.push_str(&self.head);
-        s.push_str(r#""choices":[{"index":0,"#);
+        let mut s = self.open(text.len());
         match self.kind {
             Kind::Chat => {
                 s.push_str(r#""delta":{"#);
@@ -77,6 +79,28 @@ impl ChunkWriter {
                 s.push_str(r#","stop_reason":null"#);
             }
         }
+        Self::close(s, usage)
+    }
+
+    /// A chat event carrying thinking text in `field` and no `content` key, as vLLM's reasoning
+    /// parsers stream it (its deltas leave unset fields out).
+    pub(crate) fn reasoning(&self, field: &str, text: &str, finish: Option<&str>, usage: Option<&Usage>) -> String {
+        let mut s = self.open(text.len());
+        let _ = write!(s, r#""delta":{{"{field}":{}}},"logprobs":null,"finish_reason":"#, json_str(text));
+        push_opt(&mut s, finish);
+        Self::close(s, usage)
+    }
+
+    /// `data: {head"choices":[{"index":0,` with room for the rest.
+    fn open(&self, text_len: usize) -> String {
+        let mut s = String::with_capacity(self.head.len() + text_len + 160);
+        s.push_str("data: ");
+        s.push_str(&self.head);
+        s.push_str(r#""choices":[{"index":0,"#);
+        s
+    }
+
+    fn close(mut s: String, usage: Option<&Usage>) -> String {
         s.push_str("}]");
         if let Some(u) = usage {
             s.push_str(r#","usage":"#);
@@ -118,3 +142,48 @@ pub(crate) fn json_str(s: &str) -> String {
 }
 
 pub(crate) const DONE: &str = "data: [DONE]\n\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn writer() -> ChunkWriter {
+        ChunkWriter::new(Kind::Chat, "chatcmpl-7", 1_700_000_000, "m")
+    }
+
+    #[test]
+    fn chunks_without_reasoning_keep_their_bytes() {
+        let head = r#"data: {"id":"chatcmpl-7","object":"chat.completion.chunk","created":1700000000,"model":"m","#;
+        let u = Usage { prompt: 3, completion: 1, cached: None, reasoning: None };
+        assert_eq!(
+            writer().choice(" a", false, None, Some(&u)),
+            format!(
+                "{head}{}",
+                r#""choices":[{"index":0,"delta":{"content":" a"},"logprobs":null,"finish_reason":null}],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1}}"#
+            ) + "\n\n"
+        );
+        let u = Usage { prompt: 3, completion: 1, cached: Some(0), reasoning: None };
+        assert_eq!(
+            writer().usage(&u),
+            format!(
+                "{head}{}",
+                r#""choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}}"#
+            ) + "\n\n"
+        );
+    }
+
+    #[test]
+    fn reasoning_deltas_have_the_field_and_no_content() {
+        let u = Usage { prompt: 3, completion: 2, cached: Some(0), reasoning: Some(2) };
+        let c = writer().reasoning("reasoning", "hm", Some("length"), Some(&u));
+        let want = concat!(
+            r#""choices":[{"index":0,"delta":{"reasoning":"hm"},"logprobs":null,"finish_reason":"length"}],"#,
+            r#""usage":{"prompt_tokens":3,"total_tokens":5,"completion_tokens":2,"#,
+            r#""prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":2}}}"#,
+            "\n\n"
+        );
+        assert!(c.ends_with(want), "{c}");
+        let v: serde_json::Value = serde_json::from_str(c.trim_start_matches("data: ").trim_end()).unwrap();
+        assert!(v["choices"][0]["delta"].get("content").is_none());
+    }
+}

@@ -20,6 +20,7 @@ use super::{AppState, Arrival};
 use crate::engine::{Command, Event, FinishReason, NewRequest};
 use crate::fault::{self, FaultSet, RequestView};
 use crate::flavor::Flavor;
+use crate::reasoning::ReasoningField;
 use crate::text::TextGen;
 
 pub(crate) async fn chat(
@@ -104,6 +105,9 @@ struct Run {
     faults: FaultSet,
     text: TextGen,
     prompt_tokens: u32,
+    /// A chat request to a `[reasoning]` profile: the field its thinking goes in, and how many
+    /// tokens the thinking is (0 with thinking off). `None` for completions and other profiles.
+    reasoning: Option<(ReasoningField, u32)>,
 }
 
 /// The faults this request meets: the server's (those whose scope matches it) under the header's.
@@ -148,10 +152,16 @@ fn start(
     let p = &st.profile;
     let seed = request::prompt_seed(&parsed.prompt_ids);
     let id = st.next_id.fetch_add(1, Ordering::Relaxed);
+    let reasoning = match (kind, p.reasoning) {
+        (Kind::Chat, Some(r)) => Some((r.field, if parsed.thinking { r.tokens(id) } else { 0 })),
+        _ => None,
+    };
+    let thinking = reasoning.map_or(0, |(_, r)| r);
     let mut max_tokens = parsed.max_tokens;
     let mut end_reason = FinishReason::Length;
     if !parsed.ignore_eos {
-        let natural = p.natural_length(id, seed);
+        // a model does not stop in the middle of its thinking: the natural length is the answer's
+        let natural = u64::from(thinking) + p.natural_length(id, seed);
         if natural < u64::from(max_tokens) {
             max_tokens = natural as u32;
             end_reason = FinishReason::Stop;
@@ -180,6 +190,7 @@ fn start(
         end_reason,
         tokens_per_step: faults.multi_token.max(1),
         first_token_delay_s: f64::from(faults.slow_first_token_ms) / 1000.0,
+        reasoning_tokens: p.reasoning.map(|_| thinking),
         events: tx,
     };
     if st.flavor == Flavor::Sglang
@@ -201,6 +212,7 @@ fn start(
             faults,
             text: TextGen::new(seed, faults.looping),
             prompt_tokens,
+            reasoning,
         },
         parsed,
     ))
@@ -234,7 +246,44 @@ fn abrupt(why: &str) -> Option<Item> {
 
 impl SseState {
     fn usage(&self, final_usage: bool) -> Usage {
-        Usage { prompt: self.run.prompt_tokens, completion: self.generated, cached: final_usage.then_some(self.cached) }
+        Usage {
+            prompt: self.run.prompt_tokens,
+            completion: self.generated,
+            cached: final_usage.then_some(self.cached),
+            reasoning: self.run.reasoning.map(|(_, r)| r.min(self.generated)),
+        }
+    }
+
+    fn take_text(&mut self, n: u32) -> String {
+        let mut text = String::with_capacity(8 * n as usize);
+        for _ in 0..n {
+            self.run.text.push_token(&mut text);
+        }
+        text
+    }
+
+    /// Queues an emission of `n` tokens: the part still within the thinking as a reasoning delta,
+    /// the rest as a content delta after it (both at the same release, as one step made them).
+    /// `finish` rides on the last of the two.
+    fn emit(&mut self, n: u32, finish: Option<&'static str>) {
+        let think = self.run.reasoning.map_or(0, |(_, r)| n.min(r.saturating_sub(self.generated)));
+        if think > 0 {
+            let field = self.run.reasoning.map_or("", |(f, _)| f.as_str());
+            let text = self.take_text(think);
+            self.generated += think;
+            let u = self.chunk_usage();
+            let fin = if think == n { finish } else { None };
+            let c = self.run.writer.reasoning(field, &text, fin, u.as_ref());
+            self.pending.push_back(c);
+        }
+        // an empty emission (none today) keeps its content chunk, as before reasoning existed
+        if think < n || think == 0 {
+            let text = self.take_text(n - think);
+            self.generated += n - think;
+            let u = self.chunk_usage();
+            let c = self.run.writer.choice(&text, false, finish, u.as_ref());
+            self.pending.push_back(c);
+        }
     }
 
     fn chunk_usage(&self) -> Option<Usage> {
@@ -301,15 +350,7 @@ impl SseState {
                         Some(limit) => n.min(limit - self.generated),
                         None => n,
                     };
-                    let mut text = String::with_capacity(8 * n as usize);
-                    for _ in 0..n {
-                        self.run.text.push_token(&mut text);
-                    }
-                    self.generated += n;
-                    let u = self.chunk_usage();
-                    let fin = finish.map(FinishReason::as_str);
-                    let c = self.run.writer.choice(&text, false, fin, u.as_ref());
-                    self.pending.push_back(c);
+                    self.emit(n, finish.map(FinishReason::as_str));
                     if f.malformed_sse && !self.malformed_sent {
                         self.malformed_sent = true;
                         self.pending.push_back(self.run.writer.malformed());
@@ -361,7 +402,8 @@ fn stream_response(run: Run, parsed: Parsed) -> Response {
 async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
     let mut shutdown = run.st.shutdown.clone();
     let (mut generated, mut cached) = (0u32, 0u32);
-    let mut text = String::new();
+    let (mut text, mut thinking) = (String::new(), String::new());
+    let think_tokens = run.reasoning.map_or(0, |(_, r)| r);
     let reason = loop {
         if run.faults.stall_after.is_some_and(|n| generated >= n) {
             // nothing of a non-streaming answer is on the wire until the end, so a stall answers
@@ -381,9 +423,10 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
             Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
             Some(Event::Tokens { n, finish, .. }) => {
                 for _ in 0..n {
-                    run.text.push_token(&mut text);
+                    let out = if generated < think_tokens { &mut thinking } else { &mut text };
+                    run.text.push_token(out);
+                    generated += 1;
                 }
-                generated += n;
                 if let Some(r) = finish {
                     break r;
                 }
@@ -398,6 +441,25 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
         // a non-streaming response has no tokens on the wire until the end: drop the connection
         return abrupt_response("fault disconnect-after");
     }
+    let usage = Usage {
+        prompt: run.prompt_tokens,
+        completion: generated,
+        cached: Some(cached),
+        reasoning: run.reasoning.map(|(_, r)| r.min(generated)),
+    };
+    let message = match run.reasoning {
+        None => serde_json::json!({"role": "assistant", "content": text}),
+        // as vLLM with a reasoning parser: each part is null when the answer has none of it
+        Some((field, _)) => {
+            let or_null = |s: String| if s.is_empty() { serde_json::Value::Null } else { s.into() };
+            serde_json::json!({"role": "assistant", "content": or_null(text), field.as_str(): or_null(thinking)})
+        }
+    };
+    answer_body(&run, message, reason, (!run.faults.no_usage).then_some(usage))
+}
+
+/// A non-streaming answer; `message` is the chat choice's (a completion's text is its `content`).
+fn answer_body(run: &Run, message: serde_json::Value, reason: FinishReason, usage: Option<Usage>) -> Response {
     let w = &run.writer;
     let head: serde_json::Value =
         serde_json::from_str(&format!("{}\"choices\":[]}}", w.head_json())).expect("valid head");
@@ -405,12 +467,12 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
     let choice = match w.kind {
         Kind::Chat => serde_json::json!({
             "index": 0,
-            "message": {"role": "assistant", "content": text},
+            "message": message,
             "logprobs": null,
             "finish_reason": reason.as_str(),
         }),
         Kind::Completion => serde_json::json!({
-            "index": 0, "text": text, "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null,
+            "index": 0, "text": message["content"], "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null,
         }),
     };
     body["object"] = match w.kind {
@@ -418,8 +480,7 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
         Kind::Completion => "text_completion".into(),
     };
     body["choices"] = serde_json::Value::Array(vec![choice]);
-    if !run.faults.no_usage {
-        let u = Usage { prompt: run.prompt_tokens, completion: generated, cached: Some(cached) };
+    if let Some(u) = usage {
         body["usage"] = u.json();
     }
     axum::Json(body).into_response()

@@ -21,6 +21,9 @@ pub(crate) struct Parsed {
     pub stream: bool,
     pub include_usage: bool,
     pub continuous_usage: bool,
+    /// False when `chat_template_kwargs.enable_thinking` is `false`: a reasoning model then answers
+    /// without thinking, as Qwen3's and Ling's templates do.
+    pub thinking: bool,
 }
 
 pub(crate) fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
@@ -203,7 +206,18 @@ pub(crate) fn parse(state: &AppState, kind: Kind, body: &Value) -> Result<Parsed
         stream,
         include_usage,
         continuous_usage,
+        thinking: thinking(body)?,
     })
+}
+
+/// `chat_template_kwargs.enable_thinking`: only an explicit `false` turns thinking off (the
+/// templates' default is on); a kwargs that is not an object is refused, as vLLM's schema does.
+fn thinking(body: &Value) -> Result<bool, ApiError> {
+    match body.get("chat_template_kwargs") {
+        None | Some(Value::Null) => Ok(true),
+        Some(k @ Value::Object(_)) => Ok(k.get("enable_thinking") != Some(&Value::Bool(false))),
+        Some(_) => Err(ApiError::bad_request("`chat_template_kwargs` must be an object")),
+    }
 }
 
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;

@@ -9,5 +9,6 @@ mod engine;
 mod faults;
 mod flavors;
 mod noise;
+mod reasoning;
 mod schedule;
 mod trace;
