@@ -17,9 +17,10 @@ pub struct Thinking {
     /// From each request's send to its first answer chunk, ms, over the requests whose first answer
     /// came before the window closed (as TTFT's population is those whose first token did).
     pub ttfa_ms: Option<Quantiles>,
-    /// The mean of each ended request's thinking tokens (before its first answer chunk).
+    /// The mean thinking tokens (before the first answer chunk) of the requests that ended inside
+    /// the window: the cell's `completed` requests.
     pub reasoning_tokens_mean: Option<f64>,
-    /// Requests that ended with tokens but no answer: their thinking used up `max_tokens`.
+    /// Of those, the ones with tokens but no answer: their thinking used up `max_tokens`.
     pub no_answer: u64,
 }
 
@@ -35,8 +36,10 @@ pub fn thinking(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> 
     }
     let ttfa: Vec<f64> =
         logs.iter().filter_map(|l| l.first_answer.filter(|&a| a < window.end).map(|a| ms(l.sent, a))).collect();
-    let ended: Vec<f64> = logs.iter().zip(&thought).filter(|(l, _)| l.ended.is_some()).map(|(_, &t)| t).collect();
-    let no_answer = logs.iter().filter(|l| l.ended.is_some() && l.first_answer.is_none() && l.first_token.is_some());
+    // the cell's completed requests: those whose end arrived inside the window
+    let completed = |l: &RequestLog| l.ended.is_some_and(|t| window.contains(t));
+    let ended: Vec<f64> = logs.iter().zip(&thought).filter(|(l, _)| completed(l)).map(|(_, &t)| t).collect();
+    let no_answer = logs.iter().filter(|l| completed(l) && l.first_answer.is_none() && l.first_token.is_some());
     Some(Thinking {
         ttfa_ms: Quantiles::of(&ttfa),
         reasoning_tokens_mean: (!ended.is_empty()).then(|| ended.iter().sum::<f64>() / ended.len() as f64),
