@@ -532,3 +532,17 @@ impl<'a> Cursor<'a> {
         (self.i > start).then_some(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fast_path_reads_the_servers_count_of_thinking_tokens() {
+        let data =
+            br#"{"choices":[],"usage":{"completion_tokens":9,"completion_tokens_details":{"reasoning_tokens":7}}}"#;
+        let fast = read_chunk(data).unwrap();
+        assert_eq!((fast.completion_tokens, fast.reasoning_tokens), (Some(9), Some(7)));
+        assert_eq!(fast.into_owned(), parse_chunk(data).unwrap());
+    }
+}

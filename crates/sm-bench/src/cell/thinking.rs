@@ -7,7 +7,6 @@ use std::time::Instant;
 
 use sm_core::stats::Quantiles;
 
-use super::window::Window;
 use crate::stream::request_log::RequestLog;
 use crate::stream::tokens::split;
 
@@ -28,16 +27,17 @@ fn ms(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64() * 1000.0
 }
 
-/// See [`Thinking`]; `per_chunk` as the cell's token attribution takes it.
-pub fn thinking(logs: &[RequestLog], window: Window, per_chunk: Option<f64>) -> Option<Thinking> {
+/// See [`Thinking`]; the window is `[start, end)` (its type is the window module's, which calls
+/// this one); `per_chunk` as the cell's token attribution takes it.
+pub fn thinking(logs: &[RequestLog], (start, end): (Instant, Instant), per_chunk: Option<f64>) -> Option<Thinking> {
     let thought: Vec<f64> = logs.iter().map(|l| split(l, per_chunk).reasoning).collect();
     if !thought.iter().any(|&t| t > 0.0) {
         return None;
     }
     let ttfa: Vec<f64> =
-        logs.iter().filter_map(|l| l.first_answer.filter(|&a| a < window.end).map(|a| ms(l.sent, a))).collect();
+        logs.iter().filter_map(|l| l.first_answer.filter(|&a| a < end).map(|a| ms(l.sent, a))).collect();
     // the cell's completed requests: those whose end arrived inside the window
-    let completed = |l: &RequestLog| l.ended.is_some_and(|t| window.contains(t));
+    let completed = |l: &RequestLog| l.ended.is_some_and(|t| t >= start && t < end);
     let ended: Vec<f64> = logs.iter().zip(&thought).filter(|(l, _)| completed(l)).map(|(_, &t)| t).collect();
     let no_answer = logs.iter().filter(|l| completed(l) && l.first_answer.is_none() && l.first_token.is_some());
     Some(Thinking {
@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn a_cell_that_thought_has_its_wait_for_the_answer() {
         let t0 = Instant::now();
-        let window = Window { start: t0, end: t0 + Duration::from_secs(10) };
+        let window = (t0, t0 + Duration::from_secs(10));
         let logs = [
             // three thinking tokens, then two of answer
             log(t0, &[10, 20, 30, 40, 50], Some(40), true),
@@ -84,14 +84,14 @@ mod tests {
         assert_eq!(t.reasoning_tokens_mean, Some((3.0 + 1.0 + 2.0) / 3.0));
         assert_eq!(t.no_answer, 1);
         // an answer after the window closed is not in the population
-        let short = Window { start: t0, end: t0 + Duration::from_millis(100) };
+        let short = (t0, t0 + Duration::from_millis(100));
         assert_eq!(thinking(&logs, short, None).unwrap().ttfa_ms.unwrap().p50, 40.0);
     }
 
     #[test]
     fn a_cell_that_did_not_think_has_no_thinking_figures() {
         let t0 = Instant::now();
-        let window = Window { start: t0, end: t0 + Duration::from_secs(10) };
+        let window = (t0, t0 + Duration::from_secs(10));
         let logs = [log(t0, &[10, 20], Some(10), true), log(t0, &[15], Some(15), false)];
         assert_eq!(thinking(&logs, window, None), None);
     }

@@ -155,7 +155,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         per_request,
         ci,
         trend,
-        thinking: super::thinking::thinking(logs, window, per_chunk),
+        thinking: super::thinking::thinking(logs, (window.start, window.end), per_chunk),
     }
 }
 
