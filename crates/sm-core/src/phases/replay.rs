@@ -11,7 +11,7 @@ use crate::slo::{BoundCheck, BoundName};
 
 mod search;
 
-pub use search::{CapacitySearch, MAX_SCALE, MIN_SCALE, Next, PRECISION};
+pub use search::{CapacitySearch, MAX_SCALE, MIN_SCALE, Next, PRECISION, same_scale};
 
 impl Serialize for ReplayFormat {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -227,11 +227,7 @@ pub(super) fn terminal(s: &mut String, record: &RunRecord, width: usize) {
             let line = match l.status {
                 LevelStatus::Measured => format!(
                     "{label:>8} {rate:>6} req/s{}: achieved {} req/s ({} of {} completed), TTFT p50/p99 {}/{}, {} tok/s, goodput {}",
-                    match l.verdict() {
-                        Some(Saturation::Saturated) => " SATURATED",
-                        Some(Saturation::Unknown) => " (saturation unknown)",
-                        _ => "",
-                    },
+                    saturation_mark(l),
                     shown(l, "achieved_rps"),
                     c.completed,
                     c.scheduled,
@@ -358,6 +354,15 @@ pub(super) fn csv(record: &RunRecord) -> Option<String> {
     let mut file = Table::new(csv_header(), Ending::Lf);
     phase.levels.iter().for_each(|l| file.row(csv_row(l)));
     Some(file.finish())
+}
+
+/// What a console line adds after a level's rate about its verdict: nothing when it kept up.
+pub(super) fn saturation_mark(l: &RateLevel) -> &'static str {
+    match l.verdict() {
+        Some(Saturation::Saturated) => " SATURATED",
+        Some(Saturation::Unknown) => " (saturation unknown)",
+        _ => "",
+    }
 }
 
 #[cfg(test)]

@@ -30,7 +30,7 @@ use schedule::{LevelSize, schedule};
 /// A level during which the server went away is an error (`--resume --retry-failed` measures it
 /// again), its figures kept as measured; it is not judged saturated, since the server's loss, not
 /// its load, left requests unanswered, and it has no telemetry.
-fn server_lost(mut level: RateLevel) -> RateLevel {
+pub(super) fn server_lost(mut level: RateLevel) -> RateLevel {
     let why = level.reason.take().unwrap_or_else(|| {
         let c = &level.counts;
         format!("{} of {} requests failed", c.failed, c.scheduled)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use sm_client::openai::Prompt;
 use sm_core::phases::PhaseKind;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RequestRate};
-use sm_core::phases::replay::{Next, ReplayLevel, ReplayPhase, ReplaySettings, ScaleVerdict};
+use sm_core::phases::replay::{Next, ReplayLevel, ReplayPhase, ReplaySettings, ScaleVerdict, same_scale};
 use sm_core::record::{RunStatus, fnv1a64};
 use sm_core::replay::{ReplayFormat, ReplayInput};
 use sm_core::requests::{RequestLine, RequestPhase};
@@ -21,7 +21,7 @@ use crate::prompts::blocks::{LEAD, Vocabulary};
 use crate::prompts::sizing::{Method, Sizer};
 use crate::runner::progress::{RunEvent, Step};
 use crate::runner::prompts::Prompts;
-use crate::runner::server_lost::{Seen, lost_reason};
+use crate::runner::server_lost::Seen;
 use crate::runner::{RunError, Runner};
 
 mod prefix;
@@ -277,21 +277,7 @@ fn unmeasured(config: &ReplayConfig, scale: f64, searched: bool, status: LevelSt
     ReplayLevel { time_scale: scale, searched, level, prefix: None, verdict: None }
 }
 
-/// A level during which the server went away: an error (`--resume --retry-failed` measures it
-/// again), as a rate level's is.
-fn server_lost(mut level: ReplayLevel) -> ReplayLevel {
-    let l = &mut level.level;
-    let why =
-        l.reason.take().unwrap_or_else(|| format!("{} of {} requests failed", l.counts.failed, l.counts.scheduled));
-    l.reason = Some(lost_reason(&why));
-    l.status = LevelStatus::Error;
-    l.saturated = false;
-    l.saturation = None;
-    l.telemetry = Default::default();
-    level.verdict = None;
-    level
-}
-
-fn same_scale(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
+/// A level during which the server went away: an error, as a rate level's is, with no verdict.
+fn server_lost(level: ReplayLevel) -> ReplayLevel {
+    ReplayLevel { level: super::rate::server_lost(level.level), verdict: None, ..level }
 }

@@ -36,7 +36,7 @@ impl CapacitySearch {
     }
 
     pub fn add(&mut self, scale: f64, met: bool) {
-        self.tried.retain(|&(s, _)| !same(s, scale));
+        self.tried.retain(|&(s, _)| !same_scale(s, scale));
         self.tried.push((scale, met));
     }
 
@@ -65,7 +65,7 @@ impl CapacitySearch {
 }
 
 /// Two scales the search treats as one.
-fn same(a: f64, b: f64) -> bool {
+pub fn same_scale(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * a.abs().max(b.abs())
 }
 

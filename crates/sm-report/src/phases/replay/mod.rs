@@ -13,7 +13,7 @@ use sm_core::phases::rate::{LevelStatus, RateLevel, Saturation};
 use sm_core::phases::replay::{PrefixReuse, ReplayLevel, ReplaySettings, ScaleVerdict};
 use sm_core::record::RunRecord;
 
-use super::rate::{goodput, latency_charts, noted, table_html, table_markdown};
+use super::rate::{goodput, latency_charts, noted, saturation_mark, table_html, table_markdown};
 use crate::escape::{Text, markdown_cell};
 use crate::format::{self, figure_named as shown, opt};
 
@@ -169,11 +169,7 @@ fn line(r: &ReplayLevel) -> String {
     if l.status != LevelStatus::Measured {
         return format!("{key} {}", l.reason.as_deref().unwrap_or_default());
     }
-    let saturation = match l.verdict() {
-        Some(Saturation::Saturated) => " SATURATED",
-        Some(Saturation::Unknown) => " (saturation unknown)",
-        _ => "",
-    };
+    let saturation = saturation_mark(l);
     format!(
         "{key} {} req/s{saturation}: achieved {} req/s ({} of {} completed), TTFT p50/p99 {}/{}, {} tok/s, goodput {}, \
          cached {}, SLO met {}",
