@@ -216,6 +216,8 @@ impl WireLog {
             sent: t(self.sent),
             first_token: self.first_token.map(t),
             first_answer: self.first_answer.map(t),
+            // not sent: the split falls back to the instants
+            answer_point: None,
             points: self.points.iter().map(|&(ns, chunks, usage)| Point { at: t(ns), chunks, usage }).collect(),
             ended: self.ended.map(t),
             usage: self.usage,

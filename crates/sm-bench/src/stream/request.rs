@@ -220,7 +220,9 @@ impl ReadState {
             observer.first_token(at - log.sent);
         }
         if !chunk.content.is_empty() {
-            log.first_answer.get_or_insert(at);
+            if log.first_answer.is_none() {
+                (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
+            }
             observer.content(&chunk.content);
         }
         record_tokens(log, at, chunk.has_text, chunk.completion_tokens, observer);

@@ -22,6 +22,9 @@ pub struct RequestLog {
     /// The first chunk with answer text (content, or a completion's text): later than
     /// `first_token` by the thinking of a reasoning model, the same instant otherwise.
     pub first_answer: Option<Instant>,
+    /// How many points came before the first answer chunk's: chunks read together share one
+    /// instant, so the split between thinking and answer is by place, not by time.
+    pub answer_point: Option<usize>,
     pub points: Vec<Point>,
     /// `finish_reason` or `[DONE]` arrived (the request completed normally).
     pub ended: Option<Instant>,
@@ -49,6 +52,7 @@ impl RequestLog {
             sent,
             first_token: None,
             first_answer: None,
+            answer_point: None,
             points: Vec::new(),
             ended: None,
             usage: true,

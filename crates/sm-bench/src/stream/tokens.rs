@@ -139,9 +139,13 @@ pub struct TokenSplit {
 pub fn split(log: &RequestLog, ratio: Option<f64>) -> TokenSplit {
     let counts = attribute(&log.points, ratio);
     let total = counts.last().map_or(0.0, |c| c.0);
-    let reasoning = match log.first_answer {
-        None => total,
-        Some(a) => log.points.iter().zip(&counts).take_while(|(p, _)| p.at < a).last().map_or(0.0, |(_, c)| c.0),
+    let reasoning = match (log.first_answer, log.answer_point) {
+        (None, _) => total,
+        (Some(_), Some(k)) => k.checked_sub(1).and_then(|i| counts.get(i)).map_or(0.0, |c| c.0),
+        // a log from another rank's wire: by time
+        (Some(a), None) => {
+            log.points.iter().zip(&counts).take_while(|(p, _)| p.at < a).last().map_or(0.0, |(_, c)| c.0)
+        }
     };
     TokenSplit { reasoning, answer: total - reasoning }
 }
