@@ -295,6 +295,7 @@ impl Runner<'_> {
             ignore_eos: self.settings.ignore_eos,
             continuous_usage,
             temperature: self.settings.temperature,
+            reasoning: self.settings.reasoning,
         }
     }
 

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 use serde_json::{Value, json};
-use sm_core::record::Api;
+use sm_core::record::{Api, ReasoningEffort, ThinkingMode};
 
 /// A prompt: chat messages (`role`, `content`); for `/v1/completions` they are
 /// joined into one text.
@@ -22,6 +22,32 @@ impl Prompt {
     }
 }
 
+/// What a request asks of a reasoning model's thinking (`--thinking`, `--reasoning-effort`);
+/// the default sends nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Reasoning {
+    pub thinking: Option<ThinkingMode>,
+    pub effort: Option<ReasoningEffort>,
+}
+
+impl Reasoning {
+    /// `chat_template_kwargs` for a chat request: it changes the rendered prompt, so the prompt's
+    /// token count is asked with it too.
+    pub fn template_kwargs(&self) -> Option<Value> {
+        self.thinking.map(|t| json!({"enable_thinking": t == ThinkingMode::On}))
+    }
+
+    /// Adds what `self` asks to a request body of `api`.
+    pub fn apply(&self, api: Api, body: &mut Value) {
+        if let (Api::Chat, Some(kwargs)) = (api, self.template_kwargs()) {
+            body["chat_template_kwargs"] = kwargs;
+        }
+        if let Some(e) = self.effort {
+            body["reasoning_effort"] = Value::String(e.as_str().into());
+        }
+    }
+}
+
 /// Everything that shapes one generation request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RequestSpec {
@@ -33,6 +59,7 @@ pub struct RequestSpec {
     /// `stream_options.continuous_usage_stats`: usage on every chunk.
     pub continuous_usage: bool,
     pub temperature: Option<f64>,
+    pub reasoning: Reasoning,
 }
 
 impl RequestSpec {
@@ -65,6 +92,7 @@ impl RequestSpec {
         if let Some(t) = self.temperature {
             body["temperature"] = json!(t);
         }
+        self.reasoning.apply(self.api, &mut body);
         body
     }
 }
@@ -246,12 +274,25 @@ mod tests {
             ignore_eos: true,
             continuous_usage: true,
             temperature: None,
+            reasoning: Reasoning::default(),
         };
         let prompt = Prompt { messages: vec![("user".into(), "hi".into())] };
         let b = spec.body(&prompt);
         assert_eq!(b["messages"][0]["content"], "hi");
         assert_eq!(b["stream_options"]["continuous_usage_stats"], true);
         assert_eq!(b["ignore_eos"], true);
+        assert!(b.get("chat_template_kwargs").is_none() && b.get("reasoning_effort").is_none(), "nothing asked");
+        for (thinking, enable) in [(ThinkingMode::On, true), (ThinkingMode::Off, false)] {
+            let reasoning = Reasoning { thinking: Some(thinking), effort: Some(ReasoningEffort::High) };
+            let b = RequestSpec { reasoning, ..spec.clone() }.body(&prompt);
+            assert_eq!(
+                (&b["chat_template_kwargs"]["enable_thinking"], &b["reasoning_effort"]),
+                (&json!(enable), &json!("high"))
+            );
+            // a completion has no chat template to pass it to
+            let b = RequestSpec { reasoning, api: Api::Completions, ..spec.clone() }.body(&prompt);
+            assert!(b.get("chat_template_kwargs").is_none());
+        }
         let c = RequestSpec { api: Api::Completions, stream: false, ..spec };
         let b = c.body(&prompt);
         assert_eq!(b["prompt"], "hi");

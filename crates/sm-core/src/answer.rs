@@ -192,6 +192,7 @@ pub fn summary(cell: &DecodeCell) -> SummaryFigures {
     SummaryFigures {
         per_request_tok_s: cell.per_request_tok_s,
         ttft_ms: [cell.ttft_ms.p50, cell.ttft_ms.p90, cell.ttft_ms.p99],
+        ttfa_ms: [cell.ttfa_ms.p50, cell.ttfa_ms.p90, cell.ttfa_ms.p99],
         tbt_ms: [cell.tbt_ms.p50, cell.tbt_ms.p90, cell.tbt_ms.p99],
     }
 }

@@ -41,6 +41,9 @@ impl fmt::Display for Unanswerable {
 fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64)> {
     let summary: Vec<(u8, Option<f64>)> = match figure {
         Figure::Ttft => vec![(50, cell.ttft_ms.p50), (90, cell.ttft_ms.p90), (99, cell.ttft_ms.p99)],
+        // stored only where a request of the cell thought: not read off TTFT (an older record's
+        // TTFT may be a thinking token's)
+        Figure::Ttfa => vec![(50, cell.ttfa_ms.p50), (90, cell.ttfa_ms.p90), (99, cell.ttfa_ms.p99)],
         Figure::Tbt => vec![(50, cell.tbt_ms.p50), (90, cell.tbt_ms.p90), (99, cell.tbt_ms.p99)],
         // the cell's per-request tok/s is the median of its requests' own speeds
         Figure::TokS => vec![(50, cell.per_request_tok_s)],

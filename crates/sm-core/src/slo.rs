@@ -15,6 +15,9 @@ pub enum Figure {
     TokS,
     /// Time to first token, ms: less is better.
     Ttft,
+    /// Time to first answer token (a reasoning model's wait past its thinking, §7.3), ms: less is
+    /// better. The same as TTFT for a request that did not think.
+    Ttfa,
     /// Time between tokens (a request's mean), ms: less is better.
     Tbt,
 }
@@ -24,9 +27,12 @@ impl Figure {
         match self {
             Figure::TokS => "tok_s",
             Figure::Ttft => "ttft",
+            Figure::Ttfa => "ttfa",
             Figure::Tbt => "tbt",
         }
     }
+
+    pub const ALL: [Figure; 4] = [Figure::TokS, Figure::Ttft, Figure::Ttfa, Figure::Tbt];
 
     /// Whether a larger value is the better one (the bound is a floor, not a ceiling).
     pub fn higher_is_better(self) -> bool {
@@ -64,7 +70,7 @@ impl FromStr for BoundKey {
     /// so that a key read from a record is written back the same.
     fn from_str(s: &str) -> Result<BoundKey, ()> {
         let (name, p) = s.rsplit_once("_p").ok_or(())?;
-        let figure = [Figure::TokS, Figure::Ttft, Figure::Tbt].into_iter().find(|f| f.name() == name).ok_or(())?;
+        let figure = Figure::ALL.into_iter().find(|f| f.name() == name).ok_or(())?;
         let percentile: u8 = p.parse().map_err(|_| ())?;
         let key = BoundKey { figure, percentile };
         ((1..=99).contains(&percentile) && key.to_string() == s).then_some(key).ok_or(())
@@ -134,7 +140,7 @@ impl<'de> Deserialize<'de> for BoundName {
 // what a writer writes.
 crate::record::schema::written_as!(BoundName, "BoundName", {
     "type": "string",
-    "pattern": "^(tok_s|ttft|tbt)_p[0-9]{1,2}$",
+    "pattern": "^(tok_s|ttft|ttfa|tbt)_p[0-9]{1,2}$",
     "description": "The figure and percentile, e.g. `tok_s_p10`."
 });
 
@@ -158,6 +164,7 @@ impl Bound {
         match self.figure {
             Figure::TokS => tbt.is_none_or(|t| t <= 0.0 || self.holds(1000.0 / t)),
             Figure::Ttft => request.ttft_ms.is_none_or(|v| self.holds(v)),
+            Figure::Ttfa => request.ttfa_ms.is_none_or(|v| self.holds(v)),
             Figure::Tbt => tbt.is_none_or(|v| self.holds(v)),
         }
     }
@@ -167,6 +174,7 @@ impl Bound {
         let values: Vec<f64> = match self.figure {
             Figure::TokS => requests.iter().filter_map(RequestFigures::tok_s).collect(),
             Figure::Ttft => requests.iter().filter_map(|r| r.ttft_ms).collect(),
+            Figure::Ttfa => requests.iter().filter_map(|r| r.ttfa_ms).collect(),
             Figure::Tbt => requests.iter().filter_map(|r| r.tbt_ms).collect(),
         };
         percentile(&values, f64::from(self.percentile))
@@ -225,7 +233,7 @@ pub enum SloError {
     #[error("'{0}' is not a bound: write FIGURE[_pNN]>=VALUE or <=VALUE, e.g. 'tok_s_p10>=30' or 'ttft_p90<=2s'")]
     Syntax(String),
     #[error(
-        "'{0}' names a figure speedmatrix does not measure per request: use tok_s, ttft or tbt (each with an optional _pNN percentile)"
+        "'{0}' names a figure speedmatrix does not measure per request: use tok_s, ttft, ttfa or tbt (each with an optional _pNN percentile)"
     )]
     UnknownFigure(String),
     #[error("'{0}': the percentile must be a whole number from 1 to 99 (p50 is the median)")]
@@ -278,6 +286,7 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
     let figure = match figure_name {
         "tok_s" => Figure::TokS,
         "ttft" => Figure::Ttft,
+        "ttfa" => Figure::Ttfa,
         "tbt" => Figure::Tbt,
         _ => return Err(SloError::UnknownFigure(part.to_string())),
     };
@@ -336,6 +345,9 @@ pub struct RequestFigures {
     /// Output tokens it received inside the window.
     pub tokens: f64,
     pub ttft_ms: Option<f64>,
+    /// Time to its first answer token: the TTFT of a request that did not think; infinite for one
+    /// that ended with no answer (its thinking used up `max_tokens`), so a bound on it fails.
+    pub ttfa_ms: Option<f64>,
     /// Its mean time between tokens inside the window; `None` with fewer than two tokens there.
     pub tbt_ms: Option<f64>,
     /// Without `tbt_ms`: the longest time inside the window, while it streamed (after its first
@@ -355,10 +367,11 @@ impl RequestFigures {
 pub struct BoundCheck {
     /// The bound's figure and percentile, written `tok_s_p10`.
     pub bound: BoundName,
-    /// The limit (tok/s for `tok_s`, ms for `ttft` and `tbt`).
+    /// The limit (tok/s for `tok_s`, ms for `ttft`, `ttfa` and `tbt`).
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub limit: f64,
-    /// The cell's figure at the bound's percentile; null when no request measured it.
+    /// The cell's figure at the bound's percentile; null when no request measured it, or (`ttfa`)
+    /// when the percentile falls on a request that never answered.
     pub value: Option<f64>,
     pub holds: bool,
 }
@@ -419,7 +432,9 @@ impl Slo {
 }
 
 fn check(b: &Bound, value: Option<f64>) -> BoundCheck {
-    BoundCheck { bound: b.key().into(), limit: b.limit, value, holds: value.is_some_and(|v| b.holds(v)) }
+    // an infinite TTFA (a request that never answered) fails the bound and has no value to show
+    let holds = value.is_some_and(|v| b.holds(v));
+    BoundCheck { bound: b.key().into(), limit: b.limit, value: value.filter(|v| v.is_finite()), holds }
 }
 
 /// The percentiles a cell's summary carries: per-request tok/s (median), TTFT and TBT at p50,
@@ -429,6 +444,8 @@ fn check(b: &Bound, value: Option<f64>) -> BoundCheck {
 pub struct SummaryFigures {
     pub per_request_tok_s: Option<f64>,
     pub ttft_ms: [Option<f64>; 3],
+    /// Only where the cell stored them (a request thought): none is read off TTFT.
+    pub ttfa_ms: [Option<f64>; 3],
     pub tbt_ms: [Option<f64>; 3],
 }
 
@@ -453,6 +470,7 @@ impl SummaryFigures {
             }
             Figure::TokS => Self::at(&self.tbt_ms, 100 - b.percentile).filter(|&t| t > 0.0).map(|t| 1000.0 / t),
             Figure::Ttft => Self::at(&self.ttft_ms, b.percentile),
+            Figure::Ttfa => Self::at(&self.ttfa_ms, b.percentile),
             Figure::Tbt => Self::at(&self.tbt_ms, b.percentile),
         }
     }

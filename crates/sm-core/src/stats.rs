@@ -20,7 +20,9 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> Option<f64> {
     let lo = k.floor() as usize;
     let hi = k.ceil() as usize;
     let frac = k - lo as f64;
-    Some(sorted[lo] + (sorted[hi] - sorted[lo]) * frac)
+    let (a, b) = (sorted[lo], sorted[hi]);
+    // written so that an infinite value (a request that never answered) gives infinity, not NaN
+    Some(if frac == 0.0 || a == b { a } else { a + (b - a) * frac })
 }
 
 pub fn median(values: &[f64]) -> Option<f64> {

@@ -195,6 +195,7 @@ fn bound_words(b: &Bound) -> String {
     match b.figure {
         Figure::TokS => format!("≥ {} tok/s each (p{})", trim(b.limit), b.percentile),
         Figure::Ttft => format!("TTFT p{} ≤ {}", b.percentile, duration(b.limit)),
+        Figure::Ttfa => format!("first answer token p{} ≤ {}", b.percentile, duration(b.limit)),
         Figure::Tbt => format!("TBT p{} ≤ {}", b.percentile, duration(b.limit)),
     }
 }
@@ -213,6 +214,7 @@ fn figure_name(figure: Figure) -> &'static str {
     match figure {
         Figure::TokS => "per-user tok/s",
         Figure::Ttft => "TTFT",
+        Figure::Ttfa => "TTFA",
         Figure::Tbt => "TBT",
     }
 }

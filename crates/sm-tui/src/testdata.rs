@@ -54,6 +54,8 @@ pub fn record() -> RunRecord {
             prompt_source: sm_core::record::PromptSource::ServerTokenize,
             ignore_eos: true,
             temperature: None,
+            thinking: None,
+            reasoning_effort: None,
             timing: Default::default(),
             slo: None,
             cost_per_hour_usd: None,

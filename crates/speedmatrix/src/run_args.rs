@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
-use sm_core::record::Api;
+use sm_core::record::{Api, ReasoningEffort, ThinkingMode};
 use sm_core::slo::Slo;
 
 use crate::limits;
@@ -88,6 +88,13 @@ pub struct RunArgs {
     /// API form: chat (/v1/chat/completions) or completions (/v1/completions) [default: chat].
     #[arg(long, help_heading = heading::SERVER, value_enum)]
     pub(crate) api: Option<ApiFlag>,
+    /// A reasoning model's thinking on or off, sent as chat_template_kwargs.enable_thinking (and
+    /// used to count each prompt) [default: not sent, the template's default].
+    #[arg(long, help_heading = heading::SERVER, value_enum, value_name = "on|off")]
+    pub(crate) thinking: Option<ThinkingFlag>,
+    /// Sent as reasoning_effort, for models that take it (e.g. gpt-oss) [default: not sent].
+    #[arg(long, help_heading = heading::SERVER, value_enum)]
+    pub(crate) reasoning_effort: Option<EffortFlag>,
     /// A local tokenizer.json (or a model directory that has one) to size prompts exactly when the
     /// server has no /tokenize (hosted APIs). Read from disk, never downloaded.
     #[arg(long, help_heading = heading::SERVER, value_name = "PATH")]
@@ -204,6 +211,40 @@ impl From<ApiFlag> for Api {
         match f {
             ApiFlag::Chat => Api::Chat,
             ApiFlag::Completions => Api::Completions,
+        }
+    }
+}
+
+/// `--thinking`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ThinkingFlag {
+    On,
+    Off,
+}
+
+impl From<ThinkingFlag> for ThinkingMode {
+    fn from(f: ThinkingFlag) -> ThinkingMode {
+        match f {
+            ThinkingFlag::On => ThinkingMode::On,
+            ThinkingFlag::Off => ThinkingMode::Off,
+        }
+    }
+}
+
+/// `--reasoning-effort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum EffortFlag {
+    Low,
+    Medium,
+    High,
+}
+
+impl From<EffortFlag> for ReasoningEffort {
+    fn from(f: EffortFlag) -> ReasoningEffort {
+        match f {
+            EffortFlag::Low => ReasoningEffort::Low,
+            EffortFlag::Medium => ReasoningEffort::Medium,
+            EffortFlag::High => ReasoningEffort::High,
         }
     }
 }

@@ -58,6 +58,8 @@ fn lay_flags(args: &RunArgs, s: &mut RunSettings) -> Result<(), String> {
     s.max_tokens = args.max_tokens.unwrap_or(s.max_tokens);
     s.prefill_at_max &= !args.no_prefill_at_max;
     s.api = args.api.map_or(s.api, Into::into);
+    s.reasoning.thinking = args.thinking.map(Into::into).or(s.reasoning.thinking);
+    s.reasoning.effort = args.reasoning_effort.map(Into::into).or(s.reasoning.effort);
     s.rule = args.capacity_rule.unwrap_or(s.rule);
     set(&mut s.timing.duration, args.duration);
     set(&mut s.timing.ready_stable, args.ready_stable);
@@ -126,6 +128,7 @@ fn validate(s: &RunSettings) -> Result<(), String> {
     }
     MAX_TOKENS.check_flag(s.max_tokens.0)?;
     REPEATS.check_flag(u64::from(s.repeats))?;
+
     limits::check_readiness(t.ready_stable, t.ready_timeout)
 }
 
@@ -267,6 +270,10 @@ fn run_settings(args: &RunArgs, resumed: Option<&RunRecord>, engine: &Engine) ->
         }
         None => "a setting is out of range".to_string(),
     })?;
+    anyhow::ensure!(
+        run.api == sm_core::record::Api::Chat || run.reasoning == sm_client::openai::Reasoning::default(),
+        "--thinking and --reasoning-effort are chat settings (the chat template reads them): use them with --api chat"
+    );
     run.phases = args.phases.resolve(resumed, run.find_capacity)?;
     Ok(run)
 }

@@ -117,6 +117,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
             per_request.push(RequestFigures {
                 tokens: seen.tokens,
                 ttft_ms: Some(ms(first - log.sent)),
+                ttfa_ms: ttfa_ms(log, window),
                 tbt_ms: seen.tbt_ms,
                 silent_ms: seen.tbt_ms.is_none().then(|| silent_ms(log, window)),
             });
@@ -327,6 +328,18 @@ pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window
         seen.tbt_ms = (b_tokens > a_tokens).then(|| ms(b_at - a_at) / (b_tokens - a_tokens));
     }
     seen
+}
+
+/// A request's wait for its first answer token, as an SLO bound reads it (§11.2): from its send to
+/// its first answer chunk where that came before the window closed; infinite for a request that
+/// ended before then with no answer (its thinking used up `max_tokens`); unknown while it still
+/// thinks. The population is TTFT's: every request whose first token came before the window closed.
+fn ttfa_ms(log: &RequestLog, window: Window) -> Option<f64> {
+    match log.first_answer {
+        Some(a) if a < window.end => Some(ms(a - log.sent)),
+        None if log.ended.is_some_and(|t| t < window.end) => Some(f64::INFINITY),
+        _ => None,
+    }
 }
 
 /// The longest time inside the window that `log` went without a token while it streamed (from its

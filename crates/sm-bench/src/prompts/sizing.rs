@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::json;
 use sm_client::Client;
 use sm_client::discover::{self, ServerFacts};
-use sm_client::openai::{Prompt, RequestSpec};
+use sm_client::openai::{Prompt, Reasoning, RequestSpec};
 use sm_core::record::{Api, PromptSource};
 
 use crate::prompts::prompt::{self, CALIBRATION};
@@ -44,6 +44,8 @@ pub struct Sizer {
     client: Client,
     facts: ServerFacts,
     api: Api,
+    /// What the chat template is rendered with: its prompts are counted as they will be sent.
+    reasoning: Reasoning,
     local: Option<Arc<LocalTokenizer>>,
     pub method: Method,
     /// What a person should know about how lengths were fixed (e.g. an unused `--tokenizer`).
@@ -71,7 +73,7 @@ impl Sizer {
     pub async fn new(
         client: &Client,
         facts: &ServerFacts,
-        api: Api,
+        (api, reasoning): (Api, Reasoning),
         run_id: &str,
         smallest: u64,
         local: Option<Arc<LocalTokenizer>>,
@@ -80,12 +82,13 @@ impl Sizer {
             client: client.clone(),
             facts: facts.clone(),
             api,
+            reasoning,
             local: None,
             method: Method::ServerTokenize,
             notes: Vec::new(),
         };
         let probe = prompt::build(&prompt::tag(run_id, CALIBRATION, 0), 16);
-        if let Ok(Some(_)) = discover::count_tokens(client, facts, api, &probe).await {
+        if let Ok(Some(_)) = discover::count_tokens(client, facts, (api, &reasoning), &probe).await {
             if let Some(t) = &local {
                 sizer.notes.push(format!(
                     "the server counts tokens itself (/tokenize), so --tokenizer {} was not needed",
@@ -189,7 +192,7 @@ impl Sizer {
     pub async fn token_ids(&self, prompt: &Prompt) -> Option<Vec<u64>> {
         match self.method {
             Method::ServerTokenize => {
-                discover::token_ids(&self.client, &self.facts, self.api, prompt).await.ok().flatten()
+                discover::token_ids(&self.client, &self.facts, (self.api, &self.reasoning), prompt).await.ok().flatten()
             }
             _ => None,
         }
@@ -200,7 +203,7 @@ impl Sizer {
         if let (Method::LocalTokenizer { overhead, .. }, Some(t)) = (self.method, &self.local) {
             return Ok(t.count_prompt(&p, self.api).map_err(|e| e.to_string())? + overhead);
         }
-        match discover::count_tokens(&self.client, &self.facts, self.api, &p).await {
+        match discover::count_tokens(&self.client, &self.facts, (self.api, &self.reasoning), &p).await {
             Ok(Some(n)) => Ok(n),
             Ok(None) => Err("the server stopped counting tokens".into()),
             Err(e) => Err(format!("counting prompt tokens failed: {e}")),
@@ -248,6 +251,7 @@ impl Sizer {
             ignore_eos: false,
             continuous_usage: false,
             temperature: None,
+            reasoning: self.reasoning,
         };
         let body = spec.body(p);
         let resp = self

@@ -55,6 +55,15 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
         dc.ttfa_ms = percentiles(t.ttfa_ms);
         dc.reasoning_tokens_mean = t.reasoning_tokens_mean.map(round1);
         dc.no_answer = Some(t.no_answer);
+        dc.answer_tokens_mean = t.answer_tokens_mean.map(round1);
+        dc.answer_tok_s = t.answer_tok_s.map(round3);
+        dc.usage_reasoning_tokens_mean = t.usage_reasoning_tokens_mean.map(round1);
+        dc.reasoning_disagree = t.reasoning_disagree;
+        if let Some(n) = t.reasoning_disagree.filter(|&n| n > 0) {
+            dc.warnings.push(format!(
+                "{n} requests' thinking tokens differ between the stream and the server's usage count by more than one"
+            ));
+        }
     }
     dc.client_retries = (f.retried > 0).then_some(f.retried);
     if let Some(h) = outcome.health {

@@ -47,7 +47,15 @@ impl Runner<'_> {
         self.reporter.step(&Step::Sizing);
         let smallest = contexts.first().map_or(1024, |c| c.0);
         let local = self.start.tokenizer.clone();
-        let sizer = Sizer::new(&self.client, &self.facts, self.settings.api, &self.run_id, smallest, local).await?;
+        let sizer = Sizer::new(
+            &self.client,
+            &self.facts,
+            (self.settings.api, self.settings.reasoning),
+            &self.run_id,
+            smallest,
+            local,
+        )
+        .await?;
         let mut by_context = Vec::new();
         let mut diffs = Vec::new();
         let mut recorded_before = Vec::new();

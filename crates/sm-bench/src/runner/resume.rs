@@ -30,6 +30,11 @@ pub fn differences(old: &RunRecord, new: &RunRecord) -> Vec<String> {
     cmp("API", format!("{:?}", o.api), format!("{:?}", n.api));
     cmp("ignore_eos", o.ignore_eos.to_string(), n.ignore_eos.to_string());
     cmp("temperature", show(&o.temperature), show(&n.temperature));
+    // thinking on or off changes the prompt (the template) and what each request generates
+    let sent = |v: Option<String>| v.unwrap_or_else(|| "not sent".into());
+    cmp("--thinking", sent(o.thinking.map(|t| t.to_string())), sent(n.thinking.map(|t| t.to_string())));
+    let (a, b) = (o.reasoning_effort.map(|e| e.to_string()), n.reasoning_effort.map(|e| e.to_string()));
+    cmp("--reasoning-effort", sent(a), sent(b));
     // the finished cells were judged against the old SLO; a record written before SLOs has none
     if let (Some(a), Some(b)) = (&o.slo, &n.slo) {
         cmp("SLO (--slo)", a.to_string(), b.to_string());

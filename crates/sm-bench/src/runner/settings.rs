@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use sm_client::openai::Reasoning;
 use sm_core::Tokens;
 use sm_core::capacity::CapacityRule;
 use sm_core::plan::Plan;
@@ -55,6 +56,8 @@ pub struct RunSettings {
     pub idle_gap: Duration,
     pub ignore_eos: bool,
     pub temperature: Option<f64>,
+    /// `--thinking`, `--reasoning-effort`: sent on every request, and used to count its prompt.
+    pub reasoning: Reasoning,
     /// Free text, already redacted.
     pub label: Option<String>,
     /// The service level every valid decode cell is judged against.
@@ -90,6 +93,7 @@ impl Default for RunSettings {
             idle_gap: crate::runner::progress::IDLE_GAP,
             ignore_eos: true,
             temperature: None,
+            reasoning: Reasoning::default(),
             label: None,
             slo: Slo::default(),
             cost_per_hour: None,
@@ -126,6 +130,8 @@ impl RunSettings {
             prompt_source,
             ignore_eos: self.ignore_eos,
             temperature: self.temperature,
+            thinking: self.reasoning.thinking,
+            reasoning_effort: self.reasoning.effort,
             // run.json writes "off" as 0 s, as it always has
             timing: TimingSettings {
                 warmup_s: secs(self.warmup.unwrap_or(Duration::ZERO)),
@@ -196,6 +202,7 @@ impl RunSettings {
             repeats: s.repeats.unwrap_or(1),
             save_requests: s.save_requests,
             gpu_metrics: s.gpu_metrics.clone(),
+            reasoning: Reasoning { thinking: s.thinking, effort: s.reasoning_effort },
             ..d
         })
     }

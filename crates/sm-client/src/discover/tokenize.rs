@@ -7,7 +7,7 @@ use sm_core::record::Api;
 
 use super::{Engine, ServerFacts, TokenizeApi};
 use crate::http::{Client, ClientError};
-use crate::openai::Prompt;
+use crate::openai::{Prompt, Reasoning};
 
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Tokenizing a 256K-token prompt on a busy CPU can take seconds.
@@ -38,9 +38,21 @@ fn count_of(api: TokenizeApi, v: &Value) -> Option<u64> {
 
 /// The request body that counts `prompt` as `api` sends it; `None` when this
 /// server cannot count that form (llama.cpp does not apply chat templates in /tokenize).
-fn tokenize_body(tokenize: TokenizeApi, model: &str, api: Api, prompt: &Prompt) -> Option<Value> {
+fn tokenize_body(
+    tokenize: TokenizeApi,
+    model: &str,
+    api: Api,
+    prompt: &Prompt,
+    reasoning: &Reasoning,
+) -> Option<Value> {
     match (tokenize, api) {
-        (TokenizeApi::Vllm, Api::Chat) => Some(json!({"model": model, "messages": prompt.messages_json()})),
+        (TokenizeApi::Vllm, Api::Chat) => {
+            let mut body = json!({"model": model, "messages": prompt.messages_json()});
+            if let Some(kwargs) = reasoning.template_kwargs() {
+                body["chat_template_kwargs"] = kwargs;
+            }
+            Some(body)
+        }
         (TokenizeApi::Vllm, Api::Completions) => Some(json!({"model": model, "prompt": prompt.as_text()})),
         // llama.cpp's completions add BOS; its /tokenize does not unless asked.
         (TokenizeApi::Llamacpp, Api::Completions) => Some(json!({"content": prompt.as_text(), "add_special": true})),
@@ -51,14 +63,21 @@ fn tokenize_body(tokenize: TokenizeApi, model: &str, api: Api, prompt: &Prompt) 
 /// llama.cpp's /tokenize does not apply the chat template, but its
 /// `/apply-template` renders the exact text a chat request is tokenized from;
 /// that text with BOS (`add_special`) and special tokens parsed is the count.
-async fn count_llamacpp_chat(client: &Client, prompt: &Prompt) -> Result<Option<u64>, ClientError> {
-    let rendered =
-        match client.post_json("/apply-template", &json!({"messages": prompt.messages_json()}), COUNT_TIMEOUT).await {
-            Ok(v) => v,
-            // an older server without the endpoint: the caller calibrates instead
-            Err(ClientError::Status { status: 404 | 405 | 501, .. }) => return Ok(None),
-            Err(e) => return Err(e),
-        };
+async fn count_llamacpp_chat(
+    client: &Client,
+    prompt: &Prompt,
+    reasoning: &Reasoning,
+) -> Result<Option<u64>, ClientError> {
+    let mut body = json!({"messages": prompt.messages_json()});
+    if let Some(kwargs) = reasoning.template_kwargs() {
+        body["chat_template_kwargs"] = kwargs;
+    }
+    let rendered = match client.post_json("/apply-template", &body, COUNT_TIMEOUT).await {
+        Ok(v) => v,
+        // an older server without the endpoint: the caller calibrates instead
+        Err(ClientError::Status { status: 404 | 405 | 501, .. }) => return Ok(None),
+        Err(e) => return Err(e),
+    };
     let Some(text) = rendered.get("prompt").and_then(Value::as_str) else {
         return Ok(None);
     };
@@ -67,17 +86,18 @@ async fn count_llamacpp_chat(client: &Client, prompt: &Prompt) -> Result<Option<
     Ok(count_of(TokenizeApi::Llamacpp, &v))
 }
 
-/// Prompt token count by the server, for the given API form.
+/// Prompt token count by the server, for the given API form, rendered as `reasoning` asks (the
+/// chat template's `enable_thinking` changes the prompt).
 pub async fn count_tokens(
     client: &Client,
     facts: &ServerFacts,
-    api: Api,
+    (api, reasoning): (Api, &Reasoning),
     prompt: &Prompt,
 ) -> Result<Option<u64>, ClientError> {
     if (facts.tokenize, api) == (TokenizeApi::Llamacpp, Api::Chat) {
-        return count_llamacpp_chat(client, prompt).await;
+        return count_llamacpp_chat(client, prompt, reasoning).await;
     }
-    let Some(body) = tokenize_body(facts.tokenize, &facts.model, api, prompt) else {
+    let Some(body) = tokenize_body(facts.tokenize, &facts.model, api, prompt, reasoning) else {
         return Ok(None);
     };
     let v = client.post_json("/tokenize", &body, COUNT_TIMEOUT).await?;
@@ -92,11 +112,11 @@ pub async fn count_tokens(
 pub async fn token_ids(
     client: &Client,
     facts: &ServerFacts,
-    api: Api,
+    (api, reasoning): (Api, &Reasoning),
     prompt: &Prompt,
 ) -> Result<Option<Vec<u64>>, ClientError> {
-    let Some(body) =
-        tokenize_body(facts.tokenize, &facts.model, api, prompt).filter(|_| facts.tokenize == TokenizeApi::Vllm)
+    let Some(body) = tokenize_body(facts.tokenize, &facts.model, api, prompt, reasoning)
+        .filter(|_| facts.tokenize == TokenizeApi::Vllm)
     else {
         return Ok(None);
     };
@@ -121,14 +141,24 @@ mod tests {
     #[test]
     fn bodies_per_form() {
         let p = Prompt { messages: vec![("system".into(), "be brief".into()), ("user".into(), "hi".into())] };
-        let chat = tokenize_body(TokenizeApi::Vllm, "m", Api::Chat, &p).unwrap();
+        let none = Reasoning::default();
+        let off = Reasoning { thinking: Some(sm_core::record::ThinkingMode::Off), effort: None };
+        let chat = tokenize_body(TokenizeApi::Vllm, "m", Api::Chat, &p, &off).unwrap();
+        assert_eq!(chat["chat_template_kwargs"]["enable_thinking"], false, "the template renders as the request will");
+        assert!(
+            tokenize_body(TokenizeApi::Vllm, "m", Api::Completions, &p, &off)
+                .unwrap()
+                .get("chat_template_kwargs")
+                .is_none()
+        );
+        let chat = tokenize_body(TokenizeApi::Vllm, "m", Api::Chat, &p, &none).unwrap();
         assert_eq!(chat["messages"][1]["content"], "hi");
         assert_eq!(chat["model"], "m");
-        let text = tokenize_body(TokenizeApi::Vllm, "m", Api::Completions, &p).unwrap();
+        let text = tokenize_body(TokenizeApi::Vllm, "m", Api::Completions, &p, &none).unwrap();
         assert_eq!(text["prompt"], "be brief\n\nhi");
-        let ll = tokenize_body(TokenizeApi::Llamacpp, "m", Api::Completions, &p).unwrap();
+        let ll = tokenize_body(TokenizeApi::Llamacpp, "m", Api::Completions, &p, &none).unwrap();
         assert_eq!(ll["content"], "be brief\n\nhi");
-        assert!(tokenize_body(TokenizeApi::Llamacpp, "m", Api::Chat, &p).is_none());
-        assert!(tokenize_body(TokenizeApi::None, "m", Api::Completions, &p).is_none());
+        assert!(tokenize_body(TokenizeApi::Llamacpp, "m", Api::Chat, &p, &none).is_none());
+        assert!(tokenize_body(TokenizeApi::None, "m", Api::Completions, &p, &none).is_none());
     }
 }

@@ -7,7 +7,7 @@ use sm_client::Client;
 use sm_client::discover::{
     self, DiscoverError, Engine, Overrides, ServerFacts, TokenizeApi, count_tokens, scheduler_state,
 };
-use sm_client::openai::{Prompt, RequestSpec, parse_chunk};
+use sm_client::openai::{Prompt, Reasoning, RequestSpec, parse_chunk};
 use sm_client::sse::SseEvent;
 use sm_core::record::Api;
 use sm_sim::{Flavor, Profile, SimHandle, SimOptions};
@@ -235,6 +235,7 @@ fn stream_spec(model: &str, max_tokens: u64) -> RequestSpec {
         ignore_eos: true,
         continuous_usage: false,
         temperature: None,
+        reasoning: Reasoning::default(),
     }
 }
 
@@ -299,6 +300,7 @@ async fn billed_prompt_tokens(c: &Client, model: &str, api: Api, prompt: &Prompt
         ignore_eos: false,
         continuous_usage: false,
         temperature: None,
+        reasoning: Reasoning::default(),
     };
     let v = c.post_json(spec.path(), &spec.body(prompt), Duration::from_secs(10)).await.unwrap();
     v["usage"]["prompt_tokens"].as_u64().expect("usage.prompt_tokens")
@@ -316,26 +318,27 @@ async fn token_counts_match_usage() {
     let c = client(&h, None);
     let f = discover::discover(&c, &Overrides::default()).await.unwrap();
     for api in [Api::Chat, Api::Completions] {
-        let n = count_tokens(&c, &f, api, &prompt).await.unwrap().expect("vLLM counts both forms");
+        let n =
+            count_tokens(&c, &f, (api, &Reasoning::default()), &prompt).await.unwrap().expect("vLLM counts both forms");
         assert_eq!(n, billed_prompt_tokens(&c, &f.model, api, &prompt).await, "{api:?}");
     }
-    let chat = count_tokens(&c, &f, Api::Chat, &prompt).await.unwrap().unwrap();
-    let text = count_tokens(&c, &f, Api::Completions, &prompt).await.unwrap().unwrap();
+    let chat = count_tokens(&c, &f, (Api::Chat, &Reasoning::default()), &prompt).await.unwrap().unwrap();
+    let text = count_tokens(&c, &f, (Api::Completions, &Reasoning::default()), &prompt).await.unwrap().unwrap();
     assert_ne!(chat, text, "the chat template adds tokens");
     h.shutdown().await;
 
     let h = sim(Flavor::Llamacpp).await;
     let c = client(&h, None);
     let f = discover::discover(&c, &Overrides::default()).await.unwrap();
-    let n = count_tokens(&c, &f, Api::Completions, &prompt).await.unwrap().unwrap();
+    let n = count_tokens(&c, &f, (Api::Completions, &Reasoning::default()), &prompt).await.unwrap().unwrap();
     assert_eq!(n, billed_prompt_tokens(&c, &f.model, Api::Completions, &prompt).await);
-    assert_eq!(count_tokens(&c, &f, Api::Chat, &prompt).await.unwrap(), None);
+    assert_eq!(count_tokens(&c, &f, (Api::Chat, &Reasoning::default()), &prompt).await.unwrap(), None);
     h.shutdown().await;
 
     let h = sim(Flavor::Sglang).await;
     let c = client(&h, None);
     let f = discover::discover(&c, &Overrides::default()).await.unwrap();
-    assert_eq!(count_tokens(&c, &f, Api::Chat, &prompt).await.unwrap(), None);
+    assert_eq!(count_tokens(&c, &f, (Api::Chat, &Reasoning::default()), &prompt).await.unwrap(), None);
     // The probe must not have invented an endpoint: SGLang's sim has no /tokenize.
     assert!(c.post_json("/tokenize", &json!({"prompt": "x"}), Duration::from_secs(5)).await.is_err());
     h.shutdown().await;

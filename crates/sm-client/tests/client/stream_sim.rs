@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use sm_client::openai::{Prompt, RequestSpec};
+use sm_client::openai::{Prompt, Reasoning, RequestSpec};
 use sm_client::sse::SseEvent;
 use sm_client::{Client, ClientError, JsonBody, StreamReader};
 use sm_core::record::Api;
@@ -24,6 +24,7 @@ fn body(h: &SimHandle, max_tokens: u64) -> (&'static str, JsonBody) {
         ignore_eos: true,
         continuous_usage: false,
         temperature: None,
+        reasoning: Reasoning::default(),
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sm_client::openai::{Prompt, RequestSpec};
+use sm_client::openai::{Prompt, Reasoning, RequestSpec};
 use sm_client::sse::SseEvent;
 use sm_client::{Client, ClientError, JsonBody, StreamReader};
 use sm_core::record::Api;
@@ -32,6 +32,7 @@ fn body(model: &str, api: Api, max_tokens: u64) -> (&'static str, JsonBody) {
         ignore_eos: true,
         continuous_usage: true,
         temperature: None,
+        reasoning: Reasoning::default(),
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

@@ -108,6 +108,10 @@ impl Figures for DecodeCell {
         quantile!(ttfa_ms.p99, Ms, WhenValid),
         field!(reasoning_tokens_mean, Tokens, WhenValid, "Thinking tokens"),
         counted!(no_answer, Count, WhenValid, "No answer"),
+        field!(answer_tokens_mean, Tokens, WhenValid),
+        field!(answer_tok_s, TokPerS, WhenValid, "Answer tok/s"),
+        field!(usage_reasoning_tokens_mean, Tokens, WhenValid),
+        counted!(reasoning_disagree, Count, WhenValid),
     ];
 
     fn status(&self) -> CellStatus {

@@ -168,6 +168,27 @@ pub struct DecodeCell {
     /// request thought.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_answer: Option<u64>,
+    /// The mean answer tokens of the cell's ended requests (from each one's first answer chunk
+    /// on); absent where no request thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub answer_tokens_mean: Option<f64>,
+    /// The answer's own speed: the median over the ended requests with an answer of their answer
+    /// tokens after the first answer chunk over the time from it to their last chunk, tok/s;
+    /// absent where no request thought (it is then `per_request_tok_s`'s kin over whole answers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub answer_tok_s: Option<f64>,
+    /// The mean `usage.completion_tokens_details.reasoning_tokens` of the ended requests that
+    /// reported it: the server's own count of the thinking, beside the stream's
+    /// (`reasoning_tokens_mean`); absent where none reported it or no request thought.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub usage_reasoning_tokens_mean: Option<f64>,
+    /// Ended requests whose thinking by the stream and by usage differ by more than one token (the
+    /// end-of-thinking marker, which servers count on either side); absent where none reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_disagree: Option<u64>,
     /// Requests of the cell sent a second time because their connection broke before any byte
     /// of the answer (a pooled keep-alive connection the server closed); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -17,7 +17,7 @@ mod settings;
 pub mod status;
 pub use cells::{CellIntervals, CellPhases, DecodeCell, PlanKind, PlannedCell, PrefillRow, Repeat};
 pub use percentiles::Percentiles;
-pub use settings::{Api, PromptSource, Settings, TimingSettings, TokenSource};
+pub use settings::{Api, PromptSource, ReasoningEffort, Settings, ThinkingMode, TimingSettings, TokenSource};
 pub use status::{CellStatus, PlanStatus, RunStatus};
 
 /// The schema this version writes. 1.1 added the service level, goodput, cost and `capacity[]`; 1.2

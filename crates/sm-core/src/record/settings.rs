@@ -58,6 +58,48 @@ pub enum Api {
     Completions,
 }
 
+/// `--thinking`: a reasoning model's thinking asked on or off through the chat template
+/// (`chat_template_kwargs.enable_thinking`, what vLLM, SGLang and llama.cpp pass to templates that
+/// read it); without it nothing is sent and the template's default holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ThinkingMode {
+    On,
+    Off,
+}
+
+/// `--reasoning-effort`: sent as `reasoning_effort` (OpenAI's chat field, which vLLM passes to
+/// models that take it, e.g. gpt-oss).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl std::fmt::Display for ThinkingMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if *self == ThinkingMode::On { "on" } else { "off" })
+    }
+}
+
+impl std::fmt::Display for ReasoningEffort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ReasoningEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReasoningEffort::Low => "low",
+            ReasoningEffort::Medium => "medium",
+            ReasoningEffort::High => "high",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Settings {
     /// The decode contexts in tokens as fitted to `max_model_len` (a requested 256K = 262144 is measured as 257984 at
@@ -82,6 +124,13 @@ pub struct Settings {
     pub ignore_eos: bool,
     /// The sampling temperature sent, or null when none was sent (the server's default).
     pub temperature: Option<f64>,
+    /// `--thinking`: `chat_template_kwargs.enable_thinking` sent on every chat request (and its
+    /// prompt's token count); absent when not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingMode>,
+    /// `--reasoning-effort`: `reasoning_effort` sent on every request; absent when not sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_effort: Option<ReasoningEffort>,
     /// The waits and limits of the run; absent (null) in records written before they were recorded.
     #[serde(flatten, default)]
     pub timing: TimingSettings,

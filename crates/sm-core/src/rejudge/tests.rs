@@ -13,6 +13,7 @@ fn requests(users: u32, seed: u32) -> Vec<RequestFigures> {
             RequestFigures {
                 tokens: 100.0,
                 ttft_ms: Some(100.0 + f64::from(users) * 9.0 + spread * 31.0),
+                ttfa_ms: None,
                 tbt_ms: Some(10.0 + f64::from(users) * 0.4 + spread * 1.3),
                 silent_ms: None,
             }

@@ -1,7 +1,7 @@
 use super::*;
 
 fn req(tokens: f64, ttft: f64, tbt: f64) -> RequestFigures {
-    RequestFigures { tokens, ttft_ms: Some(ttft), tbt_ms: Some(tbt), silent_ms: None }
+    RequestFigures { tokens, ttft_ms: Some(ttft), ttfa_ms: Some(ttft), tbt_ms: Some(tbt), silent_ms: None }
 }
 
 #[test]
@@ -23,8 +23,8 @@ fn bad_expressions_say_what_to_write() {
     let cases = [
         ("", "empty"),
         ("tok_s=30", "FIGURE[_pNN]"),
-        ("e2e_p90<=2s", "tok_s, ttft or tbt"),
-        ("itl_p50<=20ms", "tok_s, ttft or tbt"),
+        ("e2e_p90<=2s", "tok_s, ttft, ttfa or tbt"),
+        ("itl_p50<=20ms", "tok_s, ttft, ttfa or tbt"),
         ("tok_s_p100>=3", "1 to 99"),
         ("tok_s_p0>=3", "1 to 99"),
         ("ttft_p90>=2s", "bounded from above"),
@@ -63,7 +63,7 @@ fn a_cell_is_judged_at_each_bounds_percentile() {
 
 #[test]
 fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
-    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None, silent_ms: None };
+    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), ttfa_ms: None, tbt_ms: None, silent_ms: None };
     let slo: Slo = "tok_s>=10".parse().unwrap();
     let j = slo.judge(&[req(20.0, 100.0, 50.0), one_token], 1.0);
     assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
@@ -78,7 +78,8 @@ fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
 /// end) is judged on its TTFT alone. It never enters the bound's percentile either way.
 #[test]
 fn a_silent_request_fails_the_bounds_its_silence_breaks() {
-    let silent = |ms| RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), tbt_ms: None, silent_ms: Some(ms) };
+    let silent =
+        |ms| RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), ttfa_ms: None, tbt_ms: None, silent_ms: Some(ms) };
     let slo: Slo = "tok_s>=10,ttft_p90<=1s".parse().unwrap();
     let j = slo.judge(&[req(20.0, 100.0, 50.0), silent(1900.0)], 2.0);
     assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
@@ -99,6 +100,7 @@ fn summaries_give_tok_s_percentiles_through_tbt() {
     let s = SummaryFigures {
         per_request_tok_s: Some(40.0),
         ttft_ms: [Some(100.0), Some(300.0), None],
+        ttfa_ms: [None; 3],
         tbt_ms: [Some(25.0), Some(50.0), Some(80.0)],
     };
     let slo: Slo = "tok_s_p10>=20,tok_s>=35,tbt_p99<=80ms,ttft_p90<=0.3s".parse().unwrap();
@@ -129,4 +131,23 @@ fn a_checked_bound_reads_its_name_once_and_writes_it_back_the_same() {
     let slo: Slo = "tok_s_p10>=30".parse().unwrap();
     let check = slo.judge(&[req(1.0, 10.0, 50.0)], 1.0).bounds.remove(0);
     assert_eq!(serde_json::to_value(&check).unwrap()["bound"], "tok_s_p10");
+}
+
+#[test]
+fn a_bound_on_the_first_answer_token_counts_a_request_that_never_answered_as_failing() {
+    let slo: Slo = "ttfa_p50<=2s".parse().unwrap();
+    assert_eq!(slo.to_string(), "ttfa_p50<=2s");
+    assert!("ttfa_p90>=2s".parse::<Slo>().is_err(), "a wait is bounded from above");
+    let answered = |ms| RequestFigures { tokens: 10.0, ttft_ms: Some(100.0), ttfa_ms: Some(ms), ..Default::default() };
+    let never = RequestFigures { ttfa_ms: Some(f64::INFINITY), ..answered(0.0) };
+    // TTFT holds for all three; the first answer came in time for two
+    let cell = [answered(500.0), answered(1500.0), never];
+    let j = slo.judge(&cell, 10.0);
+    assert_eq!((j.met, j.bounds[0].value), (true, Some(1500.0)));
+    assert_eq!(j.goodput_pct.map(f64::round), Some(67.0), "the one with no answer is not good");
+    // the median falls on the one that never answered: failed, with no finite value to show
+    let j = slo.judge(&[answered(500.0), never, never], 10.0);
+    assert_eq!((j.met, j.bounds[0].value, j.bounds[0].holds), (false, None, false));
+    let p90: Slo = "ttfa_p90<=2s".parse().unwrap();
+    assert!(!p90.judge(&cell, 10.0).met, "p90 lies between the slower answer and the one never given");
 }

@@ -223,6 +223,8 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             prompt_source: sm_core::record::PromptSource::UsageCalibration,
             ignore_eos: bool_at(md, "ignore_eos").unwrap_or(true),
             temperature: f64_at(md, "temperature"),
+            thinking: None,
+            reasoning_effort: None,
             timing: Default::default(),
             slo: None,
             cost_per_hour_usd: None,

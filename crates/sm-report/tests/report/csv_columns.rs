@@ -39,6 +39,10 @@ fn full_cell() -> DecodeCell {
         ttfa_ms: Percentiles::p50_p90_p99(900.5, 1200.25, 1500.125),
         reasoning_tokens_mean: Some(312.5),
         no_answer: Some(1),
+        answer_tokens_mean: Some(620.0),
+        answer_tok_s: Some(31.5),
+        usage_reasoning_tokens_mean: Some(1200.0),
+        reasoning_disagree: Some(0),
         warnings: vec!["capacity limited".into(), "second warning".into()],
         slo_met: Some(false),
         slo_bounds: vec![

@@ -23,6 +23,7 @@ pub fn bound_tag(bounded_by: &BoundedBy) -> (String, String) {
             let tag = match bound.figure() {
                 Some(Figure::TokS) => "tok/s",
                 Some(Figure::Ttft) => "TTFT",
+                Some(Figure::Ttfa) => "TTFA",
                 Some(Figure::Tbt) => "TBT",
                 None => "SLO",
             };

@@ -31,7 +31,7 @@ async fn each_requests_first_answer_and_thinking_agree_with_the_trace() {
     let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
     let url = sim.handle.url();
     let out = dir.path().join("out");
-    let r = run(&out, &args(&url, &["--max-tokens", "64"])).await;
+    let r = run(&out, &args(&url, &["--max-tokens", "64", "--slo", "tok_s_p10>=1,ttfa_p90<=60s"])).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     sim.handle.shutdown().await;
     let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
@@ -60,6 +60,21 @@ async fn each_requests_first_answer_and_thinking_agree_with_the_trace() {
         let mean = f(&cell["reasoning_tokens_mean"]);
         assert!((8.0..=24.0).contains(&mean), "{cell}");
         assert_eq!(cell["no_answer"], 0, "{cell}");
+        // every request generates 64 tokens: what it did not think it answered
+        let answer = f(&cell["answer_tokens_mean"]);
+        assert!((answer + mean - 64.0).abs() <= 0.1, "{answer} answer + {mean} thinking tokens: {cell}");
+        // the server's count of the thinking is the stream's
+        assert_eq!(
+            (f(&cell["usage_reasoning_tokens_mean"]), &cell["reasoning_disagree"]),
+            (mean, &Value::from(0)),
+            "{cell}"
+        );
+        // the answer streams at the cell's decode speed (the sim's step time does not tell thinking apart)
+        let (speed, decode) = (f(&cell["answer_tok_s"]), f(&cell["per_request_tok_s"]));
+        assert!((speed / decode - 1.0).abs() < 0.25, "answer {speed} tok/s against {decode}: {cell}");
+        // the SLO's bound on the first answer token reads the same requests as the cell's TTFA
+        let bound = cell["slo_bounds"].as_array().unwrap().iter().find(|b| b["bound"] == "ttfa_p90").unwrap();
+        assert_eq!((&bound["value"], &bound["holds"]), (&cell["ttfa_ms_p90"], &Value::Bool(true)), "{cell}");
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(md.contains("| TTFA p50 |") && md.contains("| Thinking tokens |"), "the page shows the thinking");
@@ -72,11 +87,17 @@ async fn thinking_that_uses_up_max_tokens_is_counted_as_no_answer() {
     let sim = sim(SimSpec { profile: &profile, ..SimSpec::default() }).await;
     let url = sim.handle.url();
     let out = dir.path().join("out");
-    let r = run(&out, &args(&url, &["--max-tokens", "16"])).await;
+    let r = run(&out, &args(&url, &["--max-tokens", "16", "--slo", "ttft_p90<=60s,ttfa_p50<=60s"])).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     sim.handle.shutdown().await;
     for cell in r.cells() {
         assert_eq!(cell["status"], "valid", "{cell}");
+        // TTFT holds; a user who never got an answer did not get it in time
+        assert_eq!(cell["slo_met"], false, "{cell}");
+        let bound = cell["slo_bounds"].as_array().unwrap().iter().find(|b| b["bound"] == "ttfa_p50").unwrap();
+        assert_eq!((&bound["value"], &bound["holds"]), (&Value::Null, &Value::Bool(false)), "{cell}");
+        // only a request still thinking when the window closed (its wait not known yet) is good
+        assert!(f(&cell["goodput_pct"]) < 5.0, "{cell}");
         assert_eq!(cell["no_answer"].as_u64(), cell["completed"].as_u64(), "every ended request thought only: {cell}");
         assert!(cell.get("ttfa_ms_p50").is_none(), "no answer came: {cell}");
         assert_eq!(f(&cell["reasoning_tokens_mean"]), 16.0, "{cell}");
@@ -87,5 +108,35 @@ async fn thinking_that_uses_up_max_tokens_is_counted_as_no_answer() {
     for l in done {
         assert!(l["first_answer_s"].is_null() && l.get("first_answer_s").is_some(), "{l}");
         assert_eq!(l["reasoning_tokens"].as_f64(), Some(16.0), "{l}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thinking_off_is_sent_recorded_and_the_model_answers_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = thinking_profile(dir.path(), "20");
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let refused = run(&dir.path().join("no"), &args(&url, &["--thinking", "off", "--api", "completions"])).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(refused.stderr.contains("--api chat"), "{}", refused.stderr);
+    let out = dir.path().join("out");
+    let r = run(&out, &args(&url, &["--max-tokens", "32", "--thinking", "off", "--reasoning-effort", "low"])).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    sim.handle.shutdown().await;
+    let settings = &r.record()["settings"];
+    assert_eq!((&settings["thinking"], &settings["reasoning_effort"]), (&Value::from("off"), &Value::from("low")));
+    for cell in r.cells() {
+        assert_eq!(cell["status"], "valid", "{cell}");
+        assert!(cell.get("ttfa_ms_p50").is_none() && cell.get("reasoning_tokens_mean").is_none(), "{cell}");
+    }
+    let traced = trace_lines(&dir.path().join("trace.jsonl"));
+    assert!(
+        !traced.is_empty() && traced.iter().all(|t| t.get("reasoning_tokens").is_none_or(|v| v == 0)),
+        "the engine did not think"
+    );
+    for l in request_lines(&out).iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed") {
+        assert_eq!(l["first_answer_s"], l["first_token_s"], "{l}");
+        assert!(l.get("reasoning_tokens").is_none(), "{l}");
     }
 }

@@ -126,6 +126,10 @@ pub fn request_figures(requests: &[Sent]) -> Vec<RequestFigures> {
         .map(|(r, l)| RequestFigures {
             tokens: output_tokens(l),
             ttft_ms: l.first_token.map(|t| ms(t.saturating_duration_since(r.due))),
+            // a completed request with no answer chunk never answered: its thinking used up max_tokens
+            ttfa_ms: l
+                .first_token
+                .map(|_| l.first_answer.map_or(f64::INFINITY, |t| ms(t.saturating_duration_since(r.due)))),
             tbt_ms: tbt_ms(l),
             // a completed request's tokens are all counted: one token is a whole answer, not a stall
             silent_ms: None,
