@@ -159,6 +159,12 @@ impl Figures for RateLevel {
         field!(goodput_rps, ReqPerS, Always),
         field!(backlog_pct, Percent, Always),
         field!(drain_s, Seconds, Always),
+        // a reasoning model's level only (issue 33)
+        quantile!(ttfa_ms.p50, Ms, Always, "TTFA p50"),
+        quantile!(ttfa_ms.p90, Ms, Always),
+        quantile!(ttfa_ms.p99, Ms, Always),
+        field!(reasoning_tokens_mean, Tokens, Always),
+        counted!(no_answer, Count, Always),
     ];
 }
 

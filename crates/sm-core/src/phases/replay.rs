@@ -159,6 +159,7 @@ fn bound_words(b: &BoundName) -> String {
     let figure = match figure {
         "tok_s" => "tok/s per request",
         "ttft" => "TTFT",
+        "ttfa" => "TTFA",
         "tbt" => "TBT",
         other => other,
     };

@@ -140,3 +140,38 @@ async fn thinking_off_is_sent_recorded_and_the_model_answers_at_once() {
         assert!(l.get("reasoning_tokens").is_none(), "{l}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_levels_wait_for_the_answer_is_the_engines_from_the_due_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = thinking_profile(dir.path(), "[6, 18]");
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let rate = ["--request-rate", "20", "--arrival", "constant", "--requests", "12", "--max-tokens", "32"];
+    let r = run(&out, &[&["--url", url.as_str(), "--contexts", "1k", "--save-requests"][..], &rate].concat()).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    sim.handle.shutdown().await;
+    let level = &r.record()["phases"]["rate"]["levels"][0];
+    assert_eq!(level["status"], "measured", "{level}");
+    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
+        .into_iter()
+        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
+        .collect();
+    let lines: Vec<Value> = request_lines(&out).into_iter().filter(|l| l["phase"] == "rate").collect();
+    assert_eq!(lines.len(), 12);
+    let mut truth = Vec::new();
+    let mut thought = 0.0;
+    for l in &lines {
+        let t = &trace[l["request_id"].as_str().unwrap()];
+        // the engine's wait for the answer, plus the send lag: from the due time
+        truth.push(f(&t["first_answer"]) - f(&t["arrival"]) + f(&l["sent_s"]) - f(&l["scheduled_s"]));
+        thought += f(&t["reasoning_tokens"]);
+    }
+    truth.sort_by(f64::total_cmp);
+    let (p50, want) = (f(&level["ttfa_ms"]["p50"]) / 1000.0, (truth[5] + truth[6]) / 2.0);
+    assert!(p50 >= want - 0.002 && p50 <= want + 0.05, "TTFA p50 {p50} s, the trace says {want} s: {level}");
+    assert!(f(&level["ttfa_ms"]["p50"]) > f(&level["ttft_ms"]["p50"]), "{level}");
+    assert!((f(&level["reasoning_tokens_mean"]) - thought / 12.0).abs() < 1e-6, "{level}");
+    assert_eq!(level["no_answer"], 0, "{level}");
+}
