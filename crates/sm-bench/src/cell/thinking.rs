@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use sm_core::precision::{self, Interval};
 use sm_core::stats::{Quantiles, median};
 
 use crate::stream::request_log::RequestLog;
@@ -16,6 +17,8 @@ pub struct Thinking {
     /// From each request's send to its first answer chunk, ms, over the requests whose first answer
     /// came before the window closed (as TTFT's population is those whose first token did).
     pub ttfa_ms: Option<Quantiles>,
+    /// 95 % intervals of TTFA p50 and p90, by order statistics as TTFT's (methodology §12.2).
+    pub ttfa_ci: [Option<Interval>; 2],
     /// The mean thinking tokens (before the first answer chunk) of the requests that ended inside
     /// the window: the cell's `completed` requests.
     pub reasoning_tokens_mean: Option<f64>,
@@ -59,8 +62,11 @@ pub fn thinking(logs: &[RequestLog], (start, end): (Instant, Instant), per_chunk
         ended.iter().filter_map(|(l, s)| l.reasoning_tokens.map(|u| (s.reasoning, u))).collect();
     let speeds: Vec<f64> = ended.iter().filter_map(|(l, _)| answer_tok_s(l, per_chunk)).collect();
     let answers: Vec<f64> = ended.iter().filter(|(l, _)| l.first_answer.is_some()).map(|(_, s)| s.answer).collect();
+    let mut sorted = ttfa.clone();
+    sorted.sort_by(f64::total_cmp);
     Some(Thinking {
         ttfa_ms: Quantiles::of(&ttfa),
+        ttfa_ci: [50.0, 90.0].map(|p| precision::quantile_interval(&sorted, p)),
         reasoning_tokens_mean: mean(&ended.iter().map(|(_, s)| s.reasoning).collect::<Vec<_>>()),
         no_answer: no_answer.count() as u64,
         answer_tokens_mean: mean(&answers),

@@ -270,6 +270,9 @@ fn intervals(
         ttft_ms_p90: precision::quantile_interval(&sorted, 90.0),
         tbt_ms_p50: p50_ci,
         tbt_ms_p99: p99_ci,
+        // a thinking cell's: its own population (crate::cell::thinking)
+        ttfa_ms_p50: None,
+        ttfa_ms_p90: None,
     };
     let trend = Trends {
         total_tok_s: total_trend,

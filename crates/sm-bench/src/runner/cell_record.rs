@@ -76,7 +76,8 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
     dc.goodput_pct = judged.goodput_pct.map(round1);
     dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
     dc.usd_per_million_tokens = cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s));
-    dc.ci = Some(rounded(f.ci));
+    let ttfa_ci = f.thinking.as_ref().map_or([None, None], |t| t.ttfa_ci);
+    dc.ci = Some(rounded(CellIntervals { ttfa_ms_p50: ttfa_ci[0], ttfa_ms_p90: ttfa_ci[1], ..f.ci }));
     dc.phases = outcome.phases.map(|p| CellPhases {
         before_s: round3(p.before_s),
         ramp_s: round3(p.ramp_s),
@@ -126,6 +127,8 @@ fn rounded(ci: CellIntervals) -> CellIntervals {
         ttft_ms_p90: r(ci.ttft_ms_p90),
         tbt_ms_p50: r(ci.tbt_ms_p50),
         tbt_ms_p99: r(ci.tbt_ms_p99),
+        ttfa_ms_p50: r(ci.ttfa_ms_p50),
+        ttfa_ms_p90: r(ci.ttfa_ms_p90),
     }
 }
 

@@ -36,7 +36,8 @@ fn repeat_of(dc: &DecodeCell) -> Repeat {
         tbt_ms_p99: dc.tbt_ms.p99,
         measured_s: dc.measured_s,
         goodput_tok_s: dc.goodput_tok_s,
-        ci: dc.ci,
+        // a repeat keeps the figures it averages, and only their intervals
+        ci: dc.ci.map(|ci| CellIntervals { ttfa_ms_p50: None, ttfa_ms_p90: None, ..ci }),
         reason: (dc.status() != CellStatus::Valid)
             .then(|| dc.reason.clone().unwrap_or_else(|| dc.status().word().to_string())),
     }
@@ -121,6 +122,8 @@ fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
         ttft_ms_p90: interval(&ttft90),
         tbt_ms_p50: interval(&tbt50),
         tbt_ms_p99: interval(&tbt99),
+        // TTFA is not a figure repeats average: its intervals are each measurement's
+        ..CellIntervals::default()
     });
     cell.measured_s = Some(round3(cell.repeats.iter().filter_map(|r| r.measured_s).sum()));
     let goodput: Vec<f64> = cell.repeats.iter().filter_map(|r| r.goodput_tok_s).collect();

@@ -21,6 +21,10 @@ macro_rules! with_interval {
     ($name:ident) => {
         WithInterval { name: stringify!($name), interval: |ci| ci.$name, repeat: |r| r.$name }
     };
+    // a figure `--repeats` does not average: each measurement keeps its own interval only
+    ($name:ident, not_repeated) => {
+        WithInterval { name: stringify!($name), interval: |ci| ci.$name, repeat: |_| None }
+    };
 }
 
 impl CellIntervals {
@@ -32,6 +36,8 @@ impl CellIntervals {
         with_interval!(ttft_ms_p90),
         with_interval!(tbt_ms_p50),
         with_interval!(tbt_ms_p99),
+        with_interval!(ttfa_ms_p50, not_repeated),
+        with_interval!(ttfa_ms_p90, not_repeated),
     ];
 
     /// The figure with an interval named `name`, if there is one.
@@ -53,6 +59,9 @@ mod tests {
             let ci = serde_json::json!({ f.name: { "lo": 1.0, "hi": 2.0 } });
             let ci: CellIntervals = serde_json::from_value(ci).unwrap();
             assert_eq!((f.interval)(&ci), Some(Interval { lo: 1.0, hi: 2.0 }), "{}", f.name);
+            if f.name.starts_with("ttfa_") {
+                continue; // not a figure of a repeat
+            }
             let repeat: Repeat = serde_json::from_value(serde_json::json!({ f.name: 3.5 })).unwrap();
             assert_eq!((f.repeat)(&repeat), Some(3.5), "{}", f.name);
         }
@@ -68,6 +77,8 @@ mod tests {
             ttft_ms_p90: Some(Interval { lo: 0.0, hi: 1.0 }),
             tbt_ms_p50: Some(Interval { lo: 0.0, hi: 1.0 }),
             tbt_ms_p99: Some(Interval { lo: 0.0, hi: 1.0 }),
+            ttfa_ms_p50: Some(Interval { lo: 0.0, hi: 1.0 }),
+            ttfa_ms_p90: Some(Interval { lo: 0.0, hi: 1.0 }),
         })
         .unwrap();
         let keys: Vec<&str> = all.as_object().unwrap().keys().map(String::as_str).collect();

@@ -328,6 +328,11 @@ pub struct CellIntervals {
     pub tbt_ms_p50: Option<Interval>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tbt_ms_p99: Option<Interval>,
+    /// A reasoning model's cell: TTFA's, by order statistics as TTFT's (§12.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms_p50: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfa_ms_p90: Option<Interval>,
 }
 
 /// The main figures of one measurement of a cell under `--repeats`.

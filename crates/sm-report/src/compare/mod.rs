@@ -26,11 +26,22 @@ pub enum Figure {
     TtftP90,
     TbtP50,
     TbtP99,
+    /// A reasoning model's wait for the answer: compared where both cells thought.
+    TtfaP50,
+    TtfaP90,
 }
 
 impl Figure {
-    pub const ALL: [Figure; 6] =
-        [Figure::TotalTokS, Figure::PerRequestTokS, Figure::TtftP50, Figure::TtftP90, Figure::TbtP50, Figure::TbtP99];
+    pub const ALL: [Figure; 8] = [
+        Figure::TotalTokS,
+        Figure::PerRequestTokS,
+        Figure::TtftP50,
+        Figure::TtftP90,
+        Figure::TbtP50,
+        Figure::TbtP99,
+        Figure::TtfaP50,
+        Figure::TtfaP90,
+    ];
 
     /// The name `--fail-on` and the JSON output use.
     pub fn name(self) -> &'static str {
@@ -41,6 +52,8 @@ impl Figure {
             Figure::TtftP90 => "ttft_p90",
             Figure::TbtP50 => "tbt_p50",
             Figure::TbtP99 => "tbt_p99",
+            Figure::TtfaP50 => "ttfa_p50",
+            Figure::TtfaP90 => "ttfa_p90",
         }
     }
 
@@ -53,6 +66,8 @@ impl Figure {
             Figure::TtftP90 => "TTFT p90",
             Figure::TbtP50 => "TBT p50",
             Figure::TbtP99 => "TBT p99",
+            Figure::TtfaP50 => "TTFA p50",
+            Figure::TtfaP90 => "TTFA p90",
         }
     }
 
@@ -70,6 +85,8 @@ impl Figure {
             Figure::TtftP90 => "ttft_ms_p90",
             Figure::TbtP50 => "tbt_ms_p50",
             Figure::TbtP99 => "tbt_ms_p99",
+            Figure::TtfaP50 => "ttfa_ms_p50",
+            Figure::TtfaP90 => "ttfa_ms_p90",
         }
     }
 
@@ -84,8 +101,8 @@ impl Figure {
     /// 36 at p90). The other figures rest on every token of the window and need no count.
     pub fn min_requests(self) -> Option<u64> {
         let p = match self {
-            Figure::TtftP50 => 50.0,
-            Figure::TtftP90 => 90.0,
+            Figure::TtftP50 | Figure::TtfaP50 => 50.0,
+            Figure::TtftP90 | Figure::TtfaP90 => 90.0,
             _ => return None,
         };
         sm_core::precision::quantile_min_samples(p).map(|n| n as u64)

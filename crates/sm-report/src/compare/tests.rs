@@ -23,6 +23,8 @@ fn with_intervals(mut r: RunRecord, pct: f64) -> RunRecord {
             ttft_ms_p90: i(c.ttft_ms.p90),
             tbt_ms_p50: i(c.tbt_ms.p50),
             tbt_ms_p99: i(c.tbt_ms.p99),
+            ttfa_ms_p50: i(c.ttfa_ms.p50),
+            ttfa_ms_p90: i(c.ttfa_ms.p90),
         });
     }
     r
@@ -320,9 +322,37 @@ fn compare_names_every_figure_with_an_interval_in_the_tables_order() {
     let ci: sm_core::record::CellIntervals = serde_json::from_value(serde_json::json!({
         "total_tok_s": {"lo": 1.0, "hi": 2.0}, "per_request_tok_s": {"lo": 3.0, "hi": 4.0},
         "ttft_ms_p50": {"lo": 5.0, "hi": 6.0}, "ttft_ms_p90": {"lo": 7.0, "hi": 8.0},
-        "tbt_ms_p50": {"lo": 9.0, "hi": 10.0}, "tbt_ms_p99": {"lo": 11.0, "hi": 12.0}
+        "tbt_ms_p50": {"lo": 9.0, "hi": 10.0}, "tbt_ms_p99": {"lo": 11.0, "hi": 12.0},
+        "ttfa_ms_p50": {"lo": 13.0, "hi": 14.0}, "ttfa_ms_p90": {"lo": 15.0, "hi": 16.0}
     }))
     .unwrap();
     let los: Vec<f64> = Figure::ALL.iter().map(|f| f.interval(&ci).unwrap().lo).collect();
-    assert_eq!(los, [1.0, 3.0, 5.0, 7.0, 9.0, 11.0], "each figure reads its own interval");
+    assert_eq!(los, [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0, 15.0], "each figure reads its own interval");
+}
+
+/// A reasoning model's wait for the answer is compared where both cells thought, with its order
+/// statistics' intervals, and gated like TTFT; cells that did not think have no TTFA to compare.
+#[test]
+fn the_wait_for_the_answer_is_compared_where_both_cells_thought() {
+    let think = |mut r: RunRecord, ttfa: f64| {
+        let i = r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
+        let c = &mut r.decode[i];
+        c.ttfa_ms.p50 = Some(ttfa);
+        c.ttfa_ms.p90 = Some(ttfa * 1.5);
+        c.requests = Some(200);
+        let around = |v: f64| Some(Interval { lo: v * 0.98, hi: v * 1.02 });
+        c.ci = Some(CellIntervals { ttfa_ms_p50: around(ttfa), ttfa_ms_p90: around(ttfa * 1.5), ..Default::default() });
+        r
+    };
+    let (a, b) = (think(sample(), 4000.0), think(sample(), 6000.0));
+    let c = compare(&a, &b);
+    let ttfa: Vec<&FigureDiff> =
+        c.compared().flat_map(|(_, d)| d.iter().filter(|d| d.figure == Figure::TtfaP90)).collect();
+    assert_eq!(ttfa.len(), 1, "only the cell that thought in both runs");
+    assert_eq!((ttfa[0].pct.map(f64::round), ttfa[0].significance), (Some(50.0), Significance::Significant));
+    assert_eq!(Figure::from_name("ttfa_ms_p90"), Some(Figure::TtfaP90));
+    let gate: Gate = "ttfa_p90>+10%".parse().unwrap();
+    assert_eq!(gate.check(&c).len(), 1, "a 50 % longer wait for the answer fails the gate");
+    // a run whose cells did not think: nothing to compare
+    assert!(compare(&sample(), &sample()).compared().all(|(_, d)| d.iter().all(|d| d.figure != Figure::TtfaP50)));
 }

@@ -60,6 +60,8 @@ fn full_cell() -> DecodeCell {
             ttft_ms_p90: None,
             tbt_ms_p50: Some(Interval { lo: 9.25, hi: 9.75 }),
             tbt_ms_p99: Some(Interval { lo: 13.5, hi: 16.0 }),
+            ttfa_ms_p50: None,
+            ttfa_ms_p90: None,
         }),
         precision_met: Some(true),
         repeats: vec![repeat(398.5), repeat(404.0), Repeat { reason: Some("server error".into()), ..repeat(0.0) }],

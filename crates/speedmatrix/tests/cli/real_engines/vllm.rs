@@ -70,6 +70,9 @@ fn vllm_short_matrix() {
     let before = Metrics::scrape(url);
     let mut args =
         vec!["--contexts", "1k,4k,16k", "--concurrency", "1,4,16", "--duration", "5s", "--max-tokens", "128"];
+    // the tiny model does not think and its template ignores enable_thinking: vLLM takes the
+    // field on requests and on /tokenize, and the prompts stay exact
+    args.extend_from_slice(&["--save-requests", "--thinking", "off"]);
     args.extend_from_slice(FAST);
     let r = run(url, dir.path(), &vllm.with_key(&args), Some(SCHED));
     let after = Metrics::scrape(url);
@@ -105,6 +108,15 @@ fn vllm_short_matrix() {
         }
         assert!(!c["warnings"].to_string().contains("prefix cache"), "{c}");
         server_tokens_floor += c["output_tokens"].as_u64().unwrap();
+        assert!(c.get("ttfa_ms_p50").is_none() && c.get("reasoning_tokens_mean").is_none(), "nothing thought: {c}");
+    }
+    // a model that does not think: each request's first answer token is its first token
+    let lines = crate::common::request_lines(dir.path());
+    let done: Vec<_> = lines.iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed").collect();
+    assert!(!done.is_empty(), "{}", r.context());
+    for l in done {
+        assert_eq!(l["first_answer_s"], l["first_token_s"], "{l}");
+        assert!(l.get("reasoning_tokens").is_none() && l.get("usage_reasoning_tokens").is_none(), "{l}");
     }
     // avg_active comes from vLLM's running gauge. Under CI's load (llama.cpp building beside it)
     // vLLM 0.32-cpu's gauge was seen stuck at 0 from some cell on while its own log said 1 running
