@@ -57,6 +57,8 @@ pub struct LiveSample {
     pub concurrency: u32,
     /// Medians over what arrived so far in this cell.
     pub ttft_ms_p50: Option<f64>,
+    /// The wait for the first answer token, once a request answered after thinking.
+    pub ttfa_ms_p50: Option<f64>,
     pub tbt_ms_p50: Option<f64>,
     pub server: Option<SchedulerState>,
 }

@@ -58,6 +58,7 @@ fn mid_run(t0: Instant) -> (State, Instant) {
             streams_with_token: 16,
             concurrency: 16,
             ttft_ms_p50: Some(123.4),
+            ttfa_ms_p50: None,
             tbt_ms_p50: Some(19.9),
             server: Some(SchedulerState { running: 16.0, waiting: 0.0, kv_usage: Some(0.42), spec: None }),
         });
@@ -305,4 +306,25 @@ fn the_events_pane_colours_by_severity() {
     assert_eq!(colour_of(&failed.to_string()), Color::Red);
     assert_eq!(colour_of(&fine.to_string()), Color::Reset, "'0 failed' is not a failure");
     assert_eq!(colour_of(&lost.to_string()), Color::Yellow);
+}
+
+#[test]
+fn a_reasoning_models_cell_shows_the_wait_for_the_answer_beside_the_first_token() {
+    let t0 = Instant::now();
+    let (mut s, now) = mid_run(t0);
+    s.live(&LiveSample {
+        at: now,
+        tokens: 3400,
+        streams_with_token: 16,
+        concurrency: 16,
+        ttft_ms_p50: Some(123.4),
+        ttfa_ms_p50: Some(4567.8),
+        tbt_ms_p50: Some(19.9),
+        server: None,
+    });
+    let wide = render(&s, now, 160, 30);
+    assert!(wide.contains("TTFT p50 123.4 ms · TTFA p50 4567.8 ms · TBT p50 19.9 ms"), "{wide}");
+    // on 80 columns the latencies take a line of their own, the answer's wait still on it
+    let narrow = render(&s, now, 80, 24);
+    assert!(narrow.contains("TTFA p50 4567.8 ms"), "{narrow}");
 }

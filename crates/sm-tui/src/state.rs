@@ -407,6 +407,7 @@ mod tests {
                 streams_with_token: 4,
                 concurrency: 4,
                 ttft_ms_p50: None,
+                ttfa_ms_p50: None,
                 tbt_ms_p50: None,
                 server: None,
             };

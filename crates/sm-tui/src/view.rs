@@ -241,7 +241,9 @@ fn figure_lines(s: &State, live: &LiveSample, width: u16) -> Vec<String> {
     let rate = s.live_rate().map_or("–".into(), |r| format!("{r:.1}"));
     let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} ms"));
     let rate = format!("{rate} tok/s total");
-    let latency = format!("TTFT p50 {} · TBT p50 {}", ms(live.ttft_ms_p50), ms(live.tbt_ms_p50));
+    // a reasoning model's users wait past the thinking: the answer's wait beside the first token's
+    let answer = live.ttfa_ms_p50.map_or(String::new(), |v| format!(" · TTFA p50 {}", ms(Some(v))));
+    let latency = format!("TTFT p50 {}{answer} · TBT p50 {}", ms(live.ttft_ms_p50), ms(live.tbt_ms_p50));
     let streams = format!("streams {}/{}", live.streams_with_token, live.concurrency);
     let one = format!("{rate} · {latency} · {streams}");
     if one.chars().count() <= usize::from(width) {

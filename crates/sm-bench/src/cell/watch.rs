@@ -182,6 +182,7 @@ impl Watcher<'_> {
             streams_with_token: self.live.streams_with_token.load(Ordering::Acquire),
             concurrency: self.concurrency,
             ttft_ms_p50: ttft,
+            ttfa_ms_p50: self.live.ttfa_median(),
             tbt_ms_p50: tbt,
             server,
         });

@@ -54,6 +54,9 @@ struct Shard {
 #[derive(Debug, Default)]
 struct LiveStats {
     ttft_ms: Vec<f64>,
+    ttfa_ms: Vec<f64>,
+    /// A request of this stream answered after thinking: the live view shows TTFA.
+    thought: bool,
     tbt_ms: VecDeque<f64>,
 }
 
@@ -108,6 +111,19 @@ impl Live {
         (sm_core::stats::median(&ttft), sm_core::stats::median(&tbt))
     }
 
+    /// The median wait for the first answer token so far, once a request answered after
+    /// thinking; `None` for a model that does not think (its TTFT is that wait).
+    pub(crate) fn ttfa_median(&self) -> Option<f64> {
+        let mut ttfa = Vec::new();
+        let mut thought = false;
+        for shard in &self.shards {
+            let s = lock(&shard.stats);
+            ttfa.extend_from_slice(&s.ttfa_ms);
+            thought |= s.thought;
+        }
+        thought.then(|| sm_core::stats::median(&ttfa)).flatten()
+    }
+
     pub(crate) fn fail(&self, status: CellStatus, reason: String) {
         let mut slot = lock(&self.failure);
         if slot.is_none() {
@@ -138,6 +154,11 @@ impl Observer for StreamObserver<'_> {
             self.live.streams_with_token.fetch_add(1, Ordering::AcqRel);
         }
         lock(&self.shard.stats).ttft_ms.push(ttft.as_secs_f64() * 1000.0);
+    }
+    fn first_answer(&self, ttfa: Duration, after_thinking: bool) {
+        let mut s = lock(&self.shard.stats);
+        s.ttfa_ms.push(ttfa.as_secs_f64() * 1000.0);
+        s.thought |= after_thinking;
     }
     fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
         self.shard.tokens.fetch_add(tokens, Ordering::Relaxed);
@@ -201,6 +222,10 @@ mod tests {
         assert_eq!(live.shards[1].tokens.load(Ordering::Relaxed), 0);
         let (ttft, tbt) = live.medians();
         assert_eq!(ttft, Some(30.0));
+        a.first_answer(Duration::from_millis(20), false);
+        assert_eq!(live.ttfa_median(), None, "no request thought: its TTFT is the wait");
+        b.first_answer(Duration::from_millis(90), true);
+        assert_eq!(live.ttfa_median(), Some(55.0));
         assert_eq!(tbt, Some(10.0), "gaps per token: 10 and 10 ms");
         assert!(live.mirrors().all(|m| lock(m).is_empty()), "nothing mirrored without --precision");
     }

@@ -36,6 +36,9 @@ pub trait Observer: Sync {
     fn request_id(&self, _id: &str) {}
     /// A point was added to the log of the request sent at `sent` (for `--precision`'s running check).
     fn point(&self, _sent: Instant, _point: Point) {}
+    /// The first answer chunk arrived, `ttfa` after the request was sent; `after_thinking` when
+    /// token-bearing chunks (its thinking) came before it.
+    fn first_answer(&self, _ttfa: Duration, _after_thinking: bool) {}
     /// Answer text arrived (content only, no reasoning): a session keeps it for its next turn.
     fn content(&self, _text: &str) {}
 }
@@ -222,6 +225,7 @@ impl ReadState {
         if !chunk.content.is_empty() {
             if log.first_answer.is_none() {
                 (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
+                observer.first_answer(at - log.sent, !log.points.is_empty());
             }
             observer.content(&chunk.content);
         }
