@@ -242,6 +242,13 @@ pub struct Comparison {
 }
 
 impl Comparison {
+    /// The figures a view of this comparison shows: every main figure, and a reasoning model's
+    /// TTFA only where some cell compared it (a model that does not think has none).
+    pub fn figures(&self) -> Vec<Figure> {
+        let compared = |f: Figure| self.compared().any(|(_, d)| d.iter().any(|d| d.figure == f));
+        Figure::ALL.into_iter().filter(|&f| !matches!(f, Figure::TtfaP50 | Figure::TtfaP90) || compared(f)).collect()
+    }
+
     pub fn compared(&self) -> impl Iterator<Item = (&CellComparison, &[FigureDiff])> {
         self.cells.iter().filter_map(|c| match &c.outcome {
             Outcome::Compared(f) => Some((c, f.as_slice())),

@@ -78,7 +78,7 @@ pub fn diff_text(d: &FigureDiff) -> String {
 }
 
 /// What `— (n < 6)` means, for legends and tooltips.
-pub const TOO_FEW_MEANING: &str = "n < 6 (or 36): TTFT has one sample per request, and a run's cell rests on \
+pub const TOO_FEW_MEANING: &str = "n < 6 (or 36): TTFT (and TTFA) has one sample per request, and a run's cell rests on \
      fewer requests than its percentile's interval needs (6 for p50, 36 for p90), so no change is given";
 
 /// The requests each run's cell rests on: `40/38`, `?` where a run does not say.
@@ -147,9 +147,9 @@ fn counts(c: &Comparison, b: &str) -> String {
     parts.join(", ")
 }
 
-/// The six figures' texts of a compared cell, `—` where either run lacks one.
-fn figure_texts(diffs: &[FigureDiff]) -> Vec<String> {
-    Figure::ALL
+/// The figures' texts of a compared cell, `—` where either run lacks one.
+fn figure_texts(figures: &[Figure], diffs: &[FigureDiff]) -> Vec<String> {
+    figures
         .iter()
         .map(|f| diffs.iter().find(|d| d.figure == *f).map_or_else(|| format::NONE.to_string(), diff_text))
         .collect()
@@ -218,17 +218,18 @@ fn table(rows: &[Vec<String>], left: usize) -> String {
 }
 
 fn text_rows(c: &Comparison, b: &str) -> Vec<Vec<String>> {
+    let figures = c.figures();
     let mut rows = vec![
         ["context", "users", "requests"]
             .iter()
             .map(|s| s.to_string())
-            .chain(Figure::ALL.iter().map(|f| f.title().to_string()))
+            .chain(figures.iter().map(|f| f.title().to_string()))
             .collect::<Vec<_>>(),
     ];
     for cell in &c.cells {
         let mut row = vec![plain(&cell.label), cell.concurrency.to_string(), requests_text(cell.requests)];
         match &cell.outcome {
-            Outcome::Compared(d) => row.extend(figure_texts(d)),
+            Outcome::Compared(d) => row.extend(figure_texts(&figures, d)),
             other => row.push(outcome_text(other, b)),
         }
         rows.push(row);
@@ -268,21 +269,19 @@ fn md_row(cells: &[String]) -> String {
     format!("| {} |\n", cells.join(" | "))
 }
 
-fn md_cell_row(cell: &CellComparison, b: &str, failed: bool) -> String {
+fn md_cell_row(figures: &[Figure], cell: &CellComparison, b: &str, failed: bool) -> String {
     let mut row = vec![markdown_cell(&cell.label), cell.concurrency.to_string(), requests_text(cell.requests)];
     match &cell.outcome {
-        Outcome::Compared(diffs) => {
-            row.extend(Figure::ALL.iter().map(|f| match diffs.iter().find(|d| d.figure == *f) {
-                None => format::NONE.to_string(),
-                Some(d) if d.significance == Significance::Significant => {
-                    format!("**{}**", markdown_cell(&diff_text(d)))
-                }
-                Some(d) => markdown_cell(&diff_text(d)),
-            }))
-        }
+        Outcome::Compared(diffs) => row.extend(figures.iter().map(|f| match diffs.iter().find(|d| d.figure == *f) {
+            None => format::NONE.to_string(),
+            Some(d) if d.significance == Significance::Significant => {
+                format!("**{}**", markdown_cell(&diff_text(d)))
+            }
+            Some(d) => markdown_cell(&diff_text(d)),
+        })),
         other => {
             row.push(markdown_cell(&outcome_text(other, b)));
-            row.extend(std::iter::repeat_n(String::new(), Figure::ALL.len() - 1));
+            row.extend(std::iter::repeat_n(String::new(), figures.len() - 1));
         }
     }
     if failed {
@@ -300,17 +299,18 @@ pub fn markdown(report: &Report) -> String {
     for (i, c) in report.comparisons.iter().enumerate() {
         let letter = LETTERS[i + 1];
         let _ = writeln!(s, "\n### {letter} compared with A\n\n{}\n", counts(c, letter));
+        let figures = c.figures();
         let head: Vec<String> = ["Context", "Users", "Requests"]
             .iter()
             .map(|h| h.to_string())
-            .chain(Figure::ALL.iter().map(|f| f.title().to_string()))
+            .chain(figures.iter().map(|f| f.title().to_string()))
             .collect();
         s.push_str(&md_row(&head));
-        s.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+        let _ = writeln!(s, "|---|{}", "---:|".repeat(head.len() - 1));
         for cell in &c.cells {
             let failed =
                 report.failures[i].iter().any(|f| f.context == cell.context && f.concurrency == cell.concurrency);
-            s.push_str(&md_cell_row(cell, letter, failed));
+            s.push_str(&md_cell_row(&figures, cell, letter, failed));
         }
         if !c.capacity.is_empty() {
             let _ = write!(s, "\nCapacity, max users (bounded by):\n\n| Context | A | {letter} |\n|---|---:|---:|\n");

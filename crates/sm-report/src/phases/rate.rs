@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use maud::{Markup, html};
 use serde::Serialize;
-use sm_core::figures::Figures;
+use sm_core::figures::{Figure, Figures};
 
 use crate::format::figure_named as shown;
 use sm_core::phases::rate::{LevelStatus, RateLevel, RatePhase, RequestRate, Saturation};
@@ -38,19 +38,30 @@ const KEYS: [&str; 2] = ["Offered req/s", "Completed"];
 /// level's error, may be long and wraps).
 const AFTER: [&str; 4] = ["In flight mean / max", "Late sends", "Goodput", "Kept up"];
 
-/// The keys, the figures the level's figure table heads ([`sm_core::figures`]: a figure given a
-/// heading there is a column here), then the columns after them.
-fn header() -> Vec<&'static str> {
-    KEYS.into_iter().chain(RateLevel::headed().filter_map(|f| f.label)).chain(AFTER).collect()
+/// Headed figures a level has only for some servers (a reasoning model's wait for its answer): a
+/// column only in a table where some level carries it.
+const WHERE_CARRIED: [&str; 1] = ["ttfa_ms_p50"];
+
+/// The figures the level's figure table heads ([`sm_core::figures`]: a figure given a heading there
+/// is a column here) that the table of `levels` shows.
+pub(super) fn columns<'a>(levels: impl Iterator<Item = &'a RateLevel> + Clone) -> Vec<&'static Figure<RateLevel>> {
+    RateLevel::headed()
+        .filter(|f| !WHERE_CARRIED.contains(&f.name) || levels.clone().any(|l| f.of(l).is_some()))
+        .collect()
+}
+
+/// The keys, the figures [`columns`] chose, then the columns after them.
+fn header(shown: &[&Figure<RateLevel>]) -> Vec<&'static str> {
+    KEYS.into_iter().chain(shown.iter().filter_map(|f| f.label)).chain(AFTER).collect()
 }
 
 /// A level's cells, in [`header`] order, as text; the verdict is the last. The figures rest on the
 /// completed requests, so their count is shown beside them; goodput is a share of the requests
 /// the server answered or failed.
-fn cells(l: &RateLevel) -> Vec<String> {
+fn cells(l: &RateLevel, shown: &[&Figure<RateLevel>]) -> Vec<String> {
     let offered = l.rate.to_string();
     if l.status != LevelStatus::Measured {
-        let mut row = vec!["—".to_string(); header().len()];
+        let mut row = vec!["—".to_string(); header(shown).len()];
         row[0] = offered;
         *row.last_mut().expect("a verdict column") = l.reason.clone().unwrap_or_default();
         return row;
@@ -61,7 +72,7 @@ fn cells(l: &RateLevel) -> Vec<String> {
     };
     let late = format!("{} of {}", l.counts.late, l.counts.scheduled);
     let completed = format!("{} of {}", l.counts.completed, l.counts.scheduled);
-    let figures = RateLevel::headed().map(|f| crate::format::figure(f.unit, f.of(l)));
+    let figures = shown.iter().map(|f| crate::format::figure(f.unit, f.of(l)));
     [offered, completed].into_iter().chain(figures).chain([flight, late, goodput(l), kept_up(l)]).collect()
 }
 
@@ -115,7 +126,8 @@ pub(super) fn html(record: &RunRecord) -> Markup {
             (charts(phase))
             @for (label, levels) in rows(phase) {
                 h3 { (Text(label)) }
-                (table_html("rate", &header(), levels.iter().map(|l| (l.saturated, cells(l)))))
+                @let shown = columns(levels.iter().copied());
+                (table_html("rate", &header(&shown), levels.iter().map(|l| (l.saturated, cells(l, &shown)))))
             }
         }
     }
@@ -214,7 +226,8 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     let _ = writeln!(s, "## Arrivals at a rate\n\n{}\n", markdown_cell(&caption(phase)));
     for (label, levels) in rows(phase) {
         let _ = writeln!(s, "### {}\n", markdown_cell(label));
-        table_markdown(s, &header(), levels.into_iter().map(cells));
+        let shown = columns(levels.iter().copied());
+        table_markdown(s, &header(&shown), levels.into_iter().map(|l| cells(l, &shown)));
     }
 }
 

@@ -18,6 +18,7 @@ fn class(s: Significance) -> &'static str {
 }
 
 fn table(c: &Comparison, bi: usize, letter: &str) -> Markup {
+    let shown = c.figures();
     html! {
         h3.ratio-title { (swatch(bi, letter)) " − " (swatch(0, "A")) }
         div.scroll { table class="runs sigdiff" {
@@ -25,7 +26,7 @@ fn table(c: &Comparison, bi: usize, letter: &str) -> Markup {
                 th { "Context" }
                 th.r { "Users" }
                 th.r title={ "each run's requests in the cell (A/" (letter) ")" } { "Requests" }
-                @for f in Figure::ALL { th.r { (f.title()) } }
+                @for f in &shown { th.r { (f.title()) } }
             } }
             tbody {
                 @for cell in &c.cells {
@@ -33,7 +34,7 @@ fn table(c: &Comparison, bi: usize, letter: &str) -> Markup {
                         td { (cell.label) }
                         td.num { (cell.concurrency) }
                         td.num { (requests_text(cell.requests)) }
-                        (figures(&cell.outcome, letter))
+                        (figures(&shown, &cell.outcome, letter))
                     }
                 }
             }
@@ -42,10 +43,10 @@ fn table(c: &Comparison, bi: usize, letter: &str) -> Markup {
 }
 
 /// A cell's difference per figure, marked by its significance, or why the cell has none.
-fn figures(outcome: &Outcome, letter: &str) -> Markup {
+fn figures(shown: &[Figure], outcome: &Outcome, letter: &str) -> Markup {
     match outcome {
         Outcome::Compared(diffs) => html! {
-            @for f in Figure::ALL {
+            @for &f in shown {
                 @match diffs.iter().find(|d| d.figure == f) {
                     Some(d) => {
                         @let meaning = if d.too_few { TOO_FEW_MEANING } else { d.significance.meaning() };
@@ -55,7 +56,7 @@ fn figures(outcome: &Outcome, letter: &str) -> Markup {
                 }
             }
         },
-        other => html! { td colspan="6" class="caption" { (outcome_text(other, letter)) } },
+        other => html! { td colspan=(shown.len()) class="caption" { (outcome_text(other, letter)) } },
     }
 }
 

@@ -57,3 +57,4 @@ mod site_contexts;
 mod site_http;
 mod site_phases;
 mod site_rejudge;
+mod site_thinking;

@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use maud::{Markup, html};
-use sm_core::figures::{Figures, Unit};
+use sm_core::figures::{Figure, Unit};
 use sm_core::phases::PhaseKind;
 use sm_core::phases::rate::{LevelStatus, RateLevel, Saturation};
 use sm_core::phases::replay::{PrefixReuse, ReplayLevel, ReplaySettings, ScaleVerdict};
@@ -34,8 +34,13 @@ pub const SEARCHED_NOTE: &str = "A scale marked \"searched\" was chosen by the c
 not asked for with --time-scale.";
 
 /// The keys, the figures the rate level's table heads ([`sm_core::figures`]), the columns after.
-fn header() -> Vec<&'static str> {
-    KEYS.into_iter().chain(RateLevel::headed().filter_map(|f| f.label)).chain(AFTER).collect()
+fn header(shown: &[&Figure<RateLevel>]) -> Vec<&'static str> {
+    KEYS.into_iter().chain(shown.iter().filter_map(|f| f.label)).chain(AFTER).collect()
+}
+
+/// The rate level's headed figures this table of `levels` shows ([`super::rate::columns`]).
+fn columns(levels: &[&ReplayLevel]) -> Vec<&'static Figure<RateLevel>> {
+    super::rate::columns(levels.iter().map(|r| &r.level))
 }
 
 /// A time scale as people read it: `2×`, `3.08×`, `0.016×`.
@@ -53,18 +58,18 @@ pub fn scale(s: f64) -> String {
 }
 
 /// A level's cells, in [`header`] order; the verdict is the last.
-fn cells(r: &ReplayLevel) -> Vec<String> {
+fn cells(r: &ReplayLevel, columns: &[&Figure<RateLevel>]) -> Vec<String> {
     let l = &r.level;
     let key = if r.searched { format!("{} (searched)", scale(r.time_scale)) } else { scale(r.time_scale) };
     let offered = format::figure(Unit::ReqPerS, l.rate.per_second());
     if l.status != LevelStatus::Measured {
-        let mut row = vec![format::NONE.to_string(); header().len()];
+        let mut row = vec![format::NONE.to_string(); header(columns).len()];
         (row[0], row[1]) = (key, offered);
         *row.last_mut().expect("a verdict column") = l.reason.clone().unwrap_or_default();
         return row;
     }
     let completed = format!("{} of {}", l.counts.completed, l.counts.scheduled);
-    let figures = RateLevel::headed().map(|f| format::figure(f.unit, f.of(l)));
+    let figures = columns.iter().map(|f| format::figure(f.unit, f.of(l)));
     let after = [
         shown(l, "send_lag_ms_p99"),
         opt(l.in_flight_mean, format::fixed1),
@@ -116,8 +121,8 @@ fn caption(s: &ReplaySettings) -> String {
     )
 }
 
-fn row(r: &ReplayLevel) -> (bool, Vec<String>) {
-    (r.level.verdict() == Some(Saturation::Saturated), cells(r))
+fn row(r: &ReplayLevel, shown: &[&Figure<RateLevel>]) -> (bool, Vec<String>) {
+    (r.level.verdict() == Some(Saturation::Saturated), cells(r, shown))
 }
 
 pub(super) fn html(record: &RunRecord) -> Markup {
@@ -128,7 +133,8 @@ pub(super) fn html(record: &RunRecord) -> Markup {
             h2 { (PhaseKind::Replay.title()) }
             p class="caption" { (Text(&caption(&phase.settings))) }
             (charts(&levels))
-            (table_html("rate replay", &header(), levels.iter().map(|r| row(r))))
+            @let shown = columns(&levels);
+            (table_html("rate replay", &header(&shown), levels.iter().map(|r| row(r, &shown))))
             @if levels.iter().any(|r| r.searched) { p class="caption" { (SEARCHED_NOTE) } }
         }
     }
@@ -148,7 +154,8 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
     let Some(phase) = &record.phases.replay else { return };
     let _ = writeln!(s, "## {}\n\n{}\n", PhaseKind::Replay.title(), markdown_cell(&caption(&phase.settings)));
     let levels = phase.by_scale();
-    table_markdown(s, &header(), levels.iter().map(|r| cells(r)));
+    let shown = columns(&levels);
+    table_markdown(s, &header(&shown), levels.iter().map(|r| cells(r, &shown)));
     if levels.iter().any(|r| r.searched) {
         let _ = writeln!(s, "{}\n", markdown_cell(SEARCHED_NOTE));
     }
