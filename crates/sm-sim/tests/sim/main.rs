@@ -12,3 +12,4 @@ mod noise;
 mod reasoning;
 mod schedule;
 mod trace;
+mod tools;
