@@ -156,7 +156,8 @@ mod tests {
         let tool = |n: &str| json!({"type": "function", "function": {"name": n, "parameters": {}}});
         let body = json!({"tools": [tool("get_weather"), tool("b")]});
         assert_eq!(called_function(&body).as_deref(), Some("get_weather"));
-        let forced = json!({"tools": [tool("a"), tool("b")], "tool_choice": {"type": "function", "function": {"name": "b"}}});
+        let forced =
+            json!({"tools": [tool("a"), tool("b")], "tool_choice": {"type": "function", "function": {"name": "b"}}});
         assert_eq!(called_function(&forced).as_deref(), Some("b"));
         assert_eq!(called_function(&json!({"tools": [tool("a")], "tool_choice": "none"})), None);
         assert_eq!(called_function(&json!({"tools": []})), None);

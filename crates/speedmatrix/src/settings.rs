@@ -268,6 +268,7 @@ fn run_settings(args: &RunArgs, resumed: Option<&RunRecord>, engine: &Engine) ->
         None => "a setting is out of range".to_string(),
     })?;
     run.phases = args.phases.resolve(resumed, run.find_capacity)?;
+    run.tools = crate::tools_args::resolve(args.tools.as_deref(), run.api, resumed)?;
     Ok(run)
 }
 

@@ -148,8 +148,7 @@ fn reasoning_overrides(profile: &mut Profile, tokens: Option<&str>, field: Optio
 fn tools_override(profile: &mut Profile, share: Option<&str>) -> Result<(), String> {
     let Some(v) = share else { return Ok(()) };
     let share: f64 = v.trim().parse().map_err(|_| format!("--tools-invalid-json: `{v}` is not a number"))?;
-    profile.tools =
-        sm_sim::Tools::new(share, profile.tools.seed).map_err(|e| format!("--tools-invalid-json: {e}"))?;
+    profile.tools = sm_sim::Tools::new(share, profile.tools.seed).map_err(|e| format!("--tools-invalid-json: {e}"))?;
     Ok(())
 }
 

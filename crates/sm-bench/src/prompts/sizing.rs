@@ -48,6 +48,8 @@ pub struct Sizer {
     pub method: Method,
     /// What a person should know about how lengths were fixed (e.g. an unused `--tokenizer`).
     pub notes: Vec<String>,
+    /// With `--tools`: the sentence after every sized prompt's question that asks for a call.
+    pub invite: Option<String>,
 }
 
 /// Makes a prompt whose length grows with its argument (filler characters).
@@ -83,6 +85,7 @@ impl Sizer {
             local: None,
             method: Method::ServerTokenize,
             notes: Vec::new(),
+            invite: None,
         };
         let probe = prompt::build(&prompt::tag(run_id, CALIBRATION, 0), 16);
         if let Ok(Some(_)) = discover::count_tokens(client, facts, api, &probe).await {
@@ -146,7 +149,7 @@ impl Sizer {
 
     /// The chat for `tag` whose prompt is `target` tokens long.
     pub async fn size(&self, tag: &str, target: u64) -> Result<Sized, String> {
-        self.size_with(&|chars| prompt::build(tag, chars), target).await
+        self.size_with(&|chars| prompt::build_inviting(tag, chars, self.invite.as_deref()), target).await
     }
 
     /// The prompt `build(chars)` whose token count is `target`, searching `chars` (filler text
@@ -248,6 +251,7 @@ impl Sizer {
             ignore_eos: false,
             continuous_usage: false,
             temperature: None,
+            tools: None,
         };
         let body = spec.body(p);
         let resp = self

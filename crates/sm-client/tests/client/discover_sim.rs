@@ -235,6 +235,7 @@ fn stream_spec(model: &str, max_tokens: u64) -> RequestSpec {
         ignore_eos: true,
         continuous_usage: false,
         temperature: None,
+        tools: None,
     }
 }
 
@@ -299,6 +300,7 @@ async fn billed_prompt_tokens(c: &Client, model: &str, api: Api, prompt: &Prompt
         ignore_eos: false,
         continuous_usage: false,
         temperature: None,
+        tools: None,
     };
     let v = c.post_json(spec.path(), &spec.body(prompt), Duration::from_secs(10)).await.unwrap();
     v["usage"]["prompt_tokens"].as_u64().expect("usage.prompt_tokens")

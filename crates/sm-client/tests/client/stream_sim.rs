@@ -24,6 +24,7 @@ fn body(h: &SimHandle, max_tokens: u64) -> (&'static str, JsonBody) {
         ignore_eos: true,
         continuous_usage: false,
         temperature: None,
+        tools: None,
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

@@ -32,6 +32,7 @@ fn body(model: &str, api: Api, max_tokens: u64) -> (&'static str, JsonBody) {
         ignore_eos: true,
         continuous_usage: true,
         temperature: None,
+        tools: None,
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

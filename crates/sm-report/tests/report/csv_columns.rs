@@ -39,6 +39,10 @@ fn full_cell() -> DecodeCell {
         ttfa_ms: Percentiles::p50_p90_p99(900.5, 1200.25, 1500.125),
         reasoning_tokens_mean: Some(312.5),
         no_answer: Some(1),
+        ttftc_ms: Percentiles::p50_p90_p99(950.5, 1250.25, 1550.125),
+        tool_call_tokens_mean: Some(42.5),
+        tool_args_valid: Some(0.875),
+        no_tool_call: Some(2),
         warnings: vec!["capacity limited".into(), "second warning".into()],
         slo_met: Some(false),
         slo_bounds: vec![

@@ -11,5 +11,5 @@ mod flavors;
 mod noise;
 mod reasoning;
 mod schedule;
-mod trace;
 mod tools;
+mod trace;
