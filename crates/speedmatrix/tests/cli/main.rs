@@ -46,6 +46,7 @@ mod run_sessions_faults;
 mod run_span_telemetry;
 mod run_spec_decode;
 mod run_thinking;
+mod run_tools;
 mod run_token_counts;
 mod run_tokenizer;
 mod seed_profile;
