@@ -89,7 +89,7 @@ pub struct Chunk {
     /// Some content, reasoning or tool call arrived (a role-only chunk with `""` is not a token,
     /// nor a tool-call delta with neither a name nor argument text).
     pub has_text: bool,
-    /// The chunk carries a `delta.tool_calls` entry (methodology §7.4): the answer is a call.
+    /// The chunk carries a `delta.tool_calls` entry (methodology §7.3.1): the answer is a call.
     pub tool_call: bool,
     /// The argument text of tool call index 0 in this chunk (also in `text`).
     pub tool_args: String,

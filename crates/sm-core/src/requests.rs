@@ -98,7 +98,7 @@ pub struct RequestLine {
     /// `usage.completion_tokens_details.reasoning_tokens`, where the server sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_reasoning_tokens: Option<u64>,
-    /// A request sent with `tools` (`run --tools`, methodology §7.4): `first_tool_call_s`,
+    /// A request sent with `tools` (`run --tools`, methodology §7.3.1): `first_tool_call_s`,
     /// `tool_call_tokens` and `tool_args_valid`. Absent for a request sent without tools.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub tool_call: Option<ToolCallFields>,

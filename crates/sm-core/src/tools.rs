@@ -1,4 +1,4 @@
-//! `run --tools FILE.json` (methodology §7.4, issue 33 §2): OpenAI tool definitions sent with every
+//! `run --tools FILE.json` (methodology §7.3.1, issue 33 §2): OpenAI tool definitions sent with every
 //! chat request, checked here, and what the record keeps of the file — never its content.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! `run --tools FILE.json` (methodology §7.4, issue 33 §2): the file read and checked before the
+//! `run --tools FILE.json` (methodology §7.3.1, issue 33 §2): the file read and checked before the
 //! server is asked anything, and on `--resume` held to the file the run recorded.
 
 use std::path::Path;

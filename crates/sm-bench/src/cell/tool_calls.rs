@@ -1,4 +1,4 @@
-//! A cell sent with tools (`run --tools`, methodology §7.4, issue 33 §2): the wait for the first
+//! A cell sent with tools (`run --tools`, methodology §7.3.1, issue 33 §2): the wait for the first
 //! tool-call delta, the calls' tokens, whether their arguments parse, and the requests that made no
 //! call. Pure functions over the requests' logs; `None` for a cell whose requests carried no tools,
 //! so a run without `--tools` carries none of these figures.

@@ -75,7 +75,7 @@ pub struct RunSettings {
     pub tools: Option<ToolSet>,
 }
 
-/// `--tools FILE.json` (methodology §7.4): the definitions every chat request carries, and what
+/// `--tools FILE.json` (methodology §7.3.1): the definitions every chat request carries, and what
 /// the record keeps of the file (a resume reads the file again and checks it is the same).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSet {

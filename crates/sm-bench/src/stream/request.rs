@@ -230,7 +230,7 @@ impl ReadState {
             log.tool_args.push_str(&chunk.tool_args);
             if chunk.has_text && log.first_tool_call.is_none() {
                 (log.first_tool_call, log.tool_point) = (Some(at), Some(log.points.len()));
-                // a call is the answer (methodology §7.4): the thinking ends where it begins
+                // a call is the answer (methodology §7.3.1): the thinking ends where it begins
                 if log.first_answer.is_none() {
                     (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
                 }

@@ -36,7 +36,7 @@ pub struct RequestLog {
     pub cached_tokens: Option<u64>,
     /// `usage.completion_tokens_details.reasoning_tokens`, the last the server sent.
     pub reasoning_tokens: Option<u64>,
-    /// The request was sent with `tools` (methodology §7.4): the tool-call fields below are its
+    /// The request was sent with `tools` (methodology §7.3.1): the tool-call fields below are its
     /// figures; without them they stay empty and its lines carry none.
     pub tools: bool,
     /// The first chunk with a tool-call delta that carried output (a name or argument text).

@@ -166,7 +166,7 @@ pub fn answer_fields(log: &RequestLog, ratio: Option<f64>, secs: impl Fn(Instant
     }
 }
 
-/// A request's tokens from its first tool-call chunk on (methodology §7.4): a call comes last in
+/// A request's tokens from its first tool-call chunk on (methodology §7.3.1): a call comes last in
 /// an answer, so those are the call's. 0 without a call.
 pub fn call_tokens(log: &RequestLog, ratio: Option<f64>) -> f64 {
     let Some(first) = log.first_tool_call else { return 0.0 };

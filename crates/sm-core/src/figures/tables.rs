@@ -107,12 +107,12 @@ impl Figures for DecodeCell {
         quantile!(ttfa_ms.p90, Ms, WhenValid, "TTFA p90"),
         quantile!(ttfa_ms.p99, Ms, WhenValid),
         field!(reasoning_tokens_mean, Tokens, WhenValid, "Thinking tokens"),
+        counted!(no_answer, Count, WhenValid, "No answer"),
         // a cell sent with tools only (issue 33 §2): the wait for the call, and the calls
         quantile!(ttftc_ms.p50, Ms, WhenValid, "TTFTC p50"),
         quantile!(ttftc_ms.p90, Ms, WhenValid, "TTFTC p90"),
         quantile!(ttftc_ms.p99, Ms, WhenValid),
         field!(tool_call_tokens_mean, Tokens, WhenValid, "Tool-call tokens"),
-        counted!(no_answer, Count, WhenValid, "No answer"),
         field!(tool_args_valid, Ratio, WhenValid, "Tool args valid"),
         counted!(no_tool_call, Count, WhenValid, "No tool call"),
     ];

@@ -168,7 +168,7 @@ pub struct DecodeCell {
     /// request thought.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub no_answer: Option<u64>,
-    /// A cell sent with tools (`run --tools`, methodology §7.4): from each request's send to its
+    /// A cell sent with tools (`run --tools`, methodology §7.3.1): from each request's send to its
     /// first tool-call chunk, ms, over the requests whose first call arrived before the window
     /// closed: p50, p90, p99 (the keys `ttftc_ms_p50`, … of `ttftc_ms_keys`). Absent where the
     /// cell's requests carried no tools.
