@@ -184,8 +184,8 @@ fn check_chunk(data: &[u8]) {
     match parse_chunk(data) {
         Ok(c) => {
             // text is output; so is a tool call's name, which is not text (the call's first delta)
-            let name_only = c.tool_call && c.text.is_empty();
-            assert!(c.has_text == !c.text.is_empty() || (name_only && c.has_text), "has_text disagrees: {c:?}");
+            assert!(c.text.is_empty() || c.has_text, "text that is not output: {c:?}");
+            assert!(!c.has_text || !c.text.is_empty() || c.tool_call, "output without text or a call: {c:?}");
             // a text chunk is an object with choices: a bare JSON value is not one
             assert!(!c.has_text || data.trim_ascii_start().starts_with(b"{"));
         }
