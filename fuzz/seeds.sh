@@ -42,6 +42,9 @@ for flavor in vllm sglang llamacpp tgi generic; do
     stream vllm-chat-continuous-usage /v1/chat/completions "{$chat,\"max_tokens\":6,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true}}"
     stream vllm-completions /v1/completions "{\"prompt\":\"Once upon a time\",\"max_tokens\":6,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}"
     stream vllm-natural-stop /v1/chat/completions "{$chat,\"max_tokens\":64,\"stream\":true}"
+    # a request with tools: one call of the first tool (the name's delta, then argument fragments)
+    tools='"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]'
+    stream vllm-tool-call /v1/chat/completions "{$chat,$tools,\"max_tokens\":6,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true,\"continuous_usage_stats\":true}}"
     for fault in multi-token=3 malformed-sse no-usage loop disconnect-after=3 status=429 status=503; do
       stream "vllm-fault-${fault/=/-}" /v1/chat/completions "{$chat,\"max_tokens\":6,\"ignore_eos\":true,\"stream\":true,\"stream_options\":{\"include_usage\":true}}" "$fault"
     done

@@ -42,7 +42,7 @@ pub use runner::progress::{
 pub use runner::{
     BurstConfig, DEFAULT_MAX_TOKENS, DEFAULT_MIN_DURATION, DEFAULT_SERVER_WAIT, DEFAULT_WARMUP, MAX_REPLAY_REQUESTS,
     MixedLevelSpec, MixedPrefillConfig, PhaseConfig, RateConfig, RecordedSettingsError, ReplayConfig, RunError,
-    RunSettings, RunStart, SessionsConfig, Trace, TraceError, run,
+    RunSettings, RunStart, SessionsConfig, ToolSet, Trace, TraceError, run,
 };
 pub use telemetry::gpu_sampler::{GPU_INTERVAL, GpuReader};
 pub use telemetry::nvml::LocalGpus;

@@ -47,7 +47,7 @@ use prompts::Prompts;
 use server_lost::{Seen, lost_reason};
 pub use settings::{
     DEFAULT_MAX_TOKENS, DEFAULT_MIN_DURATION, DEFAULT_SERVER_WAIT, DEFAULT_WARMUP, RecordedSettingsError, RunSettings,
-    RunStart,
+    RunStart, ToolSet,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -296,6 +296,7 @@ impl Runner<'_> {
             continuous_usage,
             temperature: self.settings.temperature,
             reasoning: self.settings.reasoning,
+            tools: self.settings.tools.as_ref().map(|t| t.definitions.clone()),
         }
     }
 

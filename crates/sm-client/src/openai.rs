@@ -60,6 +60,9 @@ pub struct RequestSpec {
     pub continuous_usage: bool,
     pub temperature: Option<f64>,
     pub reasoning: Reasoning,
+    /// `tools` (OpenAI tool definitions) sent with every chat request; `tool_choice` is left to
+    /// the server's default (`auto`). Shared: the same array goes into every body.
+    pub tools: Option<std::sync::Arc<Value>>,
 }
 
 impl RequestSpec {
@@ -77,7 +80,12 @@ impl RequestSpec {
             "stream": self.stream,
         });
         match self.api {
-            Api::Chat => body["messages"] = prompt.messages_json(),
+            Api::Chat => {
+                body["messages"] = prompt.messages_json();
+                if let Some(tools) = &self.tools {
+                    body["tools"] = Value::clone(tools);
+                }
+            }
             Api::Completions => body["prompt"] = Value::String(prompt.as_text()),
         }
         if self.ignore_eos {
@@ -106,8 +114,13 @@ pub struct Chunk {
     /// The answer's own text: content deltas (or completions `text`), without reasoning — what a
     /// chat client sends back as the assistant's turn.
     pub content: String,
-    /// Some content or reasoning arrived (a role-only chunk with `""` is not a token).
+    /// Some content, reasoning or tool call arrived (a role-only chunk with `""` is not a token,
+    /// nor a tool-call delta with neither a name nor argument text).
     pub has_text: bool,
+    /// The chunk carries a `delta.tool_calls` entry (methodology §7.3.1): the answer is a call.
+    pub tool_call: bool,
+    /// The argument text of tool call index 0 in this chunk (also in `text`).
+    pub tool_args: String,
     pub finish_reason: Option<String>,
     /// Cumulative `usage.completion_tokens`, when the chunk carries usage.
     pub completion_tokens: Option<u64>,
@@ -147,6 +160,9 @@ struct RawDelta {
     content: Option<String>,
     reasoning_content: Option<String>,
     reasoning: Option<String>,
+    /// Read leniently (any shape is kept, not refused): a server's odd call must not fail the
+    /// request whose timing is being measured.
+    tool_calls: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +198,9 @@ pub fn parse_chunk(data: &[u8]) -> Result<Chunk, ChunkError> {
                 push_text(&mut chunk, &content);
                 chunk.content.push_str(&content);
             }
+            if let Some(Value::Array(calls)) = delta.tool_calls {
+                push_calls(&mut chunk, &calls);
+            }
         }
         if let Some(text) = choice.text {
             push_text(&mut chunk, &text);
@@ -202,6 +221,22 @@ pub fn parse_chunk(data: &[u8]) -> Result<Chunk, ChunkError> {
         None => e.to_string(),
     });
     Ok(chunk)
+}
+
+/// A delta's tool calls: each is a generated part (its name and its argument text are tokens);
+/// the arguments of call index 0 are kept to check they parse.
+fn push_calls(chunk: &mut Chunk, calls: &[Value]) {
+    for call in calls {
+        chunk.tool_call = true;
+        let f = call.get("function");
+        let name = f.and_then(|f| f.get("name")).and_then(Value::as_str).unwrap_or("");
+        let args = f.and_then(|f| f.get("arguments")).and_then(Value::as_str).unwrap_or("");
+        chunk.has_text |= !name.is_empty();
+        push_text(chunk, args);
+        if call.get("index").and_then(Value::as_u64).unwrap_or(0) == 0 {
+            chunk.tool_args.push_str(args);
+        }
+    }
 }
 
 fn push_text(chunk: &mut Chunk, part: &str) {
@@ -247,6 +282,33 @@ mod tests {
     }
 
     #[test]
+    fn tool_call_deltas_are_generated_output() {
+        // vLLM's (and OpenAI's) first delta of a call: its name, empty arguments
+        let head = br#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#;
+        let c = parse_chunk(head).unwrap();
+        assert!(c.tool_call && c.has_text, "the name is a generated token");
+        assert_eq!((c.text.as_str(), c.content.as_str(), c.tool_args.as_str()), ("", "", ""));
+        let frag = br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": "}}]}}]}"#;
+        let c = parse_chunk(frag).unwrap();
+        assert!(c.tool_call && c.has_text);
+        assert_eq!((c.tool_args.as_str(), c.text.as_str(), c.content.as_str()), (r#"{"city": "#, r#"{"city": "#, ""));
+        // a second call's arguments are output, but not call 0's
+        let two = br#"{"choices":[{"delta":{"tool_calls":[{"index":1,"function":{"arguments":"{}"}}]}}]}"#;
+        let c = parse_chunk(two).unwrap();
+        assert!(c.has_text && c.tool_args.is_empty());
+        // an empty or null list, or a call with nothing in it, is no token; odd shapes are no error
+        for data in [
+            &br#"{"choices":[{"delta":{"content":null,"tool_calls":[]}}]}"#[..],
+            br#"{"choices":[{"delta":{"tool_calls":null}}]}"#,
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":""}}]}}]}"#,
+            br#"{"choices":[{"delta":{"tool_calls":[{"index":"0","function":{"arguments":7}}]}}]}"#,
+        ] {
+            let c = parse_chunk(data).unwrap();
+            assert!(!c.has_text, "{}", String::from_utf8_lossy(data));
+        }
+    }
+
+    #[test]
     fn completions_text_finish_and_usage() {
         let c = parse_chunk(br#"{"choices":[{"text":" a","finish_reason":"length"}],"usage":{"prompt_tokens":5,"completion_tokens":3,"prompt_tokens_details":{"cached_tokens":4}}}"#).unwrap();
         assert_eq!(c.text, " a");
@@ -275,10 +337,13 @@ mod tests {
             continuous_usage: true,
             temperature: None,
             reasoning: Reasoning::default(),
+            tools: Some(std::sync::Arc::new(json!([{"type": "function", "function": {"name": "f"}}]))),
         };
         let prompt = Prompt { messages: vec![("user".into(), "hi".into())] };
         let b = spec.body(&prompt);
         assert_eq!(b["messages"][0]["content"], "hi");
+        assert_eq!(b["tools"][0]["function"]["name"], "f");
+        assert!(b.get("tool_choice").is_none(), "the server's default");
         assert_eq!(b["stream_options"]["continuous_usage_stats"], true);
         assert_eq!(b["ignore_eos"], true);
         assert!(b.get("chat_template_kwargs").is_none() && b.get("reasoning_effort").is_none(), "nothing asked");
@@ -296,6 +361,7 @@ mod tests {
         let c = RequestSpec { api: Api::Completions, stream: false, ..spec };
         let b = c.body(&prompt);
         assert_eq!(b["prompt"], "hi");
+        assert!(b.get("tools").is_none());
         assert!(b.get("stream_options").is_none());
         assert_eq!(c.path(), "/v1/completions");
     }

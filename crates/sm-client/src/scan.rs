@@ -20,6 +20,10 @@ pub struct ChunkRef<'a> {
     /// The answer's own text, as [`Chunk::content`].
     pub content: Cow<'a, str>,
     pub has_text: bool,
+    /// As [`Chunk::tool_call`].
+    pub tool_call: bool,
+    /// As [`Chunk::tool_args`].
+    pub tool_args: Cow<'a, str>,
     pub finish_reason: Option<Cow<'a, str>>,
     pub completion_tokens: Option<u64>,
     pub prompt_tokens: Option<u64>,
@@ -35,6 +39,8 @@ impl ChunkRef<'_> {
             text: self.text.into_owned(),
             content: self.content.into_owned(),
             has_text: self.has_text,
+            tool_call: self.tool_call,
+            tool_args: self.tool_args.into_owned(),
             finish_reason: self.finish_reason.map(Cow::into_owned),
             completion_tokens: self.completion_tokens,
             prompt_tokens: self.prompt_tokens,
@@ -52,6 +58,8 @@ impl From<Chunk> for ChunkRef<'static> {
             text: Cow::Owned(c.text),
             content: Cow::Owned(c.content),
             has_text: c.has_text,
+            tool_call: c.tool_call,
+            tool_args: Cow::Owned(c.tool_args),
             finish_reason: c.finish_reason.map(Cow::Owned),
             completion_tokens: c.completion_tokens,
             prompt_tokens: c.prompt_tokens,
@@ -127,6 +135,9 @@ impl<'a> RawRef<'a> {
         ChunkRef {
             id: self.id,
             has_text: !text.is_empty(),
+            // a chunk with a tool call is left to the reference (see `Cursor::delta`)
+            tool_call: false,
+            tool_args: Cow::Borrowed(""),
             text,
             content,
             finish_reason: self.finish_reason,
@@ -227,6 +238,18 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// `null` or `[]`, else `None`.
+    fn null_or_empty_array(&mut self) -> Option<()> {
+        match self.peek()? {
+            b'n' => self.literal(b"null"),
+            b'[' => {
+                self.i += 1;
+                self.expect(b']')
+            }
+            _ => None,
+        }
+    }
+
     /// `null` or an object; `false` for null.
     fn object_or_null(&mut self) -> Option<bool> {
         match self.peek()? {
@@ -278,6 +301,13 @@ impl<'a> Cursor<'a> {
                 "content" => (0, &mut raw.content),
                 "reasoning_content" => (1, &mut raw.reasoning_content),
                 "reasoning" => (2, &mut raw.reasoning),
+                // vLLM's deltas may carry an empty list; a call itself, rare beside the tokens of
+                // text, goes to the reference, which reads any shape of it
+                "tool_calls" => {
+                    seen.once(3)?;
+                    cur.null_or_empty_array()?;
+                    return Some(true);
+                }
                 _ => return Some(false),
             };
             seen.once(slot.0)?;

@@ -19,6 +19,7 @@
 //! * [`redact`] — removing secrets from launch commands and text by their shape.
 //! * [`ranks`] — what each client process (rank) of a multi-machine cell drove.
 //! * [`secrets`] — the secrets this process was given, scrubbed from every output.
+//! * [`tools`] — `--tools FILE.json`: the tool definitions checked, and what the record keeps.
 //! * [`replay`] — `--replay FILE`: a recorded trace (Mooncake or timestamped messages) read one
 //!   line at a time into requests with their due times; the sender and the prompt builder come later.
 
@@ -48,6 +49,7 @@ pub mod slo;
 pub mod spec_decode;
 pub mod stats;
 pub mod telemetry;
+pub mod tools;
 pub mod units;
 
 pub use units::{Ms, Tokens};

@@ -98,6 +98,10 @@ pub struct RequestLine {
     /// `usage.completion_tokens_details.reasoning_tokens`, where the server sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_reasoning_tokens: Option<u64>,
+    /// A request sent with `tools` (`run --tools`, methodology §7.3.1): `first_tool_call_s`,
+    /// `tool_call_tokens` and `tool_args_valid`. Absent for a request sent without tools.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<ToolCallFields>,
     pub status: RequestStatus,
     /// Why it failed (with `status: failed`), secrets scrubbed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -105,6 +109,19 @@ pub struct RequestLine {
     /// Its first send broke before any byte of the answer and it was sent once more (§6.7).
     #[serde(default, skip_serializing_if = "is_false")]
     pub retried: bool,
+}
+
+/// What a request sent with `tools` did with them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallFields {
+    /// Its first chunk with a tool-call delta (the call's name, or argument text); `null` when it
+    /// made no call.
+    pub first_tool_call_s: Option<f64>,
+    /// Of `output_tokens`, those from that chunk on: the call's (methodology §7.1's attribution).
+    pub tool_call_tokens: f64,
+    /// Whether the arguments of its call (index 0), joined, parse as a JSON object; `null` when it
+    /// made no call.
+    pub tool_args_valid: Option<bool>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -151,6 +168,7 @@ mod tests {
             first_answer_s: None,
             reasoning_tokens: None,
             usage_reasoning_tokens: None,
+            tool_call: None,
             status: RequestStatus::Cancelled,
             reason: None,
             retried: false,
@@ -181,6 +199,18 @@ mod tests {
             let v = serde_json::to_value(&thought).unwrap();
             assert!(v.get("first_answer_s").is_some(), "{v}");
             assert_eq!(serde_json::from_value::<RequestLine>(v).unwrap(), thought);
+        }
+        assert!(v.get("tool_call_tokens").is_none(), "no tools, no tool-call keys");
+        // a request sent with tools: flat keys, null where it made no call
+        for fields in [
+            ToolCallFields { first_tool_call_s: Some(2.25), tool_call_tokens: 7.0, tool_args_valid: Some(false) },
+            ToolCallFields { first_tool_call_s: None, tool_call_tokens: 0.0, tool_args_valid: None },
+        ] {
+            let called = RequestLine { tool_call: Some(fields), ..line.clone() };
+            let v = serde_json::to_value(&called).unwrap();
+            assert!(v.get("first_tool_call_s").is_some() && v.get("tool_args_valid").is_some(), "{v}");
+            assert_eq!(v["tool_call_tokens"], fields.tool_call_tokens);
+            assert_eq!(serde_json::from_value::<RequestLine>(v).unwrap(), called);
         }
     }
 

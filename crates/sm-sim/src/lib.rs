@@ -23,6 +23,7 @@ mod server;
 pub mod speculative;
 mod text;
 pub mod tokenizer;
+pub mod tools;
 mod trace;
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -37,6 +38,7 @@ pub use flavor::Flavor;
 pub use noise::Noise;
 pub use profile::{Profile, ProfileError};
 pub use reasoning::{Reasoning, ReasoningField};
+pub use tools::Tools;
 
 #[derive(Debug, Clone)]
 pub struct SimOptions {

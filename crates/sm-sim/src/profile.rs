@@ -90,6 +90,9 @@ pub struct Profile {
     pub gpu: Option<crate::gpu::SimGpu>,
     /// Optional `[reasoning]`: a reasoning model, whose chat answers start with thinking tokens.
     pub reasoning: Option<crate::reasoning::Reasoning>,
+    /// `[tools]`: how the tool calls of chat requests with `tools` come out (every profile calls;
+    /// the table only shapes the calls, and its defaults make every call's arguments valid JSON).
+    pub tools: crate::tools::Tools,
 }
 
 impl Profile {
@@ -195,6 +198,11 @@ impl Profile {
             ),
         };
 
+        let tools = match t.get("tools") {
+            None => crate::tools::Tools::default(),
+            Some(_) => crate::tools::Tools::from_table(req_table(&t, "tools")?).map_err(|e| invalid("tools", e))?,
+        };
+
         Ok(Profile {
             name,
             model,
@@ -213,6 +221,7 @@ impl Profile {
             speculative,
             gpu,
             reasoning,
+            tools,
         })
     }
 

@@ -33,6 +33,21 @@ pub(crate) struct TraceRecord {
     /// without one writes the same lines as before).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningTruth>,
+    /// With `tools` in the request: `first_tool_call`, `tool_call_tokens` and `tool_args_valid`
+    /// (flattened, and absent for a request without tools).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<ToolTruth>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(crate) struct ToolTruth {
+    /// Release time of the call's first token (the delta with its name); `null` when none was
+    /// released (thinking used up `max_tokens`).
+    pub first_tool_call: Option<f64>,
+    /// The call's tokens released: the name's one and its argument fragments.
+    pub tool_call_tokens: u32,
+    /// Whether the arguments released are a JSON object; `null` without a call.
+    pub tool_args_valid: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]

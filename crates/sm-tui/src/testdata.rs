@@ -65,6 +65,7 @@ pub fn record() -> RunRecord {
             repeats: None,
             save_requests: false,
             prompts_file: None,
+            tools: None,
             matrix: true,
             model_shape: None,
             gpu_metrics: None,

@@ -37,6 +37,7 @@ mod settings;
 mod signals;
 mod sim_cmd;
 mod table;
+mod tools_args;
 mod upload_cmd;
 
 use std::process::ExitCode;

@@ -95,6 +95,12 @@ pub struct RunArgs {
     /// Sent as reasoning_effort, for models that take it (e.g. gpt-oss) [default: not sent].
     #[arg(long, help_heading = heading::SERVER, value_enum)]
     pub(crate) reasoning_effort: Option<EffortFlag>,
+    /// OpenAI tool definitions (a JSON array of {"type": "function", "function": {"name", …}}) sent
+    /// with every chat request, whose prompts then ask for a call: time to the first tool call, the
+    /// call's tokens and whether its arguments parse. Only the file's name, hash, size and tool
+    /// names are recorded.
+    #[arg(long, help_heading = heading::SERVER, value_name = "FILE.json")]
+    pub(crate) tools: Option<PathBuf>,
     /// A local tokenizer.json (or a model directory that has one) to size prompts exactly when the
     /// server has no /tokenize (hosted APIs). Read from disk, never downloaded.
     #[arg(long, help_heading = heading::SERVER, value_name = "PATH")]

@@ -275,6 +275,7 @@ fn run_settings(args: &RunArgs, resumed: Option<&RunRecord>, engine: &Engine) ->
         "--thinking and --reasoning-effort are chat settings (the chat template reads them): use them with --api chat"
     );
     run.phases = args.phases.resolve(resumed, run.find_capacity)?;
+    run.tools = crate::tools_args::resolve(args.tools.as_deref(), run.api, resumed)?;
     Ok(run)
 }
 

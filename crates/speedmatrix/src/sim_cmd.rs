@@ -62,6 +62,10 @@ pub struct SimArgs {
     /// the profile's `[reasoning] field`; needs a count (here or in the profile).
     #[arg(long, value_name = "FIELD")]
     reasoning_field: Option<String>,
+    /// Of the tool calls (chat requests with `tools`), the share whose arguments are deliberately
+    /// not valid JSON (0 to 1, drawn per request), overriding the profile's `[tools] invalid_json`.
+    #[arg(long, value_name = "SHARE")]
+    tools_invalid_json: Option<String>,
     /// Write ground truth (one JSON line per finished request) to FILE.
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
@@ -140,11 +144,20 @@ fn reasoning_overrides(profile: &mut Profile, tokens: Option<&str>, field: Optio
     Ok(())
 }
 
+/// `--tools-invalid-json` over the profile's `[tools]`.
+fn tools_override(profile: &mut Profile, share: Option<&str>) -> Result<(), String> {
+    let Some(v) = share else { return Ok(()) };
+    let share: f64 = v.trim().parse().map_err(|_| format!("--tools-invalid-json: `{v}` is not a number"))?;
+    profile.tools = sm_sim::Tools::new(share, profile.tools.seed).map_err(|e| format!("--tools-invalid-json: {e}"))?;
+    Ok(())
+}
+
 fn options(args: SimArgs) -> Result<SimOptions, String> {
     let mut profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
     noise_overrides(&mut profile, args.step_noise.as_deref(), args.drift.as_deref())?;
     spec_overrides(&mut profile, args.spec_draft.as_deref(), args.spec_acceptance.as_deref())?;
     reasoning_overrides(&mut profile, args.reasoning_tokens.as_deref(), args.reasoning_field.as_deref())?;
+    tools_override(&mut profile, args.tools_invalid_json.as_deref())?;
     let host: IpAddr = args
         .host
         .parse()
@@ -315,6 +328,18 @@ mod tests {
             let e = spec_overrides(&mut Profile::builtin("tiny").unwrap(), k, a).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
+    }
+
+    #[test]
+    fn the_tools_flag_sets_the_invalid_share() {
+        let mut p = Profile::builtin("tiny").unwrap();
+        tools_override(&mut p, None).unwrap();
+        assert_eq!(p.tools.invalid_json, 0.0);
+        tools_override(&mut p, Some("0.25")).unwrap();
+        assert_eq!(p.tools.invalid_json, 0.25);
+        let e = tools_override(&mut p, Some("2")).unwrap_err();
+        assert!(e.starts_with("--tools-invalid-json: must be a share between 0 and 1"), "{e}");
+        assert!(tools_override(&mut p, Some("x")).unwrap_err().contains("is not a number"));
     }
 
     #[test]

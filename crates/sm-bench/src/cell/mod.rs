@@ -6,6 +6,7 @@ pub(crate) mod health;
 pub(crate) mod server;
 pub(crate) mod spec_note;
 pub(crate) mod thinking;
+pub(crate) mod tool_calls;
 pub(crate) mod verdict;
 mod watch;
 pub(crate) mod window;

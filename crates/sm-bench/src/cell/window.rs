@@ -73,6 +73,9 @@ pub struct Figures {
     /// A reasoning model's: the wait for the first answer token and the thinking; `None` where no
     /// request thought.
     pub thinking: Option<super::thinking::Thinking>,
+    /// A cell sent with tools: the wait for the first tool call, the calls' tokens and whether
+    /// their arguments parse; `None` where the requests carried no tools.
+    pub tool_calls: Option<super::tool_calls::ToolCalls>,
 }
 
 /// The trend of each batch-means figure over the window's [`BATCHES`] sub-windows (slope and its
@@ -157,6 +160,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
         ci,
         trend,
         thinking: super::thinking::thinking(logs, (window.start, window.end), per_chunk),
+        tool_calls: super::tool_calls::tool_calls(logs, (window.start, window.end), per_chunk),
     }
 }
 

@@ -51,6 +51,12 @@ pub fn filler(chars: usize) -> String {
 
 /// The chat for a document of `doc_chars` filler characters after `tag`.
 pub fn build(tag: &str, doc_chars: usize) -> Prompt {
+    build_inviting(tag, doc_chars, None)
+}
+
+/// [`build`], its question followed by `invite` (with `--tools`, the sentence that asks for a
+/// call: part of the prompt, so sized with it).
+pub fn build_inviting(tag: &str, doc_chars: usize, invite: Option<&str>) -> Prompt {
     let doc = format!(
         "{tag} Below is a large reference document. Read it carefully, then answer the question that follows.\n\n\
 --- BEGIN REFERENCE DOCUMENT ---\n{}\n--- END REFERENCE DOCUMENT ---",
@@ -60,7 +66,7 @@ pub fn build(tag: &str, doc_chars: usize) -> Prompt {
         messages: vec![
             ("user".to_string(), doc),
             ("assistant".to_string(), ACK.to_string()),
-            ("user".to_string(), QUESTION.to_string()),
+            ("user".to_string(), invite.map_or_else(|| QUESTION.to_string(), |i| format!("{QUESTION} {i}"))),
         ],
     }
 }

@@ -50,6 +50,8 @@ pub struct Sizer {
     pub method: Method,
     /// What a person should know about how lengths were fixed (e.g. an unused `--tokenizer`).
     pub notes: Vec<String>,
+    /// With `--tools`: the sentence after every sized prompt's question that asks for a call.
+    pub invite: Option<String>,
 }
 
 /// Makes a prompt whose length grows with its argument (filler characters).
@@ -86,6 +88,7 @@ impl Sizer {
             local: None,
             method: Method::ServerTokenize,
             notes: Vec::new(),
+            invite: None,
         };
         let probe = prompt::build(&prompt::tag(run_id, CALIBRATION, 0), 16);
         if let Ok(Some(_)) = discover::count_tokens(client, facts, (api, &reasoning), &probe).await {
@@ -149,7 +152,7 @@ impl Sizer {
 
     /// The chat for `tag` whose prompt is `target` tokens long.
     pub async fn size(&self, tag: &str, target: u64) -> Result<Sized, String> {
-        self.size_with(&|chars| prompt::build(tag, chars), target).await
+        self.size_with(&|chars| prompt::build_inviting(tag, chars, self.invite.as_deref()), target).await
     }
 
     /// The prompt `build(chars)` whose token count is `target`, searching `chars` (filler text
@@ -252,6 +255,7 @@ impl Sizer {
             continuous_usage: false,
             temperature: None,
             reasoning: self.reasoning,
+            tools: None,
         };
         let body = spec.body(p);
         let resp = self

@@ -170,6 +170,13 @@ pub struct WireLog {
     pub cached_tokens: Option<u64>,
     #[serde(default)]
     pub reasoning_tokens: Option<u64>,
+    /// Sent with tools, its first tool-call chunk and the call's arguments (`RequestLog`'s).
+    #[serde(default)]
+    pub tools: bool,
+    #[serde(default)]
+    pub first_tool_call: Option<i64>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub tool_args: String,
     pub retried: bool,
     pub failure: Option<String>,
     pub id: Option<String>,
@@ -203,6 +210,9 @@ impl WireLog {
             prompt_tokens: log.prompt_tokens,
             cached_tokens: log.cached_tokens,
             reasoning_tokens: log.reasoning_tokens,
+            tools: log.tools,
+            first_tool_call: log.first_tool_call.map(o),
+            tool_args: log.tool_args.clone(),
             retried: log.retried,
             failure: log.failure.clone(),
             id: log.id.clone(),
@@ -225,6 +235,11 @@ impl WireLog {
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
             reasoning_tokens: self.reasoning_tokens,
+            tools: self.tools,
+            first_tool_call: self.first_tool_call.map(t),
+            // not sent, as `answer_point`: the call's tokens are told by the instants
+            tool_point: None,
+            tool_args: self.tool_args.clone(),
             retried: self.retried,
             failure: self.failure.clone(),
             id: self.id.clone(),
@@ -243,6 +258,9 @@ mod tests {
         log.first_token = Some(origin - Duration::from_millis(20));
         log.first_answer = Some(origin + Duration::from_millis(7));
         log.reasoning_tokens = Some(1);
+        log.tools = true;
+        log.first_tool_call = Some(origin + Duration::from_millis(7));
+        log.tool_args = r#"{"q":"a"}"#.into();
         log.points = vec![
             Point { at: origin - Duration::from_millis(20), chunks: 1, usage: Some(1) },
             Point { at: origin + Duration::from_millis(7), chunks: 2, usage: Some(3) },
@@ -262,6 +280,7 @@ mod tests {
             sent: log.sent + shift,
             first_token: log.first_token.map(|t| t + shift),
             first_answer: log.first_answer.map(|t| t + shift),
+            first_tool_call: log.first_tool_call.map(|t| t + shift),
             points: log.points.iter().map(|p| Point { at: p.at + shift, ..*p }).collect(),
             ended: log.ended.map(|t| t + shift),
             ..log.clone()

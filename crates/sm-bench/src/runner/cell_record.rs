@@ -65,6 +65,12 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
             ));
         }
     }
+    if let Some(t) = &f.tool_calls {
+        dc.ttftc_ms = percentiles(t.ttftc_ms);
+        dc.tool_call_tokens_mean = t.tool_call_tokens_mean.map(round1);
+        dc.tool_args_valid = t.tool_args_valid.map(round3);
+        dc.no_tool_call = Some(t.no_tool_call);
+    }
     dc.client_retries = (f.retried > 0).then_some(f.retried);
     if let Some(h) = outcome.health {
         dc.client_lag_ms_p99 = Some(round3(h.lag_ms_p99));

@@ -7,7 +7,7 @@ use sm_client::openai::Prompt;
 use sm_core::Tokens;
 use sm_core::context::label;
 use sm_core::plan::Plan;
-use sm_core::record::{PromptInfo, fnv1a64};
+use sm_core::record::{Api, PromptInfo, fnv1a64};
 
 use super::Runner;
 use crate::prompts::prompt::{self, MEASURED};
@@ -47,7 +47,7 @@ impl Runner<'_> {
         self.reporter.step(&Step::Sizing);
         let smallest = contexts.first().map_or(1024, |c| c.0);
         let local = self.start.tokenizer.clone();
-        let sizer = Sizer::new(
+        let mut sizer = Sizer::new(
             &self.client,
             &self.facts,
             (self.settings.api, self.settings.reasoning),
@@ -56,6 +56,9 @@ impl Runner<'_> {
             local,
         )
         .await?;
+        // with --tools the question asks for a call; sized with it, so the length stays exact
+        sizer.invite =
+            self.settings.tools.as_ref().filter(|_| self.settings.api == Api::Chat).map(|t| t.info.invitation());
         let mut by_context = Vec::new();
         let mut diffs = Vec::new();
         let mut recorded_before = Vec::new();

@@ -74,6 +74,16 @@ pub struct RunSettings {
     pub phases: PhaseConfig,
     /// `--gpu-metrics` as run.json records it, for a resume to read the same source.
     pub gpu_metrics: Option<String>,
+    /// `--tools FILE.json`: sent with every chat request, and their prompts invite a call.
+    pub tools: Option<ToolSet>,
+}
+
+/// `--tools FILE.json` (methodology §7.3.1): the definitions every chat request carries, and what
+/// the record keeps of the file (a resume reads the file again and checks it is the same).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSet {
+    pub definitions: Arc<serde_json::Value>,
+    pub info: sm_core::tools::ToolsInfo,
 }
 
 impl Default for RunSettings {
@@ -102,6 +112,7 @@ impl Default for RunSettings {
             save_requests: false,
             phases: PhaseConfig::default(),
             gpu_metrics: None,
+            tools: None,
         }
     }
 }
@@ -152,6 +163,7 @@ impl RunSettings {
             matrix: self.phases.matrix,
             model_shape: None,
             gpu_metrics: self.gpu_metrics.clone(),
+            tools: self.tools.as_ref().map(|t| t.info.clone()),
         }
     }
 

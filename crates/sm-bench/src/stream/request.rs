@@ -85,6 +85,7 @@ pub async fn stream_request(
         None => return run,
     };
     run.log.sent = stream.sent_at;
+    run.log.tools = body.has_tools();
     let mut state = ReadState::default();
     // One cancel future for the whole stream, polled after every event at the cost of an atomic
     // load (made anew per event, it would register and drop a waiter under a lock every token).
@@ -228,6 +229,17 @@ impl ReadState {
                 observer.first_answer(at - log.sent, !log.points.is_empty());
             }
             observer.content(&chunk.content);
+        }
+        if chunk.tool_call {
+            log.tool_args.push_str(&chunk.tool_args);
+            if chunk.has_text && log.first_tool_call.is_none() {
+                (log.first_tool_call, log.tool_point) = (Some(at), Some(log.points.len()));
+                // a call is the answer (methodology §7.3.1): the thinking ends where it begins
+                if log.first_answer.is_none() {
+                    (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
+                    observer.first_answer(at - log.sent, !log.points.is_empty());
+                }
+            }
         }
         record_tokens(log, at, chunk.has_text, chunk.completion_tokens, observer);
         if chunk.finish_reason.is_some() {
@@ -434,6 +446,33 @@ mod tests {
         let (run, _) = feed(&[r#"{"choices":[{"delta":{"content":" a"},"finish_reason":"stop"}]}"#]);
         assert_eq!(run.log.first_answer, run.log.first_token);
         assert_eq!(split(&run.log, None).reasoning, 0.0);
+    }
+
+    #[test]
+    fn a_tool_call_is_timed_counted_and_its_arguments_kept() {
+        use crate::stream::tokens::{answer_fields, args_valid, call_tokens};
+        // the sim's shape: thinking, then the call's name (one token), then argument fragments
+        let (mut run, end) = feed(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}"#,
+            r#"{"choices":[{"delta":{"reasoning":" hm"}}],"usage":{"completion_tokens":1}}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}],"usage":{"completion_tokens":2}}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\""}}]}}],"usage":{"completion_tokens":3}}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"completion_tokens":4}}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(end, Some(Outcome::Completed));
+        let at: Vec<Instant> = run.log.points.iter().map(|p| p.at).collect();
+        assert_eq!((run.log.first_tool_call, run.log.tool_point), (Some(at[1]), Some(1)));
+        assert_eq!(run.log.first_answer, Some(at[1]), "the call is the answer");
+        assert_eq!((call_tokens(&run.log, None), args_valid(&run.log)), (3.0, Some(true)));
+        // sent without tools, its lines carry no tool-call fields; with them, they do
+        assert_eq!(answer_fields(&run.log, None, |_| 0.0).tool_call, None);
+        run.log.tools = true;
+        let f = answer_fields(&run.log, None, |_| 1.0).tool_call.unwrap();
+        assert_eq!((f.first_tool_call_s, f.tool_call_tokens, f.tool_args_valid), (Some(1.0), 3.0, Some(true)));
+        // a call cut short: its arguments do not parse
+        run.log.tool_args.pop();
+        assert_eq!(args_valid(&run.log), Some(false));
     }
 
     #[test]

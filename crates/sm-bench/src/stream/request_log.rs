@@ -36,6 +36,16 @@ pub struct RequestLog {
     pub cached_tokens: Option<u64>,
     /// `usage.completion_tokens_details.reasoning_tokens`, the last the server sent.
     pub reasoning_tokens: Option<u64>,
+    /// The request was sent with `tools` (methodology §7.3.1): the tool-call fields below are its
+    /// figures; without them they stay empty and its lines carry none.
+    pub tools: bool,
+    /// The first chunk with a tool-call delta that carried output (a name or argument text).
+    pub first_tool_call: Option<Instant>,
+    /// How many points came before that chunk's (as `answer_point`): the call's tokens are those
+    /// of the points from there on.
+    pub tool_point: Option<usize>,
+    /// The argument text of tool call index 0, joined: whether it parses is `tool_args_valid`.
+    pub tool_args: String,
     /// The request was sent a second time because its first send failed before any
     /// response byte (a pooled keep-alive connection the server had closed).
     pub retried: bool,
@@ -60,6 +70,10 @@ impl RequestLog {
             prompt_tokens: None,
             cached_tokens: None,
             reasoning_tokens: None,
+            tools: false,
+            first_tool_call: None,
+            tool_point: None,
+            tool_args: String::new(),
             retried: false,
             failure: None,
             id: None,

@@ -155,10 +155,35 @@ pub fn split(log: &RequestLog, ratio: Option<f64>) -> TokenSplit {
 pub fn answer_fields(log: &RequestLog, ratio: Option<f64>, secs: impl Fn(Instant) -> f64) -> AnswerFields {
     let thought = split(log, ratio).reasoning;
     AnswerFields {
-        first_answer_s: Some(log.first_answer.map(secs)),
+        first_answer_s: Some(log.first_answer.map(&secs)),
         reasoning_tokens: (thought > 0.0).then(|| sm_core::requests::round_tokens(thought)),
         usage_reasoning_tokens: log.reasoning_tokens,
+        tool_call: log.tools.then(|| sm_core::requests::ToolCallFields {
+            first_tool_call_s: log.first_tool_call.map(&secs),
+            tool_call_tokens: sm_core::requests::round_tokens(call_tokens(log, ratio)),
+            tool_args_valid: args_valid(log),
+        }),
     }
+}
+
+/// A request's tokens from its first tool-call chunk on (methodology §7.3.1): a call comes last in
+/// an answer, so those are the call's. 0 without a call.
+pub fn call_tokens(log: &RequestLog, ratio: Option<f64>) -> f64 {
+    let Some(first) = log.first_tool_call else { return 0.0 };
+    let counts = attribute(&log.points, ratio);
+    let total = counts.last().map_or(0.0, |c| c.0);
+    let before = match log.tool_point {
+        Some(k) => k.checked_sub(1).and_then(|i| counts.get(i)).map_or(0.0, |c| c.0),
+        // a log from another rank's wire: by time
+        None => log.points.iter().zip(&counts).take_while(|(p, _)| p.at < first).last().map_or(0.0, |(_, c)| c.0),
+    };
+    total - before
+}
+
+/// Whether the call's arguments, joined, are a JSON object; `None` without a call.
+pub fn args_valid(log: &RequestLog) -> Option<bool> {
+    log.first_tool_call?;
+    Some(serde_json::from_str::<serde_json::Value>(&log.tool_args).is_ok_and(|v| v.is_object()))
 }
 
 /// What [`answer_fields`] gives.
@@ -167,6 +192,8 @@ pub struct AnswerFields {
     pub first_answer_s: Option<Option<f64>>,
     pub reasoning_tokens: Option<f64>,
     pub usage_reasoning_tokens: Option<u64>,
+    /// Only for a request sent with tools.
+    pub tool_call: Option<sm_core::requests::ToolCallFields>,
 }
 
 /// One request's cumulative tokens after each of its points, and whether that count is estimated

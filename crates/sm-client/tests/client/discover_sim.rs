@@ -236,6 +236,7 @@ fn stream_spec(model: &str, max_tokens: u64) -> RequestSpec {
         continuous_usage: false,
         temperature: None,
         reasoning: Reasoning::default(),
+        tools: None,
     }
 }
 
@@ -301,6 +302,7 @@ async fn billed_prompt_tokens(c: &Client, model: &str, api: Api, prompt: &Prompt
         continuous_usage: false,
         temperature: None,
         reasoning: Reasoning::default(),
+        tools: None,
     };
     let v = c.post_json(spec.path(), &spec.body(prompt), Duration::from_secs(10)).await.unwrap();
     v["usage"]["prompt_tokens"].as_u64().expect("usage.prompt_tokens")

@@ -3,7 +3,9 @@
 //! replaced, on generated chunks (escapes, unicode, usage, errors, odd shapes, mutations), on the
 //! fuzz corpus, on streams recorded from real engines (`fuzz/corpus/sse/real-*`: vLLM and llama.cpp
 //! as the real-engine tests run them) and on engine-shaped streams (`doc-*`, built from the engines'
-//! documented chunk shapes for the ones not at hand: SGLang, a reasoning parser).
+//! documented chunk shapes for the ones not at hand: SGLang, a reasoning parser). Tool calls
+//! (`shape-*-tool-call`: OpenAI's, vLLM's and llama.cpp's documented deltas) are left to the
+//! reference by the fast path, so those streams are held only to agreement, not to its share.
 
 use std::borrow::Cow;
 use std::path::PathBuf;
@@ -158,6 +160,25 @@ fn engine_token_chunks_borrow_their_text() {
     }
 }
 
+/// A streamed tool call, as each engine sends it: every chunk reads the same on both paths, and the
+/// call's arguments, joined, are the JSON object the stream carried.
+#[test]
+fn tool_call_streams_agree_and_carry_their_arguments() {
+    for name in ["shape-openai-tool-call", "shape-vllm-tool-call", "shape-llamacpp-tool-call", "vllm-tool-call"] {
+        let (_, data) = corpus("sse").into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("{name}"));
+        check_stream(&data);
+        let chunks: Vec<_> = ref_events(&data)
+            .into_iter()
+            .filter_map(|e| if let SseEvent::Data(d) = e { Some(read_chunk(&d).unwrap().into_owned()) } else { None })
+            .collect();
+        let calls: Vec<_> = chunks.iter().filter(|c| c.tool_call).collect();
+        assert!(calls.len() >= 3 && calls.iter().all(|c| c.has_text), "{name}: every call delta is output");
+        let args: String = calls.iter().map(|c| c.tool_args.as_str()).collect();
+        assert!(serde_json::from_str::<Value>(&args).unwrap().is_object(), "{name}: {args}");
+        assert!(chunks.iter().all(|c| c.content.is_empty()), "{name}: a call is not content");
+    }
+}
+
 #[test]
 fn unusual_shapes_fall_back() {
     for data in [
@@ -165,6 +186,7 @@ fn unusual_shapes_fall_back() {
         br#"{"error":{"message":"boom"}}"#,
         br#"{"id":"x","id":"y"}"#, // duplicate field: the reference rejects it
         br#"{"choices":[{"delta":{"cont\u0065nt":"a"}}]}"#, // an escaped key
+        br#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#, // a call
         br#"{"choices":[{"text":"\ud800"}]}"#, // a lone surrogate
         br#"{"usage":{"completion_tokens":1.0}}"#, // a float count
         br#"{"usage":{"completion_tokens":-0}}"#,
@@ -213,11 +235,13 @@ fn put_text(obj: &mut serde_json::Map<String, Value>, key: &str, p: Option<Optio
     put(obj, key, p.map(|t| t.map_or(Value::Null, Value::String)));
 }
 
-type Delta = (Option<Option<String>>, Option<Option<String>>, Option<Option<String>>, bool);
+/// content, reasoning_content, reasoning, which role/tool-call shape (see `choice_value`), and
+/// a tool call's arguments fragment.
+type Delta = (Option<Option<String>>, Option<Option<String>>, Option<Option<String>>, u8, String);
 type Choice = (Option<Delta>, Option<Option<String>>, Option<Option<String>>, bool);
 
 fn delta() -> impl Strategy<Value = Delta> {
-    (opt_text(), opt_text(), opt_text(), any::<bool>())
+    (opt_text(), opt_text(), opt_text(), 0u8..6, text())
 }
 
 fn choice() -> impl Strategy<Value = Choice> {
@@ -232,14 +256,33 @@ fn choice() -> impl Strategy<Value = Choice> {
 fn choice_value((d, text, finish, extras): Choice) -> Value {
     let mut c = serde_json::Map::new();
     c.insert("index".into(), json!(0));
-    if let Some((content, rc, r, role)) = d {
+    if let Some((content, rc, r, calls, args)) = d {
         let mut delta = serde_json::Map::new();
-        if role {
-            delta.insert("role".into(), json!("assistant"));
-            delta.insert(
-                "tool_calls".into(),
-                json!([{"id": "t", "function": {"arguments": "{\"a\": [1, 2.5e-3, true]}"}}]),
-            );
+        match calls {
+            1 => {
+                delta.insert("role".into(), json!("assistant"));
+                delta.insert(
+                    "tool_calls".into(),
+                    json!([{"id": "t", "function": {"arguments": "{\"a\": [1, 2.5e-3, true]}"}}]),
+                );
+            }
+            // the shapes of a streamed call: the name's delta, a fragment (OpenAI's with nulls),
+            // and the empty list and null other deltas may carry
+            2 => {
+                let call = json!({"index": 0, "id": "call_1", "type": "function", "function": {"name": args, "arguments": ""}});
+                delta.insert("tool_calls".into(), json!([call]));
+            }
+            3 => {
+                let call = json!({"index": 0, "id": null, "type": null, "function": {"arguments": args, "name": null}});
+                delta.insert("tool_calls".into(), json!([call]));
+            }
+            4 => {
+                delta.insert("tool_calls".into(), json!([]));
+            }
+            5 => {
+                delta.insert("tool_calls".into(), Value::Null);
+            }
+            _ => {}
         }
         put_text(&mut delta, "content", content);
         put_text(&mut delta, "reasoning_content", rc);
@@ -334,7 +377,11 @@ proptest! {
         let fast = same_as_reference(&data);
         // one choice or none, no error: the fast path must answer
         let choices = v["choices"].as_array().map_or(0, Vec::len);
-        prop_assert!(fast || choices > 1, "fell back on {}", String::from_utf8_lossy(&data));
+        // a tool call is left to the reference
+        let call = v["choices"].as_array().into_iter().flatten().any(|c| {
+            c["delta"]["tool_calls"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        prop_assert!(fast || choices > 1 || call, "fell back on {}", String::from_utf8_lossy(&data));
     }
 
     #[test]

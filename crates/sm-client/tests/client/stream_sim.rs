@@ -25,6 +25,7 @@ fn body(h: &SimHandle, max_tokens: u64) -> (&'static str, JsonBody) {
         continuous_usage: false,
         temperature: None,
         reasoning: Reasoning::default(),
+        tools: None,
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

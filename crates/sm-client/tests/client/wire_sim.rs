@@ -33,6 +33,7 @@ fn body(model: &str, api: Api, max_tokens: u64) -> (&'static str, JsonBody) {
         continuous_usage: true,
         temperature: None,
         reasoning: Reasoning::default(),
+        tools: None,
     };
     let prompt = Prompt { messages: vec![("user".into(), "Tell me a story.".into())] };
     (spec.path(), JsonBody::new(&spec.body(&prompt)))

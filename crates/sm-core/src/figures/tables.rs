@@ -112,6 +112,13 @@ impl Figures for DecodeCell {
         field!(answer_tok_s, TokPerS, WhenValid, "Answer tok/s"),
         field!(usage_reasoning_tokens_mean, Tokens, WhenValid),
         counted!(reasoning_disagree, Count, WhenValid),
+        // a cell sent with tools only (issue 33 §2): the wait for the call, and the calls
+        quantile!(ttftc_ms.p50, Ms, WhenValid, "TTFTC p50"),
+        quantile!(ttftc_ms.p90, Ms, WhenValid, "TTFTC p90"),
+        quantile!(ttftc_ms.p99, Ms, WhenValid),
+        field!(tool_call_tokens_mean, Tokens, WhenValid, "Tool-call tokens"),
+        field!(tool_args_valid, Ratio, WhenValid, "Tool args valid"),
+        counted!(no_tool_call, Count, WhenValid, "No tool call"),
     ];
 
     fn status(&self) -> CellStatus {

@@ -189,6 +189,26 @@ pub struct DecodeCell {
     /// end-of-thinking marker, which servers count on either side); absent where none reported it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reasoning_disagree: Option<u64>,
+    /// A cell sent with tools (`run --tools`, methodology §7.3.1): from each request's send to its
+    /// first tool-call chunk, ms, over the requests whose first call arrived before the window
+    /// closed: p50, p90, p99 (the keys `ttftc_ms_p50`, … of `ttftc_ms_keys`). Absent where the
+    /// cell's requests carried no tools.
+    #[serde(flatten, with = "ttftc_ms_keys")]
+    #[schemars(with = "ttftc_ms_keys::Keys")]
+    pub ttftc_ms: Percentiles,
+    /// The mean tokens of a call over the cell's completed requests that made one; absent where
+    /// none did or the requests carried no tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub tool_call_tokens_mean: Option<f64>,
+    /// Of those requests, the share whose call's arguments parse as a JSON object, 0–1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1))]
+    pub tool_args_valid: Option<f64>,
+    /// The cell's completed requests sent with tools that made no call; absent where the requests
+    /// carried no tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_tool_call: Option<u64>,
     /// Requests of the cell sent a second time because their connection broke before any byte
     /// of the answer (a pooled keep-alive connection the server closed); absent when none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -298,6 +318,23 @@ flat_keys! {
         /// 99th percentile of the same time to the first answer token, in ms.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         p99: "ttfa_ms_p99",
+    }
+}
+
+flat_keys! {
+    /// A cell sent with tools: its time to the first tool call; absent keys where the requests
+    /// carried no tools, so a record of a run without `--tools` is as before.
+    mod ttftc_ms_keys {
+        /// Median time in ms from a request's send to its first chunk with a tool-call delta, over the requests whose
+        /// first call arrived before the window closed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p50: "ttftc_ms_p50",
+        /// 90th percentile of the same time to the first tool call, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p90: "ttftc_ms_p90",
+        /// 99th percentile of the same time to the first tool call, in ms.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        p99: "ttftc_ms_p99",
     }
 }
 

@@ -164,6 +164,9 @@ pub struct Settings {
     /// `--prompts FILE.jsonl`: the phases sent these prompts in place of synthetic text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts_file: Option<crate::phases::PromptsFileInfo>,
+    /// `--tools FILE.json`: the tool definitions every chat request carried (methodology §7.3.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<crate::tools::ToolsInfo>,
     /// Whether the decode matrix ran: `false` when only load phases were asked for. Absent
     /// (every record before schema 1.3) means it did.
     #[serde(default = "yes", skip_serializing_if = "is_true")]

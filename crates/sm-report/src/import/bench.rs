@@ -234,6 +234,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
             repeats: None,
             save_requests: false,
             prompts_file: None,
+            tools: None,
             matrix: true,
             model_shape: None,
             gpu_metrics: None,

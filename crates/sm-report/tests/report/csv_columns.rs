@@ -43,6 +43,10 @@ fn full_cell() -> DecodeCell {
         answer_tok_s: Some(31.5),
         usage_reasoning_tokens_mean: Some(1200.0),
         reasoning_disagree: Some(0),
+        ttftc_ms: Percentiles::p50_p90_p99(950.5, 1250.25, 1550.125),
+        tool_call_tokens_mean: Some(42.5),
+        tool_args_valid: Some(0.875),
+        no_tool_call: Some(2),
         warnings: vec!["capacity limited".into(), "second warning".into()],
         slo_met: Some(false),
         slo_bounds: vec![

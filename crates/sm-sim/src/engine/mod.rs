@@ -87,6 +87,9 @@ pub(crate) struct NewRequest {
     /// With a `[reasoning]` profile: the thinking tokens that come first (0 for a completion or
     /// with thinking off). `None` without one, so the trace keeps its old keys.
     pub reasoning_tokens: Option<u32>,
+    /// A chat request with `tools`: its answer tokens are one tool call, planned so. `None`
+    /// without tools, so the trace keeps its old keys.
+    pub tool_call: Option<crate::tools::CallPlan>,
     pub events: UnboundedSender<Event>,
 }
 

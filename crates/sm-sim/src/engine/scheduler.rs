@@ -55,6 +55,8 @@ struct Seq {
     first_token: Option<f64>,
     /// With reasoning: when the first token past the thinking was released.
     first_answer: Option<f64>,
+    /// With a tool call: when its first token (the name's delta) was released.
+    first_tool_call: Option<f64>,
     cached_tokens: u32,
     emissions: Vec<(f64, u32)>,
     finished: Option<FinishReason>,
@@ -189,6 +191,7 @@ impl Scheduler {
                 held_since: None,
                 first_token: None,
                 first_answer: None,
+                first_tool_call: None,
                 cached_tokens: 0,
                 emissions: Vec::new(),
                 drafts: 0,
@@ -410,6 +413,13 @@ impl Scheduler {
             if s.first_answer.is_none() && s.req.reasoning_tokens.is_some_and(|r| s.generated > r) {
                 s.first_answer = Some(now);
             }
+            // the call is the answer: its name comes with the first token past any thinking
+            if s.first_tool_call.is_none()
+                && s.req.tool_call.is_some()
+                && s.generated > s.req.reasoning_tokens.unwrap_or(0)
+            {
+                s.first_tool_call = Some(now);
+            }
             if self.books.trace.is_some() {
                 s.emissions.push((now, k));
             }
@@ -573,6 +583,14 @@ impl Books {
                 reasoning: s.req.reasoning_tokens.map(|r| crate::trace::ReasoningTruth {
                     reasoning_tokens: r.min(s.generated),
                     first_answer: s.first_answer,
+                }),
+                tools: s.req.tool_call.map(|plan| {
+                    let tokens = s.generated.saturating_sub(s.req.reasoning_tokens.unwrap_or(0));
+                    crate::trace::ToolTruth {
+                        first_tool_call: s.first_tool_call,
+                        tool_call_tokens: tokens,
+                        tool_args_valid: (tokens > 0).then(|| plan.valid_after(tokens)),
+                    }
                 }),
             });
         }

@@ -91,6 +91,38 @@ impl ChunkWriter {
         Self::close(s, usage)
     }
 
+    /// The first delta of a tool call, as OpenAI streams it: the call's id, type and function name
+    /// with empty arguments (the name is one generated token).
+    pub(crate) fn tool_call_head(
+        &self,
+        call_id: &str,
+        name: &str,
+        finish: Option<&str>,
+        usage: Option<&Usage>,
+    ) -> String {
+        let mut s = self.open(name.len() + 80);
+        let _ = write!(
+            s,
+            r#""delta":{{"tool_calls":[{{"index":0,"id":{},"type":"function","function":{{"name":{},"arguments":""}}}}]}},"logprobs":null,"finish_reason":"#,
+            json_str(call_id),
+            json_str(name)
+        );
+        push_opt(&mut s, finish);
+        Self::close(s, usage)
+    }
+
+    /// A later delta of a tool call: a fragment of its arguments, and nothing else.
+    pub(crate) fn tool_args(&self, fragment: &str, finish: Option<&str>, usage: Option<&Usage>) -> String {
+        let mut s = self.open(fragment.len() + 60);
+        let _ = write!(
+            s,
+            r#""delta":{{"tool_calls":[{{"index":0,"function":{{"arguments":{}}}}}]}},"logprobs":null,"finish_reason":"#,
+            json_str(fragment)
+        );
+        push_opt(&mut s, finish);
+        Self::close(s, usage)
+    }
+
     /// `data: {head"choices":[{"index":0,` with room for the rest.
     fn open(&self, text_len: usize) -> String {
         let mut s = String::with_capacity(self.head.len() + text_len + 160);
@@ -170,6 +202,21 @@ mod tests {
                 r#""choices":[],"usage":{"prompt_tokens":3,"total_tokens":4,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":0}}}"#
             ) + "\n\n"
         );
+    }
+
+    #[test]
+    fn tool_call_deltas_have_openais_shape() {
+        let head = writer().tool_call_head("call_7", "get_weather", None, None);
+        let v: serde_json::Value = serde_json::from_str(head.strip_prefix("data: ").unwrap().trim()).unwrap();
+        assert_eq!(
+            v["choices"][0]["delta"],
+            serde_json::json!({"tool_calls": [{"index": 0, "id": "call_7", "type": "function",
+                "function": {"name": "get_weather", "arguments": ""}}]})
+        );
+        let args = writer().tool_args(r#"{"q":""#, Some("tool_calls"), None);
+        let v: serde_json::Value = serde_json::from_str(args.strip_prefix("data: ").unwrap().trim()).unwrap();
+        assert_eq!(v["choices"][0]["delta"]["tool_calls"][0]["function"]["arguments"], r#"{"q":""#);
+        assert_eq!(v["choices"][0]["finish_reason"], "tool_calls");
     }
 
     #[test]

@@ -22,6 +22,7 @@ use crate::fault::{self, FaultSet, RequestView};
 use crate::flavor::Flavor;
 use crate::reasoning::ReasoningField;
 use crate::text::TextGen;
+use crate::tools::{CallPlan, Fragment};
 
 pub(crate) async fn chat(
     State(st): State<Arc<AppState>>,
@@ -108,6 +109,33 @@ struct Run {
     /// A chat request to a `[reasoning]` profile: the field its thinking goes in, and how many
     /// tokens the thinking is (0 with thinking off). `None` for completions and other profiles.
     reasoning: Option<(ReasoningField, u32)>,
+    /// A chat request with `tools`: the call its answer is.
+    call: Option<Call>,
+}
+
+/// The tool call a request's answer tokens make.
+struct Call {
+    id: String,
+    name: String,
+    plan: CallPlan,
+}
+
+impl Run {
+    fn thinking(&self) -> u32 {
+        self.reasoning.map_or(0, |(_, r)| r)
+    }
+
+    /// Appends the arguments text of the call's token `k` (0 is the name's, which has none).
+    fn push_call_token(&mut self, k: u32, out: &mut String) {
+        let Some(call) = &self.call else { return };
+        if k == 0 {
+            return;
+        }
+        match call.plan.fragment(k - 1) {
+            Fragment::Fixed(f) => out.push_str(f),
+            Fragment::Word => self.text.push_token(out),
+        }
+    }
 }
 
 /// The faults this request meets: the server's (those whose scope matches it) under the header's.
@@ -167,6 +195,12 @@ fn start(
             end_reason = FinishReason::Stop;
         }
     }
+    // the answer after the thinking is the call: as many tokens as the answer would have had
+    let call = parsed.tool.clone().map(|name| Call {
+        id: format!("call_{id}"),
+        name,
+        plan: CallPlan { tokens: max_tokens.saturating_sub(thinking), valid: p.tools.plans_valid(id) },
+    });
     let rid = match kind {
         Kind::Chat => format!("chatcmpl-{id}"),
         Kind::Completion => format!("cmpl-{id}"),
@@ -191,6 +225,7 @@ fn start(
         tokens_per_step: faults.multi_token.max(1),
         first_token_delay_s: f64::from(faults.slow_first_token_ms) / 1000.0,
         reasoning_tokens: p.reasoning.map(|_| thinking),
+        tool_call: call.as_ref().map(|c| c.plan),
         events: tx,
     };
     if st.flavor == Flavor::Sglang
@@ -213,6 +248,7 @@ fn start(
             text: TextGen::new(seed, faults.looping),
             prompt_tokens,
             reasoning,
+            call,
         },
         parsed,
     ))
@@ -276,12 +312,44 @@ impl SseState {
             let c = self.run.writer.reasoning(field, &text, fin, u.as_ref());
             self.pending.push_back(c);
         }
+        if think < n && self.run.call.is_some() {
+            self.emit_call(n - think, finish);
+            return;
+        }
         // an empty emission (none today) keeps its content chunk, as before reasoning existed
         if think < n || think == 0 {
             let text = self.take_text(n - think);
             self.generated += n - think;
             let u = self.chunk_usage();
             let c = self.run.writer.choice(&text, false, finish, u.as_ref());
+            self.pending.push_back(c);
+        }
+    }
+
+    /// Queues `n` tokens of the tool call: the delta with its name first (one token), then one
+    /// delta with the argument fragments of the rest. A streamed call ends with `tool_calls`, as
+    /// vLLM's does whatever stopped the model.
+    fn emit_call(&mut self, n: u32, finish: Option<&'static str>) {
+        let finish = finish.map(|_| "tool_calls");
+        let thinking = self.run.thinking();
+        let mut left = n;
+        if self.generated == thinking {
+            self.generated += 1;
+            left -= 1;
+            let u = self.chunk_usage();
+            let fin = if left == 0 { finish } else { None };
+            let call = self.run.call.as_ref().expect("a call");
+            let c = self.run.writer.tool_call_head(&call.id, &call.name, fin, u.as_ref());
+            self.pending.push_back(c);
+        }
+        if left > 0 {
+            let mut args = String::with_capacity(8 * left as usize);
+            for _ in 0..left {
+                self.run.push_call_token(self.generated - thinking, &mut args);
+                self.generated += 1;
+            }
+            let u = self.chunk_usage();
+            let c = self.run.writer.tool_args(&args, finish, u.as_ref());
             self.pending.push_back(c);
         }
     }
@@ -403,7 +471,7 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
     let mut shutdown = run.st.shutdown.clone();
     let (mut generated, mut cached) = (0u32, 0u32);
     let (mut text, mut thinking) = (String::new(), String::new());
-    let think_tokens = run.reasoning.map_or(0, |(_, r)| r);
+    let think_tokens = run.thinking();
     let reason = loop {
         if run.faults.stall_after.is_some_and(|n| generated >= n) {
             // nothing of a non-streaming answer is on the wire until the end, so a stall answers
@@ -423,8 +491,13 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
             Some(Event::Admitted { cached_tokens }) => cached = cached_tokens,
             Some(Event::Tokens { n, finish, .. }) => {
                 for _ in 0..n {
-                    let out = if generated < think_tokens { &mut thinking } else { &mut text };
-                    run.text.push_token(out);
+                    if generated < think_tokens {
+                        run.text.push_token(&mut thinking);
+                    } else if run.call.is_some() {
+                        run.push_call_token(generated - think_tokens, &mut text);
+                    } else {
+                        run.text.push_token(&mut text);
+                    }
                     generated += 1;
                 }
                 if let Some(r) = finish {
@@ -447,19 +520,25 @@ async fn collect_response(mut run: Run, _parsed: Parsed) -> Response {
         cached: Some(cached),
         reasoning: run.reasoning.map(|(_, r)| r.min(generated)),
     };
-    let message = match run.reasoning {
-        None => serde_json::json!({"role": "assistant", "content": text}),
-        // as vLLM with a reasoning parser: each part is null when the answer has none of it
-        Some((field, _)) => {
-            let or_null = |s: String| if s.is_empty() { serde_json::Value::Null } else { s.into() };
-            serde_json::json!({"role": "assistant", "content": or_null(text), field.as_str(): or_null(thinking)})
-        }
+    // as vLLM with a reasoning parser: each part is null when the answer has none of it
+    let or_null = |s: String| if s.is_empty() { serde_json::Value::Null } else { s.into() };
+    let call = run.call.as_ref().filter(|_| generated > think_tokens);
+    let mut message = match (call, run.reasoning) {
+        (Some(c), _) => serde_json::json!({"role": "assistant", "content": null, "tool_calls": [{
+            "id": c.id, "type": "function", "function": {"name": c.name, "arguments": text},
+        }]}),
+        (None, None) => serde_json::json!({"role": "assistant", "content": text}),
+        (None, Some(_)) => serde_json::json!({"role": "assistant", "content": or_null(text)}),
     };
-    answer_body(&run, message, reason, (!run.faults.no_usage).then_some(usage))
+    if let Some((field, _)) = run.reasoning {
+        message[field.as_str()] = or_null(thinking);
+    }
+    let finish = if call.is_some() { "tool_calls" } else { reason.as_str() };
+    answer_body(&run, message, finish, (!run.faults.no_usage).then_some(usage))
 }
 
 /// A non-streaming answer; `message` is the chat choice's (a completion's text is its `content`).
-fn answer_body(run: &Run, message: serde_json::Value, reason: FinishReason, usage: Option<Usage>) -> Response {
+fn answer_body(run: &Run, message: serde_json::Value, finish: &str, usage: Option<Usage>) -> Response {
     let w = &run.writer;
     let head: serde_json::Value =
         serde_json::from_str(&format!("{}\"choices\":[]}}", w.head_json())).expect("valid head");
@@ -469,10 +548,10 @@ fn answer_body(run: &Run, message: serde_json::Value, reason: FinishReason, usag
             "index": 0,
             "message": message,
             "logprobs": null,
-            "finish_reason": reason.as_str(),
+            "finish_reason": finish,
         }),
         Kind::Completion => serde_json::json!({
-            "index": 0, "text": message["content"], "logprobs": null, "finish_reason": reason.as_str(), "stop_reason": null,
+            "index": 0, "text": message["content"], "logprobs": null, "finish_reason": finish, "stop_reason": null,
         }),
     };
     body["object"] = match w.kind {

@@ -24,6 +24,8 @@ pub(crate) struct Parsed {
     /// False when `chat_template_kwargs.enable_thinking` is `false`: a reasoning model then answers
     /// without thinking, as Qwen3's and Ling's templates do.
     pub thinking: bool,
+    /// A chat request with `tools` (and `tool_choice` not `"none"`): the function its answer calls.
+    pub tool: Option<String>,
 }
 
 pub(crate) fn parse_json(body: &[u8]) -> Result<Value, ApiError> {
@@ -207,6 +209,7 @@ pub(crate) fn parse(state: &AppState, kind: Kind, body: &Value) -> Result<Parsed
         include_usage,
         continuous_usage,
         thinking: thinking(body)?,
+        tool: if kind == Kind::Chat { crate::tools::called_function(body) } else { None },
     })
 }
 

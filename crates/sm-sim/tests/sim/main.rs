@@ -11,4 +11,5 @@ mod flavors;
 mod noise;
 mod reasoning;
 mod schedule;
+mod tools;
 mod trace;

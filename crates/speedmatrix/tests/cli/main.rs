@@ -48,6 +48,7 @@ mod run_spec_decode;
 mod run_thinking;
 mod run_token_counts;
 mod run_tokenizer;
+mod run_tools;
 mod seed_profile;
 mod site_capacity;
 mod site_cli;

@@ -9,11 +9,12 @@ const HEADINGS: [&str; 5] = ["What to measure", "Load phases", "Server", "Output
 
 /// Flags that take a value and have no default by nature: leaving one out leaves its feature off
 /// (or, for `--url`, measures the built-in engine, as its help says).
-const NO_DEFAULT: [&str; 17] = [
+const NO_DEFAULT: [&str; 18] = [
     "--url",
     "--api-key",
     "--prefill-contexts",
     "--tokenizer",
+    "--tools",
     "--label",
     "--cost-per-hour",
     "--precision",

@@ -369,6 +369,7 @@ fn burst_lines(step: &Planned, scheduled: Instant, runs: &[RequestRun], t0: Inst
                 first_answer_s: answer.first_answer_s,
                 reasoning_tokens: answer.reasoning_tokens,
                 usage_reasoning_tokens: answer.usage_reasoning_tokens,
+                tool_call: answer.tool_call,
                 status: if completed { RequestStatus::Completed } else { RequestStatus::Failed },
                 reason,
                 retried: log.retried,

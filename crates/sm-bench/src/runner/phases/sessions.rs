@@ -305,6 +305,7 @@ fn line(t: &SessionTurn, config: &SessionsConfig) -> RequestLine {
         first_answer_s: None,
         reasoning_tokens: None,
         usage_reasoning_tokens: None,
+        tool_call: None,
         status,
         reason: t.reason.clone(),
         retried: false,

@@ -69,6 +69,7 @@ fn line(phase: RequestPhase, context: u64, concurrency: u32, r: &Sent, t0: Insta
         first_answer_s: answer.and_then(|a| a.first_answer_s),
         reasoning_tokens: answer.and_then(|a| a.reasoning_tokens),
         usage_reasoning_tokens: answer.and_then(|a| a.usage_reasoning_tokens),
+        tool_call: answer.and_then(|a| a.tool_call),
         status,
         reason,
         retried: log.is_some_and(|l| l.retried),
