@@ -35,10 +35,6 @@ pub struct Thinking {
     pub reasoning_disagree: Option<u64>,
 }
 
-fn ms(from: Instant, to: Instant) -> f64 {
-    to.saturating_duration_since(from).as_secs_f64() * 1000.0
-}
-
 fn mean(values: &[f64]) -> Option<f64> {
     (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
 }
@@ -53,10 +49,10 @@ pub fn thinking(logs: &[RequestLog], (start, end): (Instant, Instant), per_chunk
         return None;
     }
     let ttfa: Vec<f64> =
-        logs.iter().filter_map(|l| l.first_answer.filter(|&a| a < end).map(|a| ms(l.sent, a))).collect();
+        logs.iter().filter_map(|l| l.first_answer.filter(|&a| a < end).map(|a| l.ms_after_send(a))).collect();
     // the cell's completed requests: those whose end arrived inside the window
     let ended: Vec<(&RequestLog, TokenSplit)> =
-        logs.iter().zip(splits).filter(|(l, _)| l.ended.is_some_and(|t| t >= start && t < end)).collect();
+        logs.iter().zip(splits).filter(|(l, _)| l.ended_within(start, end)).collect();
     let no_answer = ended.iter().filter(|(l, _)| l.first_answer.is_none() && l.first_token.is_some());
     let reported: Vec<(f64, u64)> =
         ended.iter().filter_map(|(l, s)| l.reasoning_tokens.map(|u| (s.reasoning, u))).collect();

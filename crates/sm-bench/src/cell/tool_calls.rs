@@ -25,10 +25,6 @@ pub struct ToolCalls {
     pub no_tool_call: u64,
 }
 
-fn ms(from: Instant, to: Instant) -> f64 {
-    to.saturating_duration_since(from).as_secs_f64() * 1000.0
-}
-
 /// See [`ToolCalls`]; the window is `[start, end)`, `per_chunk` as the cell's token attribution
 /// takes it.
 pub fn tool_calls(logs: &[RequestLog], (start, end): (Instant, Instant), per_chunk: Option<f64>) -> Option<ToolCalls> {
@@ -37,10 +33,9 @@ pub fn tool_calls(logs: &[RequestLog], (start, end): (Instant, Instant), per_chu
         return None;
     }
     let ttftc: Vec<f64> =
-        with.iter().filter_map(|l| l.first_tool_call.filter(|&c| c < end).map(|c| ms(l.sent, c))).collect();
+        with.iter().filter_map(|l| l.first_tool_call.filter(|&c| c < end).map(|c| l.ms_after_send(c))).collect();
     // the cell's completed requests: those whose end arrived inside the window
-    let completed: Vec<&RequestLog> =
-        with.iter().copied().filter(|l| l.ended.is_some_and(|t| t >= start && t < end)).collect();
+    let completed: Vec<&RequestLog> = with.iter().copied().filter(|l| l.ended_within(start, end)).collect();
     let called: Vec<&RequestLog> = completed.iter().copied().filter(|l| l.first_tool_call.is_some()).collect();
     let n = called.len() as f64;
     let tokens: f64 = called.iter().map(|l| call_tokens(l, per_chunk)).sum();

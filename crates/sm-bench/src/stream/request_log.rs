@@ -57,6 +57,16 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
+    /// Milliseconds from the send to `t` (0 for an instant before it).
+    pub fn ms_after_send(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.sent).as_secs_f64() * 1000.0
+    }
+
+    /// Whether the request ended inside `[start, end)`: a cell's `completed` request.
+    pub fn ended_within(&self, start: Instant, end: Instant) -> bool {
+        self.ended.is_some_and(|t| t >= start && t < end)
+    }
+
     pub fn new(sent: Instant) -> RequestLog {
         RequestLog {
             sent,

@@ -2,12 +2,11 @@
 //! token and thinking tokens agree with the engine's trace, the cell has its time to the first
 //! answer token, and thinking that uses up `max_tokens` is counted as no answer.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{SimSpec, num as f, request_lines, run, sim, trace_lines};
+use crate::common::{SimSpec, num as f, request_lines, run, sim, trace_by_id, trace_lines};
 
 /// The tiny profile as a reasoning model: `tokens` thinking tokens per chat answer.
 fn thinking_profile(dir: &Path, tokens: &str) -> String {
@@ -34,10 +33,7 @@ async fn each_requests_first_answer_and_thinking_agree_with_the_trace() {
     let r = run(&out, &args(&url, &["--max-tokens", "64", "--slo", "tok_s_p10>=1,ttfa_p90<=60s"])).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     sim.handle.shutdown().await;
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
+    let trace = trace_by_id(dir.path());
     let lines = request_lines(&out);
     let mut checked = 0;
     for l in lines.iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed") {
@@ -154,10 +150,7 @@ async fn a_rate_levels_wait_for_the_answer_is_the_engines_from_the_due_time() {
     sim.handle.shutdown().await;
     let level = &r.record()["phases"]["rate"]["levels"][0];
     assert_eq!(level["status"], "measured", "{level}");
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
+    let trace = trace_by_id(dir.path());
     let lines: Vec<Value> = request_lines(&out).into_iter().filter(|l| l["phase"] == "rate").collect();
     assert_eq!(lines.len(), 12);
     let mut truth = Vec::new();

@@ -3,12 +3,11 @@
 //! trace, the cell has its time to the first tool call and its calls' figures, and bad tool files
 //! are refused before anything is sent.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{SimSpec, num as f, request_lines, run, sim, trace_lines};
+use crate::common::{SimSpec, num as f, request_lines, run, sim, trace_by_id};
 
 const THINKING: u64 = 6;
 const MAX_TOKENS: u64 = 32;
@@ -51,10 +50,7 @@ async fn each_requests_tool_call_agrees_with_the_trace() {
     let r = run(&out, &args(&url, &tools, &["--max-tokens", &max])).await;
     assert_eq!(r.code, 0, "{}", r.stderr);
     sim.handle.shutdown().await;
-    let trace: HashMap<String, Value> = trace_lines(&dir.path().join("trace.jsonl"))
-        .into_iter()
-        .map(|t| (format!("chatcmpl-{}", t["id"]), t))
-        .collect();
+    let trace = trace_by_id(dir.path());
     let lines = request_lines(&out);
     let mut valid = Vec::new();
     for l in lines.iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed") {

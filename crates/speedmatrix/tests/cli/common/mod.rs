@@ -111,6 +111,11 @@ pub fn trace_lines(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// The engine's trace in `dir` (trace.jsonl), each line by the request id the server gave it.
+pub fn trace_by_id(dir: &Path) -> std::collections::HashMap<String, Value> {
+    trace_lines(&dir.join("trace.jsonl")).into_iter().map(|t| (format!("chatcmpl-{}", t["id"]), t)).collect()
+}
+
 /// Each named metric of the server's `/metrics`, summed over its series (0 where it has none).
 pub async fn metric_sums<const N: usize>(url: &str, names: [&str; N]) -> [f64; N] {
     let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
