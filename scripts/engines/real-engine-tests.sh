@@ -3,7 +3,8 @@
 # Each server is started once, its tests run, and it is stopped before the next starts (they
 # all want the two cores):
 #   1. vLLM "tiny": --api-key (so that key redaction is tested) and --enable-prompt-tokens-details
-#   2. vLLM "smallkv": --num-gpu-blocks-override, so some cells are over capacity
+#   2. vLLM "smallkv": --num-gpu-blocks-override, so some cells are over capacity, and a reasoning
+#      parser (count_reasoning_parser.py), so the thinking figures meet a real stream
 #   3. llama-server: --metrics, 16 slots (built meanwhile in the background, at low priority)
 # vLLM failures fail the script. llama.cpp is skipped, loudly, only when it cannot be built for a
 # reason outside the project (the registry is unreachable, no compiler); a configure or compile
@@ -84,10 +85,13 @@ SPEEDMATRIX_VLLM_URL=$URL SPEEDMATRIX_VLLM_KEY=$KEY run_tests vllm_discovery vll
 "$E/vllm-cpu.sh" stop vllm-tiny
 
 # 264 blocks of 128 tokens (33,792): a little more than one 32,768-token request, which vLLM
-# requires (256 exactly is refused as not enough for max-model-len).
-note "phase 2: vLLM small KV (--num-gpu-blocks-override 264)"
-URL=$("$E/vllm-cpu.sh" start vllm-smallkv "$(free_port)" --num-gpu-blocks-override 264)
-SPEEDMATRIX_VLLM_SMALLKV_URL=$URL run_tests vllm_over_capacity
+# requires (256 exactly is refused as not enough for max-model-len). The same server thinks
+# (count_reasoning_parser.py: each request's first 48 tokens are reasoning), so the reasoning
+# check needs no third server; the over-capacity check does not read the answer's text.
+note "phase 2: vLLM small KV (--num-gpu-blocks-override 264) with a reasoning parser"
+URL=$(SM_THINK_TOKENS=48 "$E/vllm-cpu.sh" start vllm-smallkv "$(free_port)" --num-gpu-blocks-override 264 \
+  --reasoning-parser-plugin "$PWD/$E/count_reasoning_parser.py" --reasoning-parser sm_count)
+SPEEDMATRIX_VLLM_SMALLKV_URL=$URL run_tests vllm_over_capacity vllm_reasoning_parser
 "$E/vllm-cpu.sh" stop vllm-smallkv
 
 if [ "$want_llamacpp" = 1 ]; then

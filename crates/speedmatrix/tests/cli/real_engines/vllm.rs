@@ -198,3 +198,91 @@ fn vllm_over_capacity_from_the_real_budget() {
     let planned_over = rec["plan"].as_array().unwrap().iter().filter(|p| p["status"] == "over_capacity").count();
     assert_eq!(planned_over, over, "the plan already said so");
 }
+
+/// A reasoning parser on a real vLLM (scripts/engines/count_reasoning_parser.py on the small-KV
+/// server: the first SM_THINK_TOKENS = 48 output tokens of each request are thinking): the split,
+/// the wait for the answer, vLLM's own usage count, thinking that uses up max_tokens, and
+/// `--thinking off` honoured by the server.
+#[test]
+#[ignore = "needs a real engine: scripts/engines/real-engine-tests.sh"]
+fn vllm_reasoning_parser() {
+    let Some(url) = server(SMALLKV) else { return };
+    const THINK: f64 = 48.0;
+    let decode_lines = |dir: &std::path::Path| -> Vec<serde_json::Value> {
+        let lines = crate::common::request_lines(dir);
+        lines.into_iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed").collect()
+    };
+    let base = ["--contexts", "1k", "--concurrency", "2", "--duration", "2s", "--save-requests"];
+
+    // thinking on: 48 thinking tokens, then 32 answer tokens
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--max-tokens", "80", "--slo", "ttfa_p90<=60s"]);
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &args, None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let done = decode_lines(dir.path());
+    assert!(!done.is_empty(), "{}", r.context());
+    // vLLM's own count is exact. The stream's split counts the tokens of the chunks before the
+    // first answer chunk, and vLLM moves that line (methodology §7.5): when it is behind it sends
+    // the last thinking tokens and the first answer tokens in one chunk (short, by as many as it
+    // merged: 3 of 8 thinking tokens seen under load), and it holds back a token whose text is an incomplete
+    // character (over, by the tokens held: at most three)
+    let (mut waited, mut exact) = (0, 0);
+    for l in &done {
+        assert_eq!(l["usage_reasoning_tokens"].as_f64(), Some(THINK), "{l}");
+        let stream = l["reasoning_tokens"].as_f64().unwrap_or(0.0);
+        assert!(stream <= THINK + 3.0, "{l}");
+        exact += usize::from(stream == THINK);
+        let (first, answer) = (l["first_token_s"].as_f64().unwrap(), l["first_answer_s"].as_f64().unwrap());
+        // the same instant where the thinking and the first answer token came in one read
+        assert!(answer >= first, "the answer came after the thinking: {l}");
+        waited += usize::from(answer > first);
+    }
+    assert!(waited > 0 && exact > 0, "no request's thinking came apart from its answer: {done:?}");
+    for c in r.decode() {
+        assert_eq!(c["status"], "valid", "{c}\n{}", r.context());
+        assert!(c["reasoning_tokens_mean"].as_f64().unwrap() <= THINK + 3.0, "{c}");
+        assert_eq!(c["usage_reasoning_tokens_mean"].as_f64(), Some(THINK), "{c}");
+        assert!(c["answer_tokens_mean"].as_f64().unwrap() > 0.0 && c["answer_tok_s"].as_f64().unwrap() > 0.0, "{c}");
+        assert_eq!(c["no_answer"].as_u64(), Some(0), "{c}");
+        assert!(c["ttfa_ms_p50"].as_f64().unwrap() >= c["ttft_ms_p50"].as_f64().unwrap(), "{c}");
+        let bound = c["slo_bounds"].as_array().unwrap().iter().find(|b| b["bound"] == "ttfa_p90").unwrap();
+        assert_eq!(bound["value"], c["ttfa_ms_p90"], "{c}");
+    }
+
+    // thinking that uses up max_tokens: no answer at all (requests long enough for the ramp-up to
+    // see both running)
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--max-tokens", "32"]);
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &args, None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let done = decode_lines(dir.path());
+    assert!(!done.is_empty(), "{}", r.context());
+    for l in &done {
+        assert!(l["first_answer_s"].is_null() && l["reasoning_tokens"].as_f64() == Some(32.0), "{l}");
+        assert_eq!(l["usage_reasoning_tokens"].as_f64(), Some(32.0), "{l}");
+    }
+    for c in r.decode() {
+        assert_eq!(c["no_answer"], c["completed"], "{c}");
+    }
+
+    // --thinking off reaches the server's parser through chat_template_kwargs
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--max-tokens", "32", "--thinking", "off"]);
+    args.extend_from_slice(FAST);
+    let r = run(&url, dir.path(), &args, None);
+    assert_eq!(r.code, 0, "{}", r.context());
+    let done = decode_lines(dir.path());
+    assert!(!done.is_empty(), "{}", r.context());
+    for l in &done {
+        assert_eq!(l["first_answer_s"], l["first_token_s"], "{l}");
+        assert!(l.get("reasoning_tokens").is_none(), "{l}");
+    }
+    for c in r.decode() {
+        assert!(c.get("reasoning_tokens_mean").is_none(), "nothing thought: {c}");
+    }
+}
