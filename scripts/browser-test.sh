@@ -92,7 +92,8 @@ check_page() {
 
     page_run "$log" --dump-dom "$url"
     local dom="$log.out"
-    for section in 'Capacity' 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' 'All measurements' 'Methodology'; do
+    for section in 'Capacity' 'Hardware' 'Engine' 'Launch command' 'Prefill' 'Sustained decode' \
+        'Throughput per GPU against speed per user' 'All measurements' 'Methodology'; do
         if ! grep -q ">$section<" "$dom"; then
             echo "browser-test: FAIL: $name: section '$section' not rendered" >&2
             FAILED=1
@@ -103,7 +104,9 @@ check_page() {
         FAILED=1
     fi
     # the capacity answer: its sentences, the SLO it used, and the SLO chart with its line
-    for needle in '<section class="answer"' 'context: ' 'Service level (SLO): ' '>Per-user tok/s against the SLO<' '<line class="limit"'; do
+    # and the frontier chart
+    for needle in '<section class="answer"' 'context: ' 'Service level (SLO): ' '>Per-user tok/s against the SLO<' '<line class="limit"' \
+        '>Throughput against interactivity<'; do
         if ! grep -qF "$needle" "$dom"; then
             echo "browser-test: FAIL: $name: the capacity answer lacks '$needle'" >&2
             FAILED=1

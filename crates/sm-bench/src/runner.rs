@@ -233,6 +233,7 @@ fn skeleton(client: &Client, facts: &ServerFacts, settings: &RunSettings, start:
         ),
         hardware: start.hardware.clone(),
         launch_command: start.launch_command.clone(),
+        server_gpus: start.server_gpus,
         plan: plan.to_record(),
         prefill: Vec::new(),
         decode,

@@ -14,6 +14,8 @@
 //! * [`gpu_telemetry`] — GPU power, energy, clocks and throttling over a cell's window.
 //! * [`roofline`], [`model_config`] — the memory-bandwidth bound on a decode cell's tok/s.
 //! * [`plan`] — the matrix of cells and the order they are measured in.
+//! * [`server_gpus`], [`frontier`] — the server's GPU count (never the client host's), and per
+//!   context the per-user tok/s against the tok/s per GPU of each concurrency.
 //! * [`record`] — the run record (`speedmatrix.run/1`), the contract with the
 //!   report, the site and other tools.
 //! * [`redact`] — removing secrets from launch commands and text by their shape.
@@ -29,6 +31,7 @@ pub mod capacity_answer;
 pub mod context;
 pub mod engine;
 pub mod figures;
+pub mod frontier;
 pub mod gpu_telemetry;
 pub mod model_config;
 pub mod phases;
@@ -44,6 +47,7 @@ pub mod roofline;
 pub mod roofline_record;
 pub mod scheduler;
 pub mod secrets;
+pub mod server_gpus;
 pub mod server_metrics;
 pub mod slo;
 pub mod spec_decode;

@@ -61,6 +61,7 @@ pub fn html_page(record: &RunRecord, links: &[(String, String)]) -> String {
                 @if matrix {
                     (prefill(&page, record))
                     (matrix::decode(&page, &record.decode))
+                    (crate::frontier::html(record))
                 }
                 (crate::phases::html(record))
                 (crate::telemetry::html_section(record))

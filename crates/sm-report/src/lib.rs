@@ -15,6 +15,7 @@ mod csv;
 pub mod escape;
 mod facts;
 pub mod format;
+pub mod frontier;
 mod html;
 pub use html::{CSS, head_meta};
 pub mod gpu;

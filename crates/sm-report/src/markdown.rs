@@ -32,6 +32,7 @@ pub fn markdown(record: &RunRecord) -> String {
     if matrix {
         prefill(&mut s, &page);
         decode(&mut s, &page, &record.decode);
+        crate::frontier::markdown(&mut s, record);
         roofline(&mut s, record);
     }
     crate::phases::markdown(&mut s, record);

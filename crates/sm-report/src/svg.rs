@@ -10,6 +10,9 @@ use maud::{Markup, html};
 
 use crate::escape::Text;
 
+mod xy;
+pub use xy::{XyChart, XyPoint, XySeries, xy_chart};
+
 pub struct Series {
     pub name: String,
     pub values: Vec<Option<f64>>,
@@ -224,11 +227,16 @@ fn draw(chart: &Chart, axis: &XAxis, limit: Option<&Limit>) -> Markup {
 
 /// A series' swatch and name under the plot, in row `row` and column `col` of the legend.
 fn legend_item(series: &Series, class: &str, row: usize, col: usize, axis_bottom: f64) -> Markup {
+    legend_swatch(&series.name, class, row, col, axis_bottom)
+}
+
+/// A swatch and a name under the plot, in row `row` and column `col` of the legend.
+fn legend_swatch(name: &str, class: &str, row: usize, col: usize, axis_bottom: f64) -> Markup {
     let lx = LEFT + col as f64 * LEGEND_ITEM;
     let ly = axis_bottom + 54.0 + row as f64 * 18.0;
     html! {
         line class={ "line " (class) } x1=(lx) x2=(lx + 16.0) y1=(d1(ly)) y2=(d1(ly)) {}
-        text class="legend" x=(lx + 22.0) y=(d1(ly + 4.0)) { (Text(&series.name)) }
+        text class="legend" x=(lx + 22.0) y=(d1(ly + 4.0)) { (Text(name)) }
     }
 }
 

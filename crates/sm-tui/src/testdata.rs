@@ -72,6 +72,7 @@ pub fn record() -> RunRecord {
         },
         hardware: Hardware::default(),
         launch_command: None,
+        server_gpus: None,
         plan,
         prefill: vec![],
         decode: vec![DecodeCell {

@@ -125,8 +125,10 @@ pub struct RunArgs {
     /// what nvidia-smi reports].
     #[arg(long, help_heading = heading::SERVER, requires = "gpu_count")]
     pub(crate) gpu: Option<String>,
-    /// Number of GPUs, with --gpu [default: what nvidia-smi reports].
-    #[arg(long, help_heading = heading::SERVER, requires = "gpu", value_parser = |s: &str| limits::GPU_COUNT.parse_u32(s))]
+    /// The server's GPUs: what the per-GPU figures (the frontier, tok/s per GPU) divide by; with
+    /// --gpu also the hardware's count [default: the launch command's tensor × pipeline × data
+    /// parallel sizes; the GPUs of this host are never assumed to be the server's].
+    #[arg(long, help_heading = heading::SERVER, value_parser = |s: &str| limits::GPU_COUNT.parse_u32(s))]
     pub(crate) gpu_count: Option<u32>,
     /// GPU power, energy and throttling per decode cell: a DCGM exporter's URL (e.g.
     /// http://gpu-host:9400/metrics), `nvml` for this machine's GPUs, or `off` [default: NVML when

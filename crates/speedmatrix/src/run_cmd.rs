@@ -14,6 +14,7 @@ use sm_client::discover::{self, Overrides};
 use sm_core::record::{CellStatus, Gpu, Hardware, RunRecord, RunStatus};
 use sm_core::requests::REQUESTS_FILE;
 use sm_core::roofline_record::RecordedShape;
+use sm_core::server_gpus::ServerGpus;
 use sm_core::{Tokens, redact};
 
 use crate::console::{Console, Mode};
@@ -65,6 +66,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     let pool = settings.run.concurrency.iter().copied().max().unwrap_or(1) as usize;
     let client = Client::new(&url, settings.api_key.clone(), pool)?;
     let launch_command = launch_command(&settings, &client);
+    let server_gpus = ServerGpus::resolve(settings.gpu_count, launch_command.as_deref());
     let facts = discover_server(&settings, &client, launch_command.clone()).await?;
     if !settings.quiet() {
         print_facts(&facts);
@@ -95,6 +97,7 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         dry_run,
         hardware: hardware(&settings),
         launch_command,
+        server_gpus,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         secrets: settings.api_key.iter().cloned().collect(),
         tokenizer,

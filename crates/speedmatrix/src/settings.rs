@@ -174,7 +174,10 @@ pub(crate) struct Settings {
     pub max_num_seqs: Option<u32>,
     pub max_model_len: Option<Tokens>,
     pub launch_command: Option<String>,
+    /// `--gpu NAME --gpu-count N`: the hardware the record names in place of nvidia-smi's.
     pub gpu: Option<(String, u32)>,
+    /// `--gpu-count N`: the server's GPUs, what per-GPU figures divide by.
+    pub gpu_count: Option<u32>,
     pub dry_run: bool,
     pub progress: Progress,
     /// The record of the run to continue (`--resume`).
@@ -234,7 +237,8 @@ impl Settings {
             max_num_seqs: args.max_num_seqs,
             max_model_len: args.max_model_len,
             launch_command: args.launch_command,
-            gpu: args.gpu.zip(args.gpu_count),
+            gpu: args.gpu.clone().zip(args.gpu_count),
+            gpu_count: args.gpu_count,
             dry_run: args.dry_run,
             progress: if args.quiet { Progress::Quiet } else { args.progress },
             resumed,

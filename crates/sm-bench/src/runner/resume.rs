@@ -101,6 +101,10 @@ pub fn continue_from(mut old: RunRecord, new: RunRecord) -> RunRecord {
     if new.launch_command.is_some() {
         old.launch_command = new.launch_command;
     }
+    // a count the user gives now (or a launch command that says it) divides every cell's figures
+    if new.server_gpus.is_some() {
+        old.server_gpus = new.server_gpus;
+    }
     // over-capacity cells are decided by the plan, which is the same; keep what was written
     for cell in new.decode {
         if old.decode_cell(cell.context, cell.concurrency).is_none() {

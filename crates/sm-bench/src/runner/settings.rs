@@ -233,6 +233,8 @@ pub struct RunStart {
     pub hardware: Hardware,
     /// The server's launch command, already redacted.
     pub launch_command: Option<String>,
+    /// The server's GPUs (`--gpu-count`, else the launch command's parallelism).
+    pub server_gpus: Option<sm_core::server_gpus::ServerGpus>,
     pub tool_version: String,
     /// Values that must never be written or shown (the API key): added to the process-wide set
     /// every output is scrubbed with ([`sm_core::secrets`]).

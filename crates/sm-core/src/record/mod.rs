@@ -145,6 +145,10 @@ pub struct RunRecord {
     /// The server's launch command with secrets replaced by `<redacted>` (`--api-key`, `--hf-token`, values of
     /// `*TOKEN*`, `*KEY*`, `*SECRET*`, `*PASSWORD*`), or null when unknown.
     pub launch_command: Option<String>,
+    /// The server's GPUs, what per-GPU figures divide by: `--gpu-count`, else the launch command's tensor ×
+    /// pipeline × data parallel sizes; absent when neither says (the host's own GPUs are `hardware`'s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_gpus: Option<crate::server_gpus::ServerGpus>,
     /// The plan: every prefill row and decode cell with its planned status, and every skipped context with the reason.
     #[serde(default)]
     pub plan: Vec<PlannedCell>,

@@ -241,6 +241,7 @@ pub fn import(bench: &Value, source: &Source, plan: Option<&[Value]>) -> Result<
         },
         hardware: Hardware { os: String::new(), ..Hardware::default() },
         launch_command: None,
+        server_gpus: None,
         plan: planned,
         prefill: prefill_rows(bench),
         decode,

@@ -12,6 +12,7 @@
 use serde_json::{Value, json};
 use sm_core::record::{Gpu, RunRecord, RunStatus, ServerInfo};
 use sm_core::redact::{self, REDACTED};
+use sm_core::server_gpus::{GpusFrom, ServerGpus};
 
 use super::bench;
 use super::value::{str_at, u64_at};
@@ -103,6 +104,10 @@ pub fn import(doc: &Value, source: &Source) -> Result<RunRecord, ImportError> {
         let joined = argv.iter().map(|w| shell_word(w)).collect::<Vec<_>>().join(" ");
         rec.launch_command = Some(redact::redact_command(&joined));
     }
+    // the server's command says its parallelism; the file's own tensor_parallel_size where it has none
+    let tp = rec.server.extra.get("tensor_parallel_size").and_then(Value::as_u64).and_then(|n| u32::try_from(n).ok());
+    rec.server_gpus = ServerGpus::resolve(None, rec.launch_command.as_deref())
+        .or_else(|| tp.filter(|&n| n > 0).map(|count| ServerGpus { count, from: GpusFrom::Imported }));
     let text = serde_json::to_string(&rec).map_err(|source| ImportError::InvalidRun { source })?;
     let left = secrets(&argv, env).into_iter().filter(|s| s.chars().count() >= MIN_ELSEWHERE);
     if left.into_iter().any(|s| text.contains(&s) || text.contains(&json_escaped(&s))) {

@@ -18,6 +18,7 @@ mod run_burst;
 mod run_cache_and_retry;
 mod run_capacity;
 mod run_faults;
+mod run_frontier;
 mod run_gpu_telemetry;
 mod run_help;
 mod run_interrupt;
