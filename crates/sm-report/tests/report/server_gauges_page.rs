@@ -33,6 +33,8 @@ fn a_cell_with_the_servers_gauges_shows_them_and_others_do_not() {
     let name = format!("{} × {}", cell.label, cell.concurrency);
     let html = sm_report::html_page(&record, &[]);
     let section = &html[html.find("class=\"server-gauges\"").expect("section")..];
+    // up to the next section (the frontier's chart follows)
+    let section = &section[..section.find("<h2").unwrap_or(section.len())];
     let summary = format!(
         "<details><summary>{name}: server 1234.5 tok/s (-3.1 % vs measured), 7.8 running, 0 waiting at most, KV cache up to 35 %, 2 preemptions</summary>"
     );
