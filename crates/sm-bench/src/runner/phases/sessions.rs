@@ -301,11 +301,11 @@ fn line(t: &SessionTurn, config: &SessionsConfig) -> RequestLine {
         in_window: None,
         prompt_tokens: t.prompt_tokens,
         cached_tokens: t.cached_tokens,
-        // a turn keeps its figures, not its stream's log: not recorded here yet
-        first_answer_s: None,
-        reasoning_tokens: None,
+        // a turn keeps its answer's figures: its first answer chunk where that was not its first token
+        first_answer_s: Some(t.answer.first_answer_s.unwrap_or(t.first_token_s)),
+        reasoning_tokens: t.answer.reasoning_tokens,
         usage_reasoning_tokens: None,
-        tool_call: None,
+        tool_call: t.answer.tool_call,
         status,
         reason: t.reason.clone(),
         retried: false,
