@@ -10,6 +10,7 @@ use crate::record::CellStatus;
 
 pub mod intervals;
 mod tables;
+pub use tables::WHERE_CARRIED;
 #[cfg(test)]
 mod tests;
 

@@ -112,15 +112,19 @@ pub struct RequestLine {
 }
 
 /// What a request sent with `tools` did with them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolCallFields {
     /// Its first chunk with a tool-call delta (the call's name, or argument text); `null` when it
     /// made no call.
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
     pub first_tool_call_s: Option<f64>,
     /// Of `output_tokens`, those from that chunk on: the call's (methodology §7.1's attribution).
+    #[schemars(range(min = 0))]
     pub tool_call_tokens: f64,
     /// Whether the arguments of its call (index 0), joined, parse as a JSON object; `null` when it
     /// made no call.
+    #[schemars(extend("x-nullable" = true))]
     pub tool_args_valid: Option<bool>,
 }
 
@@ -129,7 +133,7 @@ fn is_false(b: &bool) -> bool {
 }
 
 /// A key that is there, `null` included, is `Some`; only a missing key is `None` (`default`).
-fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
+pub(crate) fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Option<f64>>, D::Error> {
     Option::<f64>::deserialize(d).map(Some)
 }
 

@@ -75,6 +75,77 @@ macro_rules! quantile {
     };
 }
 
+/// A figure of one of the section's flattened parts (`thinking`, `tool_calls`: the keys sit in the
+/// section's own object, so the figure is named as a field of the section is):
+/// `within!(thinking: ttfa_ms.p50, …)` reads p50 of `thinking.ttfa_ms`, named `ttfa_ms_p50`;
+/// `within!(thinking: reasoning_tokens_mean, …)` reads that `Option<f64>`; `within!(thinking:
+/// count no_answer, …)` that `Option<u64>`.
+macro_rules! within {
+    ($part:ident : $field:ident . $q:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: concat!(stringify!($field), "_", stringify!($q)),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| s.$part.$field.and_then(|p| p.$q),
+        }
+    };
+    ($part:ident : count $name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| count(s.$part.$name),
+        }
+    };
+    ($part:ident : $name:ident, $unit:ident, $carried:ident $(, $label:literal)?) => {
+        Figure {
+            name: stringify!($name),
+            label: label!($($label)?),
+            unit: Unit::$unit,
+            carried: Carried::$carried,
+            value: |s| s.$part.$name,
+        }
+    };
+}
+
+/// A phase's figure table: its own figures, then its thinking and tool-call figures
+/// (`ThinkingFigures`, `ToolCallFigures`), the same in every phase and named as a decode cell's,
+/// each headed as the cell's is (a column only where some row carries it).
+macro_rules! with_answers {
+    ($carried:ident; $($figure:expr),+ $(,)?) => {
+        &[
+            $($figure,)+
+            // a reasoning model's only (issue 33)
+            within!(thinking: ttfa_ms.p50, Ms, $carried, "TTFA p50"),
+            within!(thinking: ttfa_ms.p90, Ms, $carried),
+            within!(thinking: ttfa_ms.p99, Ms, $carried),
+            within!(thinking: reasoning_tokens_mean, Tokens, $carried, "Thinking tokens"),
+            within!(thinking: count no_answer, Count, $carried, "No answer"),
+            // a run with --tools only (issue 33 §2)
+            within!(tool_calls: ttftc_ms.p50, Ms, $carried, "TTFTC p50"),
+            within!(tool_calls: ttftc_ms.p90, Ms, $carried),
+            within!(tool_calls: ttftc_ms.p99, Ms, $carried),
+            within!(tool_calls: tool_call_tokens_mean, Tokens, $carried),
+            within!(tool_calls: tool_args_valid, Ratio, $carried, "Tool args valid"),
+            within!(tool_calls: count no_tool_call, Count, $carried, "No tool call"),
+        ]
+    };
+}
+
+/// The names of the figures [`with_answers!`] adds: a view shows their columns only where some
+/// row carries the figure.
+pub const WHERE_CARRIED: [&str; 7] = [
+    "ttfa_ms_p50",
+    "reasoning_tokens_mean",
+    "no_answer",
+    "ttftc_ms_p50",
+    "tool_args_valid",
+    "no_tool_call",
+    "tool_call_tokens_mean",
+];
+
 impl Figures for DecodeCell {
     const FIGURES: &'static [Figure<Self>] = &[
         field!(total_tok_s, TokPerS, WhenValid),
@@ -143,7 +214,7 @@ impl Figures for PrefillRow {
 /// A rate level's figures: a level that did not run has none to carry, so each is `Always`
 /// (its status is not a cell's).
 impl Figures for RateLevel {
-    const FIGURES: &'static [Figure<Self>] = &[
+    const FIGURES: &'static [Figure<Self>] = with_answers![Always;
         field!(span_s, Seconds, Always),
         field!(achieved_rps, ReqPerS, Always, "Achieved req/s"),
         field!(output_tok_s, TokPerS, Always, "Output tok/s"),
@@ -166,17 +237,11 @@ impl Figures for RateLevel {
         field!(goodput_rps, ReqPerS, Always),
         field!(backlog_pct, Percent, Always),
         field!(drain_s, Seconds, Always),
-        // a reasoning model's level only (issue 33)
-        quantile!(ttfa_ms.p50, Ms, Always, "TTFA p50"),
-        quantile!(ttfa_ms.p90, Ms, Always),
-        quantile!(ttfa_ms.p99, Ms, Always),
-        field!(reasoning_tokens_mean, Tokens, Always),
-        counted!(no_answer, Count, Always),
     ];
 }
 
 impl Figures for Burst {
-    const FIGURES: &'static [Figure<Self>] = &[
+    const FIGURES: &'static [Figure<Self>] = with_answers![WhenSent;
         field!(scheduled_s, Seconds, WhenSent),
         quantile!(e2e_ms.p50, Ms, WhenSent, "E2E p50"),
         quantile!(e2e_ms.p90, Ms, WhenSent, "E2E p90"),
@@ -258,7 +323,7 @@ impl Figures for TurnFigures {
 }
 
 impl Figures for SessionsSummary {
-    const FIGURES: &'static [Figure<Self>] = &[
+    const FIGURES: &'static [Figure<Self>] = with_answers![Always;
         held!(span_s, Seconds),
         field!(output_tok_s, TokPerS, Always),
         quantile!(ttft_ms.p50, Ms, Always),

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::phases::answers::{ThinkingFigures, ToolCallFigures};
 use crate::record::percentiles::{Percentiles, flat_keys};
 use crate::record::status::CellStatus;
 
@@ -85,6 +86,15 @@ pub struct Burst {
     #[schemars(range(min = 0))]
     #[schemars(extend("x-nullable" = true))]
     pub send_spread_ms: Option<f64>,
+    /// A reasoning model's burst (issue 33): TTFA from the burst's scheduled instant over the
+    /// completed requests that answered, their mean thinking tokens, those left without an answer;
+    /// absent where no request thought.
+    #[serde(flatten)]
+    pub thinking: crate::phases::answers::ThinkingFigures,
+    /// A run with `--tools`: time to the first tool call from the scheduled instant, the calls'
+    /// tokens, whether their arguments parse, the requests that made none; absent without tools.
+    #[serde(flatten)]
+    pub tool_calls: crate::phases::answers::ToolCallFigures,
     /// The server's gauges and the GPUs from just before the burst is sent to its last request's
     /// end (methodology §14); only a valid burst.
     #[serde(flatten)]
@@ -157,6 +167,8 @@ impl Default for Burst {
             output_tokens: None,
             total_tok_s: None,
             send_spread_ms: None,
+            thinking: Default::default(),
+            tool_calls: Default::default(),
             telemetry: Default::default(),
             ranks: Vec::new(),
         }
@@ -213,6 +225,8 @@ impl BurstPhase {
             output_tokens: med(&|b| b.output_tokens.map(|t| t as f64)).map(|t| t.round() as u64),
             total_tok_s: med(&|b| b.total_tok_s),
             send_spread_ms: med(&|b| b.send_spread_ms),
+            thinking: ThinkingFigures::over(&measured.iter().map(|b| b.thinking).collect::<Vec<_>>()),
+            tool_calls: ToolCallFigures::over(&measured.iter().map(|b| b.tool_calls).collect::<Vec<_>>()),
             // each round's telemetry is its own span's; a median of series means nothing
             telemetry: Default::default(),
             // and each round's parts are in its own record

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod answers;
 pub mod burst;
 pub mod mixed;
 pub mod rate;

@@ -311,19 +311,15 @@ pub struct RateLevel {
     pub tbt_ms: Option<Percentiles>,
     #[schemars(with = "Option<P50P90P99>")]
     pub e2e_ms: Option<Percentiles>,
-    /// A reasoning model's level (issue 33): from the due time to the first answer chunk, over the
-    /// completed requests that answered; absent where no request thought.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(with = "Option<P50P90P99>")]
-    pub ttfa_ms: Option<Percentiles>,
-    /// The mean thinking tokens of the completed requests; absent where no request thought.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub reasoning_tokens_mean: Option<f64>,
-    /// Completed requests with no answer (their thinking used up `max_tokens`); absent where no
-    /// request thought.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub no_answer: Option<u64>,
+    /// A reasoning model's level (issue 33): TTFA from the due time, the mean thinking tokens and
+    /// the requests left without an answer; absent where no request thought.
+    #[serde(flatten)]
+    pub thinking: super::answers::ThinkingFigures,
+    /// A run with `--tools` (methodology §7.3.1): time to the first tool call from the due time,
+    /// the calls' tokens, whether their arguments parse, the requests that made none; absent where
+    /// the requests carried no tools.
+    #[serde(flatten)]
+    pub tool_calls: super::answers::ToolCallFigures,
     #[schemars(with = "Option<P50P99Max>")]
     pub send_lag_ms: Option<Percentiles>,
     /// Time-weighted mean of the requests in flight (sent, not ended) over the span.
@@ -381,9 +377,8 @@ impl RateLevel {
             ttft_ms: None,
             tbt_ms: None,
             e2e_ms: None,
-            ttfa_ms: None,
-            reasoning_tokens_mean: None,
-            no_answer: None,
+            thinking: Default::default(),
+            tool_calls: Default::default(),
             send_lag_ms: None,
             in_flight_mean: None,
             in_flight_max: None,

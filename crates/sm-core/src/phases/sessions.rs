@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::phases::answers::{Answered, Called, ThinkingFigures, ToolCallFigures};
 use crate::record::percentiles::{Percentiles, flat_keys};
 use crate::stats::{Quantiles, percentile};
 
@@ -90,6 +91,10 @@ pub struct SessionTurn {
     pub cached_tokens: Option<u64>,
     /// Output tokens of the answer (`usage.completion_tokens`, else its token-bearing chunks).
     pub output_tokens: u64,
+    /// A reasoning model's thinking and a run's tool call in this turn (issue 33); absent keys
+    /// where it did neither.
+    #[serde(flatten)]
+    pub answer: TurnAnswer,
     pub status: TurnStatus,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -151,6 +156,28 @@ pub struct TurnFigures {
     pub output_tok_s: Option<f64>,
 }
 
+/// What a turn's answer held beside its tokens (issue 33): each key absent where it tells nothing,
+/// so a turn of a model that does not think, sent without tools, reads as before.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct TurnAnswer {
+    /// Its first chunk with answer text, where that was not its first token (a reasoning model's
+    /// thinking came first); `null` when no answer came (the thinking used up `max_tokens`, or the
+    /// turn answered with a tool call only). Absent: the first token was the answer's.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "crate::requests::present")]
+    #[schemars(range(min = 0))]
+    #[schemars(extend("x-nullable" = true))]
+    pub first_answer_s: Option<Option<f64>>,
+    /// Of `output_tokens`, those before its first answer chunk: the thinking (methodology §7.1's
+    /// attribution). Absent when there was none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub reasoning_tokens: Option<f64>,
+    /// A turn sent with `tools` (`run --tools`): `first_tool_call_s`, `tool_call_tokens`,
+    /// `tool_args_valid`, as requests.jsonl writes them.
+    #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
+    pub tool_call: Option<crate::requests::ToolCallFields>,
+}
+
 /// The whole phase, across users and turns (methodology §13.4).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SessionsSummary {
@@ -182,6 +209,15 @@ pub struct SessionsSummary {
     /// The largest send lag (sent minus scheduled) of any turn.
     #[schemars(range(min = 0))]
     pub send_lag_ms_max: Option<f64>,
+    /// A reasoning model's turns: TTFA from each turn's due time over the completed turns that
+    /// answered, their mean thinking tokens, those left without an answer; absent where no turn
+    /// thought.
+    #[serde(flatten)]
+    pub thinking: ThinkingFigures,
+    /// A run with `--tools`: time to the first tool call from each turn's due time, the calls'
+    /// tokens, whether their arguments parse, the turns that made none; absent without tools.
+    #[serde(flatten)]
+    pub tool_calls: ToolCallFigures,
 }
 
 flat_keys! {
@@ -347,6 +383,8 @@ pub fn summary(sessions: &[Session]) -> Option<SessionsSummary> {
     let latency: Vec<f64> = done.iter().filter_map(|t| latency_s(t)).map(ms).collect();
     let (ttft, latency) = (Quantiles::of(&ttft), Quantiles::of(&latency));
     let lag = all.iter().filter_map(|t| t.sent_s.map(|s| ms(s - t.scheduled_s))).max_by(f64::total_cmp);
+    let answers: Vec<Answered> = done.iter().map(|t| answered(t)).collect();
+    let (thinking, tool_calls) = (ThinkingFigures::of(&answers), ToolCallFigures::of(&answers));
     Some(SessionsSummary {
         completed: done.len() as u64,
         failed: (all.len() - done.len()) as u64,
@@ -357,7 +395,27 @@ pub fn summary(sessions: &[Session]) -> Option<SessionsSummary> {
         latency_ms: latency.map(|q| Percentiles::from(q).map(round3)).unwrap_or_default(),
         cache_hit_pct: cache_hit_pct(done.iter().copied()),
         send_lag_ms_max: lag.map(round3),
+        thinking: ThinkingFigures { ttfa_ms: thinking.ttfa_ms.map(|p| p.map(round3)), ..thinking },
+        tool_calls: ToolCallFigures { ttftc_ms: tool_calls.ttftc_ms.map(|p| p.map(round3)), ..tool_calls },
     })
+}
+
+/// A completed turn as the phase's thinking and tool-call figures read it: its times from its
+/// due time, as its TTFT.
+pub fn answered(t: &SessionTurn) -> Answered {
+    let since_due = |s: f64| ms(s - t.scheduled_s);
+    // absent: the first token was the answer's
+    let first_answer = t.answer.first_answer_s.unwrap_or(t.first_token_s);
+    Answered {
+        got_token: t.first_token_s.is_some(),
+        first_answer_ms: first_answer.map(since_due),
+        reasoning_tokens: t.answer.reasoning_tokens.unwrap_or(0.0),
+        tool_call: t.answer.tool_call.map(|c| Called {
+            first_tool_call_ms: c.first_tool_call_s.map(since_due),
+            tokens: c.tool_call_tokens,
+            args_valid: c.tool_args_valid,
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -91,7 +91,7 @@ pub(super) fn html(record: &RunRecord) -> Markup {
         p class="caption" { "each cell: end-to-end p50 · time to the last completion · output tok/s over the burst" }
         div class="scroll" {
             table class="all" {
-                thead { tr { @for h in detail_header() { th { (h) } } } }
+                thead { tr { @for h in detail_header(&g) { th { (h) } } } }
                 tbody {
                     @for row in detail_rows(&g) {
                         tr { @for c in &row { td { (Text(c)) } } }
@@ -145,9 +145,15 @@ fn html_cell(cell: Option<&Burst>, where_: &str) -> Markup {
 
 /// The detail table's headings: which cell it is, what became of it, then each figure of the
 /// burst's table that the page shows, in the table's order.
-fn detail_header() -> Vec<&'static str> {
-    let figures = Burst::FIGURES.iter().filter_map(|f| f.label);
+fn detail_header(g: &Grid) -> Vec<&'static str> {
+    let figures = shown(g).into_iter().filter_map(|f| f.label);
     ["Context", "C", "Status", "Completed"].into_iter().chain(figures).collect()
+}
+
+/// The figures the detail table shows: a reasoning model's and a run's tool calls only where some
+/// burst carries them.
+fn shown(g: &Grid) -> Vec<&'static sm_core::figures::Figure<Burst>> {
+    super::shown(g.cells.iter().flatten().flatten())
 }
 
 fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
@@ -161,8 +167,8 @@ fn detail_rows(g: &Grid) -> Vec<Vec<String>> {
                 status_text(b),
                 format!("{} of {}", format::count(b.completed), format::count(b.requests)),
             ];
-            let shown = Burst::headed();
-            rows.push(keys.into_iter().chain(shown.map(|f| format::figure(f.unit, f.of(b)))).collect());
+            let figures = shown(g).into_iter().map(|f| format::figure(f.unit, f.of(b)));
+            rows.push(keys.into_iter().chain(figures).collect());
         }
     }
     rows
@@ -202,7 +208,7 @@ pub(super) fn markdown(s: &mut String, record: &RunRecord) {
         s.push('\n');
     }
     s.push('\n');
-    let header = detail_header();
+    let header = detail_header(&g);
     let _ = writeln!(s, "| {} |", header.iter().map(|h| md(h)).collect::<Vec<_>>().join(" | "));
     let _ = writeln!(s, "|---|{}", "---:|".repeat(header.len() - 1));
     for row in detail_rows(&g) {

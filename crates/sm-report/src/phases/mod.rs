@@ -12,6 +12,17 @@ mod rate;
 pub mod replay;
 mod sessions;
 
+/// The headed figures of a table of `rows`: a figure only some servers give (a reasoning model's
+/// TTFA, a run's tool calls: [`sm_core::figures::WHERE_CARRIED`]) is a column only where some row
+/// carries it, so a table of a run without them is as before.
+pub(super) fn shown<'a, T: sm_core::figures::Figures>(
+    rows: impl Iterator<Item = &'a T> + Clone,
+) -> Vec<&'static sm_core::figures::Figure<T>> {
+    T::headed()
+        .filter(|f| !sm_core::figures::WHERE_CARRIED.contains(&f.name) || rows.clone().any(|r| f.of(r).is_some()))
+        .collect()
+}
+
 /// A record with a rate phase, for the tests of the whole page.
 #[cfg(test)]
 pub(crate) use rate::tests::record as sample_with_rate;

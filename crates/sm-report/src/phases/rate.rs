@@ -38,16 +38,10 @@ const KEYS: [&str; 2] = ["Offered req/s", "Completed"];
 /// level's error, may be long and wraps).
 const AFTER: [&str; 4] = ["In flight mean / max", "Late sends", "Goodput", "Kept up"];
 
-/// Headed figures a level has only for some servers (a reasoning model's wait for its answer): a
-/// column only in a table where some level carries it.
-const WHERE_CARRIED: [&str; 1] = ["ttfa_ms_p50"];
-
 /// The figures the level's figure table heads ([`sm_core::figures`]: a figure given a heading there
 /// is a column here) that the table of `levels` shows.
 pub(super) fn columns<'a>(levels: impl Iterator<Item = &'a RateLevel> + Clone) -> Vec<&'static Figure<RateLevel>> {
-    RateLevel::headed()
-        .filter(|f| !WHERE_CARRIED.contains(&f.name) || levels.clone().any(|l| f.of(l).is_some()))
-        .collect()
+    super::shown(levels)
 }
 
 /// The keys, the figures [`columns`] chose, then the columns after them.

@@ -65,20 +65,52 @@ fn rows(p: &SessionsPhase) -> Vec<Vec<String>> {
 /// The phase's totals, one sentence.
 fn totals(p: &SessionsPhase) -> Option<String> {
     let s = p.summary.as_ref()?;
-    Some(format!(
-        "{} answered, {} failed; {} output tok/s over {} s; TTFT p50 / p90 / p99 {} / {} / {}; end-to-end p50 / p90 / p99 {} / {} / {}; {} of prompt tokens from the prefix cache.",
-        plural(s.completed, "turn"),
-        s.failed,
-        opt(s.output_tok_s, format::fixed1),
-        format::fixed1(s.span_s),
-        opt(s.ttft_ms.p50, format::ms),
-        opt(s.ttft_ms.p90, format::ms),
-        opt(s.ttft_ms.p99, format::ms),
-        opt(s.latency_ms.p50, format::ms),
-        opt(s.latency_ms.p90, format::ms),
-        opt(s.latency_ms.p99, format::ms),
-        opt(s.cache_hit_pct, pct),
-    ))
+    Some(
+        format!(
+            "{} answered, {} failed; {} output tok/s over {} s; TTFT p50 / p90 / p99 {} / {} / {}; end-to-end p50 / p90 / p99 {} / {} / {}; {} of prompt tokens from the prefix cache.",
+            plural(s.completed, "turn"),
+            s.failed,
+            opt(s.output_tok_s, format::fixed1),
+            format::fixed1(s.span_s),
+            opt(s.ttft_ms.p50, format::ms),
+            opt(s.ttft_ms.p90, format::ms),
+            opt(s.ttft_ms.p99, format::ms),
+            opt(s.latency_ms.p50, format::ms),
+            opt(s.latency_ms.p90, format::ms),
+            opt(s.latency_ms.p99, format::ms),
+            opt(s.cache_hit_pct, pct),
+        ) + &answers(s),
+    )
+}
+
+/// A reasoning model's turns and a run's tool calls, a sentence each where the phase carries them.
+fn answers(s: &sm_core::phases::sessions::SessionsSummary) -> String {
+    let mut text = String::new();
+    let (t, c) = (&s.thinking, &s.tool_calls);
+    if !t.is_empty() {
+        let q = t.ttfa_ms.unwrap_or_default();
+        text += &format!(
+            " Time to the first answer token p50 / p90 / p99 {} / {} / {}; {} thinking tokens per turn (mean); {} without an answer.",
+            opt(q.p50, format::ms),
+            opt(q.p90, format::ms),
+            opt(q.p99, format::ms),
+            opt(t.reasoning_tokens_mean, format::fixed1),
+            plural(t.no_answer.unwrap_or(0), "turn"),
+        );
+    }
+    if !c.is_empty() {
+        let q = c.ttftc_ms.unwrap_or_default();
+        text += &format!(
+            " Time to the first tool call p50 / p90 / p99 {} / {} / {}; {} tokens per call (mean); arguments valid in {}; {} without a call.",
+            opt(q.p50, format::ms),
+            opt(q.p90, format::ms),
+            opt(q.p99, format::ms),
+            opt(c.tool_call_tokens_mean, format::fixed1),
+            opt(c.tool_args_valid.map(|v| v * 100.0), pct),
+            plural(c.no_tool_call.unwrap_or(0), "turn"),
+        );
+    }
+    text
 }
 
 fn charts(p: &SessionsPhase) -> Markup {

@@ -27,6 +27,7 @@ mod run_mixed_prefill;
 mod run_mixed_prefill_faults;
 mod run_phase_faults;
 mod run_phase_server_down;
+mod run_phase_thinking;
 pub mod run_phases;
 mod run_plan;
 mod run_precision;

@@ -11,6 +11,7 @@ use serde_json::Value;
 use sm_client::JsonBody;
 use sm_client::openai::RequestSpec;
 use sm_core::phases::PhaseKind;
+use sm_core::phases::answers::{ThinkingFigures, ToolCallFigures};
 use sm_core::phases::burst::{Burst, BurstPhase};
 use sm_core::plan::Plan;
 use sm_core::record::{CellStatus, Percentiles, RunStatus};
@@ -22,6 +23,7 @@ use super::super::{RunError, Runner, round1, round3};
 use super::send::{Schedule, SentSchedule};
 use crate::cell::lost_before;
 use crate::cell::server::{DrainError, IDLE_FOR, drain};
+use crate::runner::phases::answers;
 use crate::runner::phases::burst::figures::{BurstRequest, figures};
 use crate::runner::phases::open_loop::End;
 use crate::runner::progress::{RunEvent, Step};
@@ -222,6 +224,9 @@ impl Runner<'_> {
     fn burst_record(&self, step: &Planned, scheduled: Instant, runs: &[RequestRun]) -> Burst {
         let requests: Vec<BurstRequest> = runs.iter().map(burst_request).collect();
         let f = figures(scheduled, &requests);
+        // as its e2e figures: the completed requests, from the burst's scheduled instant
+        let completed = runs.iter().filter(|r| r.outcome == Outcome::Completed).map(|r| (scheduled, &r.log));
+        let (thinking, tool_calls) = answers::figures(completed);
         let first_failure = runs.iter().find_map(|r| failure(&r.outcome));
         let reason =
             first_failure.map(|why| format!("{} of {} requests failed; the first: {why}", f.failed, runs.len()));
@@ -238,6 +243,8 @@ impl Runner<'_> {
             output_tokens: f.output_tokens,
             total_tok_s: f.total_tok_s.map(round1),
             send_spread_ms: f.send_spread_ms.map(round3),
+            thinking: ThinkingFigures { ttfa_ms: thinking.ttfa_ms.map(|p| p.map(round3)), ..thinking },
+            tool_calls: ToolCallFigures { ttftc_ms: tool_calls.ttftc_ms.map(|p| p.map(round3)), ..tool_calls },
             ..base(step)
         }
     }

@@ -11,6 +11,7 @@ use super::prompts::Prompts;
 use super::{RunError, Runner};
 use crate::prompts::prompt_file::PromptFile;
 
+pub(crate) mod answers;
 pub(crate) mod bodies;
 pub(crate) mod burst;
 pub(crate) mod drain;

@@ -245,7 +245,7 @@ impl Runner<'_> {
             match report {
                 Report::Turn { user, turn } => {
                     lines.push(line(&turn, config));
-                    session_of(phase, user).turns.push(turn);
+                    session_of(phase, user).turns.push(*turn);
                 }
                 // a conversation that a failed turn ended once the server was gone was cut by it
                 Report::Ended { user, status: SessionStatus::Failed } if lost => {
@@ -301,11 +301,11 @@ fn line(t: &SessionTurn, config: &SessionsConfig) -> RequestLine {
         in_window: None,
         prompt_tokens: t.prompt_tokens,
         cached_tokens: t.cached_tokens,
-        // a turn keeps its figures, not its stream's log: not recorded here yet
-        first_answer_s: None,
-        reasoning_tokens: None,
+        // a turn keeps its answer's figures: its first answer chunk where that was not its first token
+        first_answer_s: Some(t.answer.first_answer_s.unwrap_or(t.first_token_s)),
+        reasoning_tokens: t.answer.reasoning_tokens,
         usage_reasoning_tokens: None,
-        tool_call: None,
+        tool_call: t.answer.tool_call,
         status,
         reason: t.reason.clone(),
         retried: false,

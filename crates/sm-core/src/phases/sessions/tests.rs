@@ -12,6 +12,7 @@ fn turn(turn: u32, scheduled: f64, first: f64, last: f64, out: u64, prompt: u64,
         prompt_tokens: Some(prompt),
         cached_tokens: Some(cached),
         output_tokens: out,
+        answer: Default::default(),
         status: TurnStatus::Completed,
         reason: None,
     }
@@ -29,6 +30,7 @@ fn failed(turn: u32, scheduled: f64) -> SessionTurn {
         prompt_tokens: None,
         cached_tokens: None,
         output_tokens: 0,
+        answer: Default::default(),
         status: TurnStatus::Failed,
         reason: Some("HTTP 503".into()),
     }
@@ -110,4 +112,49 @@ fn the_section_round_trips_and_refreshes() {
     assert!(!text.contains("prompts_file"), "false is left out");
     let back: SessionsPhase = serde_json::from_str(&text).unwrap();
     assert_eq!(back, phase);
+}
+
+/// A reasoning model's turns, one sent with tools: TTFA and TTFTC from each turn's due time.
+#[test]
+fn thinking_and_tool_calls_count_from_each_turns_due_time() {
+    let thought = |scheduled: f64, answer: Option<f64>| SessionTurn {
+        answer: TurnAnswer { first_answer_s: Some(answer), reasoning_tokens: Some(8.0), tool_call: None },
+        ..turn(1, scheduled, scheduled + 0.1, scheduled + 0.5, 12, 10, 0)
+    };
+    let sessions = vec![Session {
+        user: 0,
+        status: SessionStatus::Complete,
+        turns: vec![thought(1.0, Some(1.3)), thought(2.0, Some(2.5)), thought(3.0, None), failed(4, 4.0)],
+    }];
+    let s = summary(&sessions).unwrap();
+    let ttfa = s.thinking.ttfa_ms.unwrap();
+    assert_eq!((ttfa.p50, ttfa.p90), (Some(400.0), Some(480.0)), "300 and 500 ms after the due times");
+    assert_eq!((s.thinking.reasoning_tokens_mean, s.thinking.no_answer), (Some(8.0), Some(1)));
+    assert!(s.tool_calls.is_empty(), "no tools sent");
+    // a plain turn: its first token was its answer, no key written and no figure
+    let plain =
+        summary(&[Session { user: 0, status: SessionStatus::Complete, turns: vec![turn(1, 0.0, 0.1, 0.2, 3, 10, 0)] }])
+            .unwrap();
+    assert!(plain.thinking.is_empty() && plain.tool_calls.is_empty());
+    let v = serde_json::to_value(&plain).unwrap();
+    assert!(v.get("ttfa_ms").is_none() && v.get("no_answer").is_none(), "{v}");
+    // a turn sent with tools that called at 0.2 s after its due time, its arguments valid
+    let called = SessionTurn {
+        answer: TurnAnswer {
+            first_answer_s: Some(None),
+            reasoning_tokens: None,
+            tool_call: Some(crate::requests::ToolCallFields {
+                first_tool_call_s: Some(1.2),
+                tool_call_tokens: 9.0,
+                tool_args_valid: Some(true),
+            }),
+        },
+        ..turn(1, 1.0, 1.1, 1.3, 10, 10, 0)
+    };
+    let text = serde_json::to_string(&called).unwrap();
+    assert_eq!(serde_json::from_str::<SessionTurn>(&text).unwrap(), called, "{text}");
+    let s = summary(&[Session { user: 0, status: SessionStatus::Complete, turns: vec![called] }]).unwrap();
+    assert_eq!(s.tool_calls.ttftc_ms.and_then(|q| q.p50), Some(200.0));
+    assert_eq!((s.tool_calls.tool_args_valid, s.tool_calls.no_tool_call), (Some(1.0), Some(0)));
+    assert!(s.thinking.is_empty(), "a call is not thinking");
 }

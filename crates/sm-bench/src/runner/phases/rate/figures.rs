@@ -8,9 +8,10 @@ use sm_core::record::Percentiles;
 use sm_core::slo::{RequestFigures, Slo};
 use sm_core::stats::{Quantiles, percentile};
 
+use crate::runner::phases::answers;
 use crate::runner::phases::open_loop::{End, Sent};
 use crate::stream::request_log::RequestLog;
-use crate::stream::tokens::{attribute, split};
+use crate::stream::tokens::attribute;
 
 use super::saturation::{Waited, judge};
 
@@ -81,17 +82,7 @@ pub fn level(key: LevelKey, start: Instant, requests: &[Sent], slo: &Slo) -> Rat
     level.ttft_ms = pct3(&ttft);
     level.tbt_ms = pct3(&tbt);
     level.e2e_ms = pct3(&e2e);
-    let splits: Vec<(&RequestLog, f64)> = completed.iter().map(|&(_, l)| (l, split(l, None).reasoning)).collect();
-    if splits.iter().any(|&(_, thought)| thought > 0.0) {
-        let ttfa: Vec<f64> = completed
-            .iter()
-            .filter_map(|(r, l)| l.first_answer.map(|a| ms(a.saturating_duration_since(r.due))))
-            .collect();
-        level.ttfa_ms = pct3(&ttfa);
-        level.reasoning_tokens_mean = Some(splits.iter().map(|&(_, t)| t).sum::<f64>() / splits.len() as f64);
-        let no_answer = splits.iter().filter(|(l, _)| l.first_answer.is_none() && l.first_token.is_some()).count();
-        level.no_answer = Some(no_answer as u64);
-    }
+    (level.thinking, level.tool_calls) = answers::figures(completed.iter().map(|&(r, l)| (r.due, l)));
     let lags: Vec<f64> =
         requests.iter().filter_map(|r| r.log.as_ref().map(|l| ms(l.sent.saturating_duration_since(r.due)))).collect();
     level.send_lag_ms = percentile(&lags, 50.0).map(|p50| {

@@ -6,18 +6,20 @@ use std::time::{Duration, Instant};
 
 use sm_client::openai::RequestSpec;
 use sm_client::{Client, JsonBody};
-use sm_core::phases::sessions::{SessionStatus, SessionTurn, TurnStatus};
+use sm_core::phases::sessions::{SessionStatus, SessionTurn, TurnAnswer, TurnStatus};
 use sm_core::requests::round_s;
 use tokio::sync::{mpsc, watch};
 
 use super::conversation::{History, Script};
 use crate::stream::request::{Observer, Outcome, RequestRun, StreamTimeouts, describe_outcome, stream_request};
+use crate::stream::request_log::RequestLog;
+use crate::stream::tokens::answer_fields;
 
 /// What a user tells the phase as it goes.
 #[derive(Debug)]
 pub(super) enum Report {
     /// A turn ended (answered or failed).
-    Turn { user: u32, turn: SessionTurn },
+    Turn { user: u32, turn: Box<SessionTurn> },
     /// The conversation ended.
     Ended { user: u32, status: SessionStatus },
 }
@@ -89,7 +91,7 @@ async fn turns(u: &mut UserSpec) -> SessionStatus {
         }
         let turn = turn_of(i as u32 + 1, due, &run, u.t0);
         let ended = run.log.ended.filter(|_| turn.status == TurnStatus::Completed);
-        let _ = u.reports.send(Report::Turn { user: u.user, turn });
+        let _ = u.reports.send(Report::Turn { user: u.user, turn: Box::new(turn) });
         let Some(ended) = ended else { return SessionStatus::Failed };
         history.answered(message, answer.0.into_inner().unwrap_or_default());
         due = ended + u.think;
@@ -109,6 +111,17 @@ fn secs(t0: Instant, at: Instant) -> f64 {
     round_s(at.saturating_duration_since(t0).as_secs_f64())
 }
 
+/// What the turn's stream showed of its thinking and its tool call, as requests.jsonl has it; its
+/// first answer chunk only where it was not its first token.
+fn turn_answer(log: &RequestLog, t0: Instant) -> TurnAnswer {
+    let fields = answer_fields(log, None, |t| secs(t0, t));
+    TurnAnswer {
+        first_answer_s: fields.first_answer_s.filter(|_| log.first_answer != log.first_token),
+        reasoning_tokens: fields.reasoning_tokens,
+        tool_call: fields.tool_call,
+    }
+}
+
 /// The record of a turn that was due at `due` and ran as `run` says.
 pub(super) fn turn_of(turn: u32, due: Instant, run: &RequestRun, t0: Instant) -> SessionTurn {
     let log = &run.log;
@@ -126,6 +139,7 @@ pub(super) fn turn_of(turn: u32, due: Instant, run: &RequestRun, t0: Instant) ->
         cached_tokens: log.cached_tokens,
         // the server's count where it gave one, else one token per token-bearing chunk
         output_tokens: last.map_or(0, |p| p.usage.unwrap_or(p.chunks)),
+        answer: turn_answer(log, t0),
         status: if completed { TurnStatus::Completed } else { TurnStatus::Failed },
         reason: describe_outcome(&run.outcome).map(|r| sm_core::secrets::scrub(&r).into_owned()),
     }

@@ -16,6 +16,7 @@ fn turn(k: u32) -> SessionTurn {
         prompt_tokens: Some(100 * u64::from(k)),
         cached_tokens: Some(90 * u64::from(k) - 90),
         output_tokens: 16,
+        answer: Default::default(),
         status: TurnStatus::Completed,
         reason: None,
     }
