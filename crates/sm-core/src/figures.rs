@@ -38,6 +38,8 @@ pub enum Unit {
     Tokens,
     /// One figure over another of the same unit (a slowdown, a fraction of a bound).
     Ratio,
+    /// A share of requests, 0 to 1 (tool calls whose arguments parse), written as a percent.
+    Share,
     /// US dollars (per million tokens, per user-hour).
     Usd,
 }
@@ -56,6 +58,7 @@ impl Unit {
             Unit::Count => "count",
             Unit::Tokens => "tokens",
             Unit::Ratio => "×",
+            Unit::Share => "share",
             Unit::Usd => "USD",
         }
     }

@@ -89,6 +89,7 @@ pub fn figure(unit: sm_core::figures::Unit, v: Option<f64>) -> String {
         Unit::ReqPerS => with_decimals(x, 2),
         // one figure over another: a slowdown of 1.53× reads as such
         Unit::Ratio => format!("{}×", with_decimals(x, 2)),
+        Unit::Share => format!("{} %", fixed1(x * 100.0)),
         Unit::Percent => format!("{} %", fixed1(x)),
         Unit::TokPerS | Unit::CorePercent | Unit::Usd => fixed1(x),
     })

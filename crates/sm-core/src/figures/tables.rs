@@ -128,7 +128,7 @@ macro_rules! with_answers {
             within!(tool_calls: ttftc_ms.p90, Ms, $carried),
             within!(tool_calls: ttftc_ms.p99, Ms, $carried),
             within!(tool_calls: tool_call_tokens_mean, Tokens, $carried),
-            within!(tool_calls: tool_args_valid, Ratio, $carried, "Tool args valid"),
+            within!(tool_calls: tool_args_valid, Share, $carried, "Tool args valid"),
             within!(tool_calls: count no_tool_call, Count, $carried, "No tool call"),
         ]
     };
@@ -188,7 +188,7 @@ impl Figures for DecodeCell {
         quantile!(ttftc_ms.p90, Ms, WhenValid, "TTFTC p90"),
         quantile!(ttftc_ms.p99, Ms, WhenValid),
         field!(tool_call_tokens_mean, Tokens, WhenValid, "Tool-call tokens"),
-        field!(tool_args_valid, Ratio, WhenValid, "Tool args valid"),
+        field!(tool_args_valid, Share, WhenValid, "Tool args valid"),
         counted!(no_tool_call, Count, WhenValid, "No tool call"),
     ];
 
@@ -299,6 +299,35 @@ impl Figures for SessionTurn {
         field!(ended_s, Seconds, Always),
         counted!(prompt_tokens, Tokens, Always),
         counted!(cached_tokens, Tokens, Always),
+        // a reasoning model's turn, a turn sent with tools (methodology §13.4)
+        Figure {
+            name: "first_answer_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |t| t.answer.first_answer_s.flatten(),
+        },
+        Figure {
+            name: "reasoning_tokens",
+            label: None,
+            unit: Unit::Tokens,
+            carried: Carried::Always,
+            value: |t| t.answer.reasoning_tokens,
+        },
+        Figure {
+            name: "first_tool_call_s",
+            label: None,
+            unit: Unit::Seconds,
+            carried: Carried::Always,
+            value: |t| t.answer.tool_call.as_ref().and_then(|c| c.first_tool_call_s),
+        },
+        Figure {
+            name: "tool_call_tokens",
+            label: None,
+            unit: Unit::Tokens,
+            carried: Carried::Always,
+            value: |t| t.answer.tool_call.as_ref().map(|c| c.tool_call_tokens),
+        },
         Figure {
             name: "output_tokens",
             label: None,

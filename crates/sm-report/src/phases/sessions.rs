@@ -245,6 +245,12 @@ struct CsvRow<'a> {
     cache_hit_pct: Option<Num>,
     output_tokens: u64,
     tok_s: Option<Num>,
+    // a reasoning model's turn and a turn sent with tools: empty otherwise
+    first_answer_s: Option<Num>,
+    reasoning_tokens: Option<Num>,
+    first_tool_call_s: Option<Num>,
+    tool_call_tokens: Option<Num>,
+    tool_args_valid: Option<bool>,
     reason: Guarded<&'a str>,
 }
 
@@ -282,6 +288,11 @@ fn csv_row(user: u32, t: &SessionTurn) -> CsvRow<'_> {
         cache_hit_pct: num(hit),
         output_tokens: t.output_tokens,
         tok_s: num(request_tok_s(t).map(|v| (v * 100.0).round() / 100.0)),
+        first_answer_s: num(t.answer.first_answer_s.flatten()),
+        reasoning_tokens: num(t.answer.reasoning_tokens),
+        first_tool_call_s: num(t.answer.tool_call.as_ref().and_then(|c| c.first_tool_call_s)),
+        tool_call_tokens: num(t.answer.tool_call.as_ref().map(|c| c.tool_call_tokens)),
+        tool_args_valid: t.answer.tool_call.as_ref().and_then(|c| c.tool_args_valid),
         reason: guarded(&t.reason),
     }
 }

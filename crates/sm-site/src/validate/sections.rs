@@ -31,6 +31,7 @@ pub fn bound(unit: Unit) -> f64 {
         Unit::Count => f64::MAX,
         Unit::Tokens => MAX_CONTEXT_TOKENS,
         Unit::Ratio => MAX_RATIO,
+        Unit::Share => 1.0,
         Unit::Usd => MAX_USD,
     }
 }
