@@ -39,6 +39,8 @@ pub trait Observer: Sync {
     /// The first answer chunk arrived, `ttfa` after the request was sent; `after_thinking` when
     /// token-bearing chunks (its thinking) came before it.
     fn first_answer(&self, _ttfa: Duration, _after_thinking: bool) {}
+    /// The first tool-call delta arrived, `ttftc` after the request was sent (a run with tools).
+    fn first_tool_call(&self, _ttftc: Duration) {}
     /// Answer text arrived (content only, no reasoning): a session keeps it for its next turn.
     fn content(&self, _text: &str) {}
 }
@@ -234,6 +236,7 @@ impl ReadState {
             log.tool_args.push_str(&chunk.tool_args);
             if chunk.has_text && log.first_tool_call.is_none() {
                 (log.first_tool_call, log.tool_point) = (Some(at), Some(log.points.len()));
+                observer.first_tool_call(at - log.sent);
                 // a call is the answer (methodology §7.3.1): the thinking ends where it begins
                 if log.first_answer.is_none() {
                     (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
