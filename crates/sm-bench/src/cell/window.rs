@@ -278,6 +278,9 @@ fn intervals(
         // a thinking cell's: its own population (crate::cell::thinking)
         ttfa_ms_p50: None,
         ttfa_ms_p90: None,
+        // a cell with tools': its own population (crate::cell::tool_calls)
+        ttftc_ms_p50: None,
+        ttftc_ms_p90: None,
     };
     let trend = Trends {
         total_tok_s: total_trend,
