@@ -193,6 +193,11 @@ pub fn summary(cell: &DecodeCell) -> SummaryFigures {
         per_request_tok_s: cell.per_request_tok_s,
         ttft_ms: [cell.ttft_ms.p50, cell.ttft_ms.p90, cell.ttft_ms.p99],
         ttfa_ms: [cell.ttfa_ms.p50, cell.ttfa_ms.p90, cell.ttfa_ms.p99],
+        // the stored TTFTC is over the requests that called: the bound's figure only where all did
+        ttftc_ms: match cell.no_tool_call {
+            Some(n) if n > 0 => [None; 3],
+            _ => [cell.ttftc_ms.p50, cell.ttftc_ms.p90, cell.ttftc_ms.p99],
+        },
         tbt_ms: [cell.tbt_ms.p50, cell.tbt_ms.p90, cell.tbt_ms.p99],
     }
 }

@@ -68,7 +68,7 @@ impl<'de> Deserialize<'de> for BoundedBy {
 
 crate::record::schema::written_as!(BoundedBy, "BoundedBy", {
     "type": "string",
-    "pattern": "^(slo:(tok_s|ttft|ttfa|tbt)_p[0-9]{1,2}|kv_cache|max_num_seqs|matrix_top|unmeasured|none)$",
+    "pattern": "^(slo:(tok_s|ttft|ttfa|ttftc|tbt)_p[0-9]{1,2}|kv_cache|max_num_seqs|matrix_top|unmeasured|none)$",
     "description": "What kept it from being larger: `slo:<bound>` (the next level failed that bound), `kv_cache` or `max_num_seqs` (one more user would not fit), `matrix_top` (every level measured passed), `unmeasured` (the next level ended error, loop or skipped: a lower bound), `none` (C=1 failed)."
 });
 

@@ -44,6 +44,13 @@ fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64
         // stored only where a request of the cell thought: not read off TTFT (an older record's
         // TTFT may be a thinking token's)
         Figure::Ttfa => vec![(50, cell.ttfa_ms.p50), (90, cell.ttfa_ms.p90), (99, cell.ttfa_ms.p99)],
+        // stored only where the cell's requests carried tools; its percentiles are over the
+        // requests that called, so they are the bound's figure only where every completed request
+        // called (the bound counts one that never called as waiting forever)
+        Figure::Ttftc if cell.no_tool_call.is_none_or(|n| n == 0) => {
+            vec![(50, cell.ttftc_ms.p50), (90, cell.ttftc_ms.p90), (99, cell.ttftc_ms.p99)]
+        }
+        Figure::Ttftc => vec![],
         Figure::Tbt => vec![(50, cell.tbt_ms.p50), (90, cell.tbt_ms.p90), (99, cell.tbt_ms.p99)],
         // the cell's per-request tok/s is the median of its requests' own speeds
         Figure::TokS => vec![(50, cell.per_request_tok_s)],

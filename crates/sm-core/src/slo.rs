@@ -18,6 +18,9 @@ pub enum Figure {
     /// Time to first answer token (a reasoning model's wait past its thinking, §7.3), ms: less is
     /// better. The same as TTFT for a request that did not think.
     Ttfa,
+    /// Time to first tool call (a run sent with tools, §7.3.1), ms: less is better. Only a run
+    /// whose requests carried tools (`run --tools`) has it.
+    Ttftc,
     /// Time between tokens (a request's mean), ms: less is better.
     Tbt,
 }
@@ -28,11 +31,12 @@ impl Figure {
             Figure::TokS => "tok_s",
             Figure::Ttft => "ttft",
             Figure::Ttfa => "ttfa",
+            Figure::Ttftc => "ttftc",
             Figure::Tbt => "tbt",
         }
     }
 
-    pub const ALL: [Figure; 4] = [Figure::TokS, Figure::Ttft, Figure::Ttfa, Figure::Tbt];
+    pub const ALL: [Figure; 5] = [Figure::TokS, Figure::Ttft, Figure::Ttfa, Figure::Ttftc, Figure::Tbt];
 
     /// Whether a larger value is the better one (the bound is a floor, not a ceiling).
     pub fn higher_is_better(self) -> bool {
@@ -140,7 +144,7 @@ impl<'de> Deserialize<'de> for BoundName {
 // what a writer writes.
 crate::record::schema::written_as!(BoundName, "BoundName", {
     "type": "string",
-    "pattern": "^(tok_s|ttft|ttfa|tbt)_p[0-9]{1,2}$",
+    "pattern": "^(tok_s|ttft|ttfa|ttftc|tbt)_p[0-9]{1,2}$",
     "description": "The figure and percentile, e.g. `tok_s_p10`."
 });
 
@@ -165,6 +169,7 @@ impl Bound {
             Figure::TokS => tbt.is_none_or(|t| t <= 0.0 || self.holds(1000.0 / t)),
             Figure::Ttft => request.ttft_ms.is_none_or(|v| self.holds(v)),
             Figure::Ttfa => request.ttfa_ms.is_none_or(|v| self.holds(v)),
+            Figure::Ttftc => request.ttftc_ms.is_none_or(|v| self.holds(v)),
             Figure::Tbt => tbt.is_none_or(|v| self.holds(v)),
         }
     }
@@ -175,6 +180,7 @@ impl Bound {
             Figure::TokS => requests.iter().filter_map(RequestFigures::tok_s).collect(),
             Figure::Ttft => requests.iter().filter_map(|r| r.ttft_ms).collect(),
             Figure::Ttfa => requests.iter().filter_map(|r| r.ttfa_ms).collect(),
+            Figure::Ttftc => requests.iter().filter_map(|r| r.ttftc_ms).collect(),
             Figure::Tbt => requests.iter().filter_map(|r| r.tbt_ms).collect(),
         };
         percentile(&values, f64::from(self.percentile))
@@ -233,7 +239,7 @@ pub enum SloError {
     #[error("'{0}' is not a bound: write FIGURE[_pNN]>=VALUE or <=VALUE, e.g. 'tok_s_p10>=30' or 'ttft_p90<=2s'")]
     Syntax(String),
     #[error(
-        "'{0}' names a figure speedmatrix does not measure per request: use tok_s, ttft, ttfa or tbt (each with an optional _pNN percentile)"
+        "'{0}' names a figure speedmatrix does not measure per request: use tok_s, ttft, ttfa, ttftc or tbt (each with an optional _pNN percentile)"
     )]
     UnknownFigure(String),
     #[error("'{0}': the percentile must be a whole number from 1 to 99 (p50 is the median)")]
@@ -287,6 +293,7 @@ fn parse_bound(part: &str) -> Result<Bound, SloError> {
         "tok_s" => Figure::TokS,
         "ttft" => Figure::Ttft,
         "ttfa" => Figure::Ttfa,
+        "ttftc" => Figure::Ttftc,
         "tbt" => Figure::Tbt,
         _ => return Err(SloError::UnknownFigure(part.to_string())),
     };
@@ -348,6 +355,10 @@ pub struct RequestFigures {
     /// Time to its first answer token: the TTFT of a request that did not think; infinite for one
     /// that ended with no answer (its thinking used up `max_tokens`), so a bound on it fails.
     pub ttfa_ms: Option<f64>,
+    /// Time to its first tool-call delta (a run sent with tools, §7.3.1); infinite for one that
+    /// ended with no call, so a bound on it fails: its user waited for a call that never came.
+    /// `None` for a run without tools, and while a request's call may still come.
+    pub ttftc_ms: Option<f64>,
     /// Its mean time between tokens inside the window; `None` with fewer than two tokens there.
     pub tbt_ms: Option<f64>,
     /// Without `tbt_ms`: the longest time inside the window, while it streamed (after its first
@@ -367,11 +378,11 @@ impl RequestFigures {
 pub struct BoundCheck {
     /// The bound's figure and percentile, written `tok_s_p10`.
     pub bound: BoundName,
-    /// The limit (tok/s for `tok_s`, ms for `ttft`, `ttfa` and `tbt`).
+    /// The limit (tok/s for `tok_s`, ms for `ttft`, `ttfa`, `ttftc` and `tbt`).
     #[schemars(extend("exclusiveMinimum" = 0))]
     pub limit: f64,
-    /// The cell's figure at the bound's percentile; null when no request measured it, or (`ttfa`)
-    /// when the percentile falls on a request that never answered.
+    /// The cell's figure at the bound's percentile; null when no request measured it, or (`ttfa`,
+    /// `ttftc`) when the percentile falls on a request that never answered or never called a tool.
     pub value: Option<f64>,
     pub holds: bool,
 }
@@ -432,7 +443,8 @@ impl Slo {
 }
 
 fn check(b: &Bound, value: Option<f64>) -> BoundCheck {
-    // an infinite TTFA (a request that never answered) fails the bound and has no value to show
+    // an infinite TTFA or TTFTC (a request that never answered, or never called its tool) fails the
+    // bound and has no value to show
     let holds = value.is_some_and(|v| b.holds(v));
     BoundCheck { bound: b.key().into(), limit: b.limit, value: value.filter(|v| v.is_finite()), holds }
 }
@@ -446,6 +458,8 @@ pub struct SummaryFigures {
     pub ttft_ms: [Option<f64>; 3],
     /// Only where the cell stored them (a request thought): none is read off TTFT.
     pub ttfa_ms: [Option<f64>; 3],
+    /// Only where the cell's requests carried tools.
+    pub ttftc_ms: [Option<f64>; 3],
     pub tbt_ms: [Option<f64>; 3],
 }
 
@@ -471,6 +485,7 @@ impl SummaryFigures {
             Figure::TokS => Self::at(&self.tbt_ms, 100 - b.percentile).filter(|&t| t > 0.0).map(|t| 1000.0 / t),
             Figure::Ttft => Self::at(&self.ttft_ms, b.percentile),
             Figure::Ttfa => Self::at(&self.ttfa_ms, b.percentile),
+            Figure::Ttftc => Self::at(&self.ttftc_ms, b.percentile),
             Figure::Tbt => Self::at(&self.tbt_ms, b.percentile),
         }
     }

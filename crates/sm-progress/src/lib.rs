@@ -59,6 +59,8 @@ pub struct LiveSample {
     pub ttft_ms_p50: Option<f64>,
     /// The wait for the first answer token, once a request answered after thinking.
     pub ttfa_ms_p50: Option<f64>,
+    /// The wait for the first tool call, once a call came (a run with tools).
+    pub ttftc_ms_p50: Option<f64>,
     pub tbt_ms_p50: Option<f64>,
     pub server: Option<SchedulerState>,
 }

@@ -196,6 +196,7 @@ fn bound_words(b: &Bound) -> String {
         Figure::TokS => format!("≥ {} tok/s each (p{})", trim(b.limit), b.percentile),
         Figure::Ttft => format!("TTFT p{} ≤ {}", b.percentile, duration(b.limit)),
         Figure::Ttfa => format!("first answer token p{} ≤ {}", b.percentile, duration(b.limit)),
+        Figure::Ttftc => format!("first tool call p{} ≤ {}", b.percentile, duration(b.limit)),
         Figure::Tbt => format!("TBT p{} ≤ {}", b.percentile, duration(b.limit)),
     }
 }
@@ -215,6 +216,7 @@ fn figure_name(figure: Figure) -> &'static str {
         Figure::TokS => "per-user tok/s",
         Figure::Ttft => "TTFT",
         Figure::Ttfa => "TTFA",
+        Figure::Ttftc => "TTFTC",
         Figure::Tbt => "TBT",
     }
 }

@@ -59,6 +59,7 @@ fn mid_run(t0: Instant) -> (State, Instant) {
             concurrency: 16,
             ttft_ms_p50: Some(123.4),
             ttfa_ms_p50: None,
+            ttftc_ms_p50: None,
             tbt_ms_p50: Some(19.9),
             server: Some(SchedulerState { running: 16.0, waiting: 0.0, kv_usage: Some(0.42), spec: None }),
         });
@@ -319,6 +320,7 @@ fn a_reasoning_models_cell_shows_the_wait_for_the_answer_beside_the_first_token(
         concurrency: 16,
         ttft_ms_p50: Some(123.4),
         ttfa_ms_p50: Some(4567.8),
+        ttftc_ms_p50: None,
         tbt_ms_p50: Some(19.9),
         server: None,
     });
@@ -327,4 +329,28 @@ fn a_reasoning_models_cell_shows_the_wait_for_the_answer_beside_the_first_token(
     // on 80 columns the latencies take a line of their own, the answer's wait still on it
     let narrow = render(&s, now, 80, 24);
     assert!(narrow.contains("TTFA p50 4567.8 ms"), "{narrow}");
+}
+
+#[test]
+fn a_cell_with_tools_shows_the_wait_for_the_tool_call_once_one_came() {
+    let t0 = Instant::now();
+    let (mut s, now) = mid_run(t0);
+    let sample = |ttftc_ms_p50| LiveSample {
+        at: now,
+        tokens: 3400,
+        streams_with_token: 16,
+        concurrency: 16,
+        ttft_ms_p50: Some(123.4),
+        ttfa_ms_p50: Some(456.7),
+        ttftc_ms_p50,
+        tbt_ms_p50: Some(19.9),
+        server: None,
+    };
+    s.live(&sample(None));
+    assert!(!render(&s, now, 160, 30).contains("TTFTC"), "no call came yet");
+    s.live(&sample(Some(456.7)));
+    let wide = render(&s, now, 160, 30);
+    assert!(wide.contains("TTFT p50 123.4 ms · TTFA p50 456.7 ms · TTFTC p50 456.7 ms · TBT p50 19.9 ms"), "{wide}");
+    let narrow = render(&s, now, 80, 24);
+    assert!(narrow.contains("TTFTC p50 456.7 ms"), "{narrow}");
 }

@@ -408,6 +408,7 @@ mod tests {
                 concurrency: 4,
                 ttft_ms_p50: None,
                 ttfa_ms_p50: None,
+                ttftc_ms_p50: None,
                 tbt_ms_p50: None,
                 server: None,
             };

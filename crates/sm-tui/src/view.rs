@@ -235,21 +235,34 @@ fn draw_step(frame: &mut Frame, area: Rect, s: &State, now: Instant, server_line
     }
 }
 
-/// The live figures: one line when it fits, else rate and streams, then the latencies, so that
-/// nothing is cut off at the panel's edge.
+/// The live figures: one line when it fits, else rate and streams, then the latencies, and the
+/// waits for the answer and the tool call on a line of their own where the latencies still do not
+/// fit, so that nothing is cut off at the panel's edge.
 fn figure_lines(s: &State, live: &LiveSample, width: u16) -> Vec<String> {
     let rate = s.live_rate().map_or("–".into(), |r| format!("{r:.1}"));
     let ms = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{v:.1} ms"));
     let rate = format!("{rate} tok/s total");
-    // a reasoning model's users wait past the thinking: the answer's wait beside the first token's
-    let answer = live.ttfa_ms_p50.map_or(String::new(), |v| format!(" · TTFA p50 {}", ms(Some(v))));
-    let latency = format!("TTFT p50 {}{answer} · TBT p50 {}", ms(live.ttft_ms_p50), ms(live.tbt_ms_p50));
+    // a reasoning model's users wait past the thinking: the answer's wait beside the first token's;
+    // a run with tools: the wait for the first tool call, once one came
+    let waits: Vec<String> = [("TTFA", live.ttfa_ms_p50), ("TTFTC", live.ttftc_ms_p50)]
+        .into_iter()
+        .filter_map(|(name, v)| v.map(|v| format!("{name} p50 {}", ms(Some(v)))))
+        .collect();
+    let (ttft, tbt) = (format!("TTFT p50 {}", ms(live.ttft_ms_p50)), format!("TBT p50 {}", ms(live.tbt_ms_p50)));
+    let mut parts = vec![ttft.clone()];
+    parts.extend(waits.iter().cloned());
+    parts.push(tbt.clone());
+    let latency = parts.join(" · ");
     let streams = format!("streams {}/{}", live.streams_with_token, live.concurrency);
     let one = format!("{rate} · {latency} · {streams}");
-    if one.chars().count() <= usize::from(width) {
+    let fits = |line: &str| line.chars().count() <= usize::from(width);
+    if fits(&one) {
         return vec![one];
     }
-    vec![format!("{rate} · {streams}"), latency]
+    if fits(&latency) || waits.is_empty() {
+        return vec![format!("{rate} · {streams}"), latency];
+    }
+    vec![format!("{rate} · {streams}"), format!("{ttft} · {tbt}"), waits.join(" · ")]
 }
 
 /// Running, waiting and KV usage from the server's /metrics, as the last sample saw them.

@@ -280,6 +280,13 @@ fn run_settings(args: &RunArgs, resumed: Option<&RunRecord>, engine: &Engine) ->
     );
     run.phases = args.phases.resolve(resumed, run.find_capacity)?;
     run.tools = crate::tools_args::resolve(args.tools.as_deref(), run.api, resumed)?;
+    if let (None, Some(b)) = (&run.tools, run.slo.bounds.iter().find(|b| b.figure == sm_core::slo::Figure::Ttftc)) {
+        anyhow::bail!(
+            "--slo {}: ttftc is the wait for the first tool call, and a run without --tools sends no tools to \
+             call: give --tools FILE.json, or drop the ttftc bound",
+            b.key()
+        );
+    }
     Ok(run)
 }
 

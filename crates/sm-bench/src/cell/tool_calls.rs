@@ -5,6 +5,7 @@
 
 use std::time::Instant;
 
+use sm_core::precision::{self, Interval};
 use sm_core::stats::Quantiles;
 
 use crate::stream::request_log::RequestLog;
@@ -16,6 +17,8 @@ pub struct ToolCalls {
     /// From each request's send to its first tool-call chunk, ms, over the requests whose first
     /// call arrived before the window closed (as TTFT's population is those whose first token did).
     pub ttftc_ms: Option<Quantiles>,
+    /// 95 % intervals of TTFTC p50 and p90, by order statistics as TTFT's (methodology §12.2).
+    pub ttftc_ci: [Option<Interval>; 2],
     /// The mean tokens of a call (from its first tool-call chunk on), over the cell's completed
     /// requests that made one.
     pub tool_call_tokens_mean: Option<f64>,
@@ -40,8 +43,11 @@ pub fn tool_calls(logs: &[RequestLog], (start, end): (Instant, Instant), per_chu
     let n = called.len() as f64;
     let tokens: f64 = called.iter().map(|l| call_tokens(l, per_chunk)).sum();
     let valid = called.iter().filter(|l| args_valid(l) == Some(true)).count() as f64;
+    let mut sorted = ttftc.clone();
+    sorted.sort_by(f64::total_cmp);
     Some(ToolCalls {
         ttftc_ms: Quantiles::of(&ttftc),
+        ttftc_ci: [50.0, 90.0].map(|p| precision::quantile_interval(&sorted, p)),
         tool_call_tokens_mean: (n > 0.0).then(|| tokens / n),
         tool_args_valid: (n > 0.0).then(|| valid / n),
         no_tool_call: (completed.len() - called.len()) as u64,
@@ -93,9 +99,27 @@ mod tests {
         assert_eq!(c.tool_call_tokens_mean, Some((3.0 + 2.0) / 2.0));
         assert_eq!(c.tool_args_valid, Some(0.5));
         assert_eq!(c.no_tool_call, 1);
+        assert_eq!(c.ttftc_ci, [None, None], "three calls are too few for an interval (6 at p50)");
         // a call after the window closed is not in the population
         let short = (t0, t0 + Duration::from_millis(60));
         assert_eq!(tool_calls(&logs, short, None).unwrap().ttftc_ms.unwrap().p50, 30.0);
+    }
+
+    /// Enough calls give TTFTC order-statistic intervals (§12.2) around its percentiles, as TTFT's:
+    /// what compare tells a change in the wait for the call from noise by.
+    #[test]
+    fn enough_calls_give_intervals_around_the_wait() {
+        let t0 = Instant::now();
+        let window = (t0, t0 + Duration::from_secs(10));
+        let logs: Vec<RequestLog> =
+            (1..=40).map(|i| log(t0, &[10 * i, 10 * i + 5], Some((10 * i, "{}")), true)).collect();
+        let c = tool_calls(&logs, window, None).unwrap();
+        let q = c.ttftc_ms.unwrap();
+        let [p50, p90] = c.ttftc_ci.map(Option::unwrap);
+        assert!(p50.lo < q.p50 && q.p50 < p50.hi, "{p50:?} around {}", q.p50);
+        assert!(p90.lo < q.p90 && q.p90 < p90.hi, "{p90:?} around {}", q.p90);
+        let five = tool_calls(&logs[..5], window, None).unwrap();
+        assert_eq!(five.ttftc_ci, [None, None], "5 calls are too few even at p50");
     }
 
     #[test]

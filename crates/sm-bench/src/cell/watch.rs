@@ -183,6 +183,7 @@ impl Watcher<'_> {
             concurrency: self.concurrency,
             ttft_ms_p50: ttft,
             ttfa_ms_p50: self.live.ttfa_median(),
+            ttftc_ms_p50: self.live.ttftc_median(),
             tbt_ms_p50: tbt,
             server,
         });

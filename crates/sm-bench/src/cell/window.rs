@@ -121,6 +121,7 @@ pub fn figures(logs: &[RequestLog], window: Window, running: &[RunningSample], r
                 tokens: seen.tokens,
                 ttft_ms: Some(ms(first - log.sent)),
                 ttfa_ms: ttfa_ms(log, window),
+                ttftc_ms: ttftc_ms(log, window),
                 tbt_ms: seen.tbt_ms,
                 silent_ms: seen.tbt_ms.is_none().then(|| silent_ms(log, window)),
             });
@@ -277,6 +278,9 @@ fn intervals(
         // a thinking cell's: its own population (crate::cell::thinking)
         ttfa_ms_p50: None,
         ttfa_ms_p90: None,
+        // a cell with tools': its own population (crate::cell::tool_calls)
+        ttftc_ms_p50: None,
+        ttftc_ms_p90: None,
     };
     let trend = Trends {
         total_tok_s: total_trend,
@@ -344,6 +348,19 @@ pub(crate) fn in_window(log: &RequestLog, per_chunk: Option<f64>, window: Window
 fn ttfa_ms(log: &RequestLog, window: Window) -> Option<f64> {
     match log.first_answer {
         Some(a) if a < window.end => Some(ms(a - log.sent)),
+        None if log.ended.is_some_and(|t| t < window.end) => Some(f64::INFINITY),
+        _ => None,
+    }
+}
+
+/// A request's wait for its first tool-call delta, as an SLO bound reads it (§7.3.1, §11.2): from
+/// its send to that delta where it came before the window closed; infinite for a request sent with
+/// tools that ended before then with no call (its user waited for a call that never came); unknown
+/// while its call may still come, and for a request sent without tools. The population is TTFT's.
+fn ttftc_ms(log: &RequestLog, window: Window) -> Option<f64> {
+    match log.first_tool_call {
+        _ if !log.tools => None,
+        Some(c) if c < window.end => Some(ms(c - log.sent)),
         None if log.ended.is_some_and(|t| t < window.end) => Some(f64::INFINITY),
         _ => None,
     }

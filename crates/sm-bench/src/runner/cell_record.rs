@@ -83,7 +83,14 @@ pub(super) fn decode_cell(cell: &Cell, outcome: CellOutcome, slo: &Slo, cost_per
     dc.goodput_tok_s = judged.goodput_tok_s.map(round3);
     dc.usd_per_million_tokens = cost_per_hour.and_then(|usd| answer::usd_per_million_tokens(usd, f.total_tok_s));
     let ttfa_ci = f.thinking.as_ref().map_or([None, None], |t| t.ttfa_ci);
-    dc.ci = Some(rounded(CellIntervals { ttfa_ms_p50: ttfa_ci[0], ttfa_ms_p90: ttfa_ci[1], ..f.ci }));
+    let ttftc_ci = f.tool_calls.as_ref().map_or([None, None], |t| t.ttftc_ci);
+    dc.ci = Some(rounded(CellIntervals {
+        ttfa_ms_p50: ttfa_ci[0],
+        ttfa_ms_p90: ttfa_ci[1],
+        ttftc_ms_p50: ttftc_ci[0],
+        ttftc_ms_p90: ttftc_ci[1],
+        ..f.ci
+    }));
     dc.phases = outcome.phases.map(|p| CellPhases {
         before_s: round3(p.before_s),
         ramp_s: round3(p.ramp_s),
@@ -135,6 +142,8 @@ fn rounded(ci: CellIntervals) -> CellIntervals {
         tbt_ms_p99: r(ci.tbt_ms_p99),
         ttfa_ms_p50: r(ci.ttfa_ms_p50),
         ttfa_ms_p90: r(ci.ttfa_ms_p90),
+        ttftc_ms_p50: r(ci.ttftc_ms_p50),
+        ttftc_ms_p90: r(ci.ttftc_ms_p90),
     }
 }
 

@@ -37,7 +37,13 @@ fn repeat_of(dc: &DecodeCell) -> Repeat {
         measured_s: dc.measured_s,
         goodput_tok_s: dc.goodput_tok_s,
         // a repeat keeps the figures it averages, and only their intervals
-        ci: dc.ci.map(|ci| CellIntervals { ttfa_ms_p50: None, ttfa_ms_p90: None, ..ci }),
+        ci: dc.ci.map(|ci| CellIntervals {
+            ttfa_ms_p50: None,
+            ttfa_ms_p90: None,
+            ttftc_ms_p50: None,
+            ttftc_ms_p90: None,
+            ..ci
+        }),
         reason: (dc.status() != CellStatus::Valid)
             .then(|| dc.reason.clone().unwrap_or_else(|| dc.status().word().to_string())),
     }
@@ -122,7 +128,7 @@ fn combine(cell: &mut DecodeCell, slo: &Slo, cost_per_hour: Option<f64>) {
         ttft_ms_p90: interval(&ttft90),
         tbt_ms_p50: interval(&tbt50),
         tbt_ms_p99: interval(&tbt99),
-        // TTFA is not a figure repeats average: its intervals are each measurement's
+        // TTFA and TTFTC are not figures repeats average: their intervals are each measurement's
         ..CellIntervals::default()
     });
     cell.measured_s = Some(round3(cell.repeats.iter().filter_map(|r| r.measured_s).sum()));

@@ -57,6 +57,8 @@ struct LiveStats {
     ttfa_ms: Vec<f64>,
     /// A request of this stream answered after thinking: the live view shows TTFA.
     thought: bool,
+    /// The waits for the first tool call (a run with tools): shown once one came.
+    ttftc_ms: Vec<f64>,
     tbt_ms: VecDeque<f64>,
 }
 
@@ -124,6 +126,16 @@ impl Live {
         thought.then(|| sm_core::stats::median(&ttfa)).flatten()
     }
 
+    /// The median wait for the first tool call so far, once a call came; `None` before then and
+    /// for a run without tools.
+    pub(crate) fn ttftc_median(&self) -> Option<f64> {
+        let mut ttftc = Vec::new();
+        for shard in &self.shards {
+            ttftc.extend_from_slice(&lock(&shard.stats).ttftc_ms);
+        }
+        sm_core::stats::median(&ttftc)
+    }
+
     pub(crate) fn fail(&self, status: CellStatus, reason: String) {
         let mut slot = lock(&self.failure);
         if slot.is_none() {
@@ -159,6 +171,9 @@ impl Observer for StreamObserver<'_> {
         let mut s = lock(&self.shard.stats);
         s.ttfa_ms.push(ttfa.as_secs_f64() * 1000.0);
         s.thought |= after_thinking;
+    }
+    fn first_tool_call(&self, ttftc: Duration) {
+        lock(&self.shard.stats).ttftc_ms.push(ttftc.as_secs_f64() * 1000.0);
     }
     fn tokens(&self, tokens: u64, since_last: Option<Duration>) {
         self.shard.tokens.fetch_add(tokens, Ordering::Relaxed);
@@ -226,6 +241,11 @@ mod tests {
         assert_eq!(live.ttfa_median(), None, "no request thought: its TTFT is the wait");
         b.first_answer(Duration::from_millis(90), true);
         assert_eq!(live.ttfa_median(), Some(55.0));
+        assert_eq!(live.ttftc_median(), None, "no tool call came yet");
+        a.first_tool_call(Duration::from_millis(40));
+        b.first_tool_call(Duration::from_millis(100));
+        b.first_tool_call(Duration::from_millis(130));
+        assert_eq!(live.ttftc_median(), Some(100.0), "over every stream's calls");
         assert_eq!(tbt, Some(10.0), "gaps per token: 10 and 10 ms");
         assert!(live.mirrors().all(|m| lock(m).is_empty()), "nothing mirrored without --precision");
     }

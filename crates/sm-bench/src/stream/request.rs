@@ -39,6 +39,8 @@ pub trait Observer: Sync {
     /// The first answer chunk arrived, `ttfa` after the request was sent; `after_thinking` when
     /// token-bearing chunks (its thinking) came before it.
     fn first_answer(&self, _ttfa: Duration, _after_thinking: bool) {}
+    /// The first tool-call delta arrived, `ttftc` after the request was sent (a run with tools).
+    fn first_tool_call(&self, _ttftc: Duration) {}
     /// Answer text arrived (content only, no reasoning): a session keeps it for its next turn.
     fn content(&self, _text: &str) {}
 }
@@ -234,6 +236,7 @@ impl ReadState {
             log.tool_args.push_str(&chunk.tool_args);
             if chunk.has_text && log.first_tool_call.is_none() {
                 (log.first_tool_call, log.tool_point) = (Some(at), Some(log.points.len()));
+                observer.first_tool_call(at - log.sent);
                 // a call is the answer (methodology §7.3.1): the thinking ends where it begins
                 if log.first_answer.is_none() {
                     (log.first_answer, log.answer_point) = (Some(at), Some(log.points.len()));
@@ -383,6 +386,11 @@ mod tests {
     }
 
     fn feed(events: &[&str]) -> (RequestRun, Option<Outcome>) {
+        feed_to(events, &())
+    }
+
+    /// As [`feed`], telling `observer` what the live view would see; the events come 10 ms apart.
+    fn feed_to(events: &[&str], observer: &dyn Observer) -> (RequestRun, Option<Outcome>) {
         let t0 = Instant::now();
         let mut run = RequestRun { log: RequestLog::new(t0), outcome: Outcome::Cancelled, id: None };
         let mut state = ReadState::default();
@@ -390,7 +398,7 @@ mod tests {
         for (i, e) in events.iter().enumerate() {
             let at = t0 + Duration::from_millis(10 * (i as u64 + 1));
             let ev = if *e == "[DONE]" { SseEvent::Done } else { SseEvent::Data(e.as_bytes().to_vec().into()) };
-            if let Some(o) = state.handle(at, ev, &mut run, &()) {
+            if let Some(o) = state.handle(at, ev, &mut run, observer) {
                 end = Some(o);
                 break;
             }
@@ -451,18 +459,33 @@ mod tests {
     #[test]
     fn a_tool_call_is_timed_counted_and_its_arguments_kept() {
         use crate::stream::tokens::{answer_fields, args_valid, call_tokens};
+        /// What the live view is told of the calls.
+        #[derive(Default)]
+        struct Calls(std::sync::Mutex<Vec<Duration>>);
+        impl Observer for Calls {
+            fn first_tool_call(&self, ttftc: Duration) {
+                self.0.lock().unwrap().push(ttftc);
+            }
+        }
+        let calls = Calls::default();
         // the sim's shape: thinking, then the call's name (one token), then argument fragments
-        let (mut run, end) = feed(&[
-            r#"{"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}"#,
-            r#"{"choices":[{"delta":{"reasoning":" hm"}}],"usage":{"completion_tokens":1}}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}],"usage":{"completion_tokens":2}}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\""}}]}}],"usage":{"completion_tokens":3}}"#,
-            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"completion_tokens":4}}"#,
-            "[DONE]",
-        ]);
+        let (mut run, end) = feed_to(
+            &[
+                r#"{"choices":[{"delta":{"role":"assistant","content":""}}],"usage":{"completion_tokens":0}}"#,
+                r#"{"choices":[{"delta":{"reasoning":" hm"}}],"usage":{"completion_tokens":1}}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"f","arguments":""}}]}}],"usage":{"completion_tokens":2}}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"q\":\""}}]}}],"usage":{"completion_tokens":3}}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"completion_tokens":4}}"#,
+                "[DONE]",
+            ],
+            &calls,
+        );
         assert_eq!(end, Some(Outcome::Completed));
         let at: Vec<Instant> = run.log.points.iter().map(|p| p.at).collect();
         assert_eq!((run.log.first_tool_call, run.log.tool_point), (Some(at[1]), Some(1)));
+        // the live view hears of the call once, at its first delta (the third event, 30 ms in)
+        assert_eq!(*calls.0.lock().unwrap(), [at[1] - run.log.sent]);
+        assert_eq!(at[1] - run.log.sent, Duration::from_millis(30));
         assert_eq!(run.log.first_answer, Some(at[1]), "the call is the answer");
         assert_eq!((call_tokens(&run.log, None), args_valid(&run.log)), (3.0, Some(true)));
         // sent without tools, its lines carry no tool-call fields; with them, they do

@@ -38,6 +38,8 @@ impl CellIntervals {
         with_interval!(tbt_ms_p99),
         with_interval!(ttfa_ms_p50, not_repeated),
         with_interval!(ttfa_ms_p90, not_repeated),
+        with_interval!(ttftc_ms_p50, not_repeated),
+        with_interval!(ttftc_ms_p90, not_repeated),
     ];
 
     /// The figure with an interval named `name`, if there is one.
@@ -59,7 +61,7 @@ mod tests {
             let ci = serde_json::json!({ f.name: { "lo": 1.0, "hi": 2.0 } });
             let ci: CellIntervals = serde_json::from_value(ci).unwrap();
             assert_eq!((f.interval)(&ci), Some(Interval { lo: 1.0, hi: 2.0 }), "{}", f.name);
-            if f.name.starts_with("ttfa_") {
+            if f.name.starts_with("ttfa_") || f.name.starts_with("ttftc_") {
                 continue; // not a figure of a repeat
             }
             let repeat: Repeat = serde_json::from_value(serde_json::json!({ f.name: 3.5 })).unwrap();
@@ -79,6 +81,8 @@ mod tests {
             tbt_ms_p99: Some(Interval { lo: 0.0, hi: 1.0 }),
             ttfa_ms_p50: Some(Interval { lo: 0.0, hi: 1.0 }),
             ttfa_ms_p90: Some(Interval { lo: 0.0, hi: 1.0 }),
+            ttftc_ms_p50: Some(Interval { lo: 0.0, hi: 1.0 }),
+            ttftc_ms_p90: Some(Interval { lo: 0.0, hi: 1.0 }),
         })
         .unwrap();
         let keys: Vec<&str> = all.as_object().unwrap().keys().map(String::as_str).collect();

@@ -370,6 +370,11 @@ pub struct CellIntervals {
     pub ttfa_ms_p50: Option<Interval>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttfa_ms_p90: Option<Interval>,
+    /// A cell sent with tools: TTFTC's, by order statistics as TTFT's (§12.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttftc_ms_p50: Option<Interval>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttftc_ms_p90: Option<Interval>,
 }
 
 /// The main figures of one measurement of a cell under `--repeats`.

@@ -14,6 +14,7 @@ fn requests(users: u32, seed: u32) -> Vec<RequestFigures> {
                 tokens: 100.0,
                 ttft_ms: Some(100.0 + f64::from(users) * 9.0 + spread * 31.0),
                 ttfa_ms: None,
+                ttftc_ms: None,
                 tbt_ms: Some(10.0 + f64::from(users) * 0.4 + spread * 1.3),
                 silent_ms: None,
             }
@@ -24,9 +25,22 @@ fn requests(users: u32, seed: u32) -> Vec<RequestFigures> {
 /// The sample's cells as a run measures them: figures from their requests, judged under `slo`
 /// from the requests (as sm-bench's cell record does), and the answer from those judgements.
 fn measured(slo: &Slo) -> RunRecord {
+    measured_with(slo, |_| {})
+}
+
+/// As [`measured`], with each cell's requests changed by `change` first; a cell whose requests
+/// have a time to first tool call stores TTFTC (over those that called) and its no-call count, as
+/// sm-bench's cell record does.
+fn measured_with(slo: &Slo, change: impl Fn(&mut Vec<RequestFigures>)) -> RunRecord {
     let mut record: RunRecord = serde_json::from_str(SAMPLE).unwrap();
     for (i, cell) in record.decode.iter_mut().enumerate().filter(|(_, c)| c.status() == CellStatus::Valid) {
-        let reqs = requests(cell.concurrency, i as u32);
+        let mut reqs = requests(cell.concurrency, i as u32);
+        change(&mut reqs);
+        if reqs.iter().any(|r| r.ttftc_ms.is_some()) {
+            let called: Vec<f64> = reqs.iter().filter_map(|r| r.ttftc_ms).filter(|v| v.is_finite()).collect();
+            cell.ttftc_ms = Quantiles::of(&called).unwrap().into();
+            cell.no_tool_call = Some((reqs.len() - called.len()) as u64);
+        }
         let ttft: Vec<f64> = reqs.iter().filter_map(|r| r.ttft_ms).collect();
         let tbt: Vec<f64> = reqs.iter().filter_map(|r| r.tbt_ms).collect();
         let speeds: Vec<f64> = tbt.iter().map(|t| 1000.0 / t).collect();
@@ -93,4 +107,39 @@ fn a_run_judged_from_summaries_does_not_lend_its_derived_speeds() {
     let err = rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Summaries).unwrap_err();
     assert_eq!(err.to_string(), "cannot answer tok_s_p10 (the run stored p50 only)");
     assert!(rejudge(&record, &"tok_s_p10>=30".parse().unwrap(), Measured::Requests).is_ok());
+}
+
+/// A run sent with tools re-judged under a bound on the first tool call: from its stored TTFTC
+/// where every request called; where some never did, the stored percentiles leave those out (the
+/// bound counts them as waiting forever), so only the run's own judged bound answers.
+#[test]
+fn a_bound_on_the_first_tool_call_is_re_judged_only_from_figures_that_count_every_request() {
+    let call = |reqs: &mut Vec<RequestFigures>| {
+        for r in reqs.iter_mut() {
+            r.ttftc_ms = r.ttft_ms.map(|t| t + 150.0);
+        }
+    };
+    let a: Slo = "tok_s_p10>=20,ttft_p90<=2s".parse().unwrap();
+    for b in ["ttftc_p90<=1.5s", "tok_s_p10>=15,ttftc_p50<=1s,ttftc_p99<=3s"] {
+        let b: Slo = b.parse().unwrap();
+        let again = rejudge(&measured_with(&a, call), &b, Measured::Requests).unwrap();
+        assert_eq!(again, measured_with(&b, call).capacity, "{b}");
+    }
+    let tight: Slo = "ttftc_p90<=1s".parse().unwrap();
+    assert_ne!(measured_with(&tight, call).capacity, measured_with(&a, call).capacity, "the bound tells them apart");
+    // a run sent without tools stored no TTFTC
+    let err = rejudge(&measured(&a), &tight, Measured::Requests).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer ttftc_p90 (the run stored no such figure)");
+
+    // one request in each cell never called: the summary is not the bound's figure
+    let some_never = |reqs: &mut Vec<RequestFigures>| {
+        call(reqs);
+        reqs[0].ttftc_ms = Some(f64::INFINITY);
+    };
+    let err = rejudge(&measured_with(&a, some_never), &tight, Measured::Requests).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer ttftc_p90 (the run stored no such figure)");
+    // the run's own bound, judged over every request, answers its percentile
+    let loose: Slo = "ttftc_p50<=5s".parse().unwrap();
+    let again = rejudge(&measured_with(&loose, some_never), &"ttftc_p50<=1s".parse().unwrap(), Measured::Requests);
+    assert_eq!(again.unwrap(), measured_with(&"ttftc_p50<=1s".parse().unwrap(), some_never).capacity);
 }

@@ -1,7 +1,14 @@
 use super::*;
 
 fn req(tokens: f64, ttft: f64, tbt: f64) -> RequestFigures {
-    RequestFigures { tokens, ttft_ms: Some(ttft), ttfa_ms: Some(ttft), tbt_ms: Some(tbt), silent_ms: None }
+    RequestFigures {
+        tokens,
+        ttft_ms: Some(ttft),
+        ttfa_ms: Some(ttft),
+        ttftc_ms: None,
+        tbt_ms: Some(tbt),
+        silent_ms: None,
+    }
 }
 
 #[test]
@@ -23,8 +30,8 @@ fn bad_expressions_say_what_to_write() {
     let cases = [
         ("", "empty"),
         ("tok_s=30", "FIGURE[_pNN]"),
-        ("e2e_p90<=2s", "tok_s, ttft, ttfa or tbt"),
-        ("itl_p50<=20ms", "tok_s, ttft, ttfa or tbt"),
+        ("e2e_p90<=2s", "tok_s, ttft, ttfa, ttftc or tbt"),
+        ("itl_p50<=20ms", "tok_s, ttft, ttfa, ttftc or tbt"),
         ("tok_s_p100>=3", "1 to 99"),
         ("tok_s_p0>=3", "1 to 99"),
         ("ttft_p90>=2s", "bounded from above"),
@@ -63,7 +70,14 @@ fn a_cell_is_judged_at_each_bounds_percentile() {
 
 #[test]
 fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
-    let one_token = RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), ttfa_ms: None, tbt_ms: None, silent_ms: None };
+    let one_token = RequestFigures {
+        tokens: 1.0,
+        ttft_ms: Some(100.0),
+        ttfa_ms: None,
+        ttftc_ms: None,
+        tbt_ms: None,
+        silent_ms: None,
+    };
     let slo: Slo = "tok_s>=10".parse().unwrap();
     let j = slo.judge(&[req(20.0, 100.0, 50.0), one_token], 1.0);
     assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
@@ -78,8 +92,7 @@ fn requests_without_a_speed_count_but_are_judged_on_what_they_have() {
 /// end) is judged on its TTFT alone. It never enters the bound's percentile either way.
 #[test]
 fn a_silent_request_fails_the_bounds_its_silence_breaks() {
-    let silent =
-        |ms| RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), ttfa_ms: None, tbt_ms: None, silent_ms: Some(ms) };
+    let silent = |ms| RequestFigures { tokens: 1.0, ttft_ms: Some(100.0), silent_ms: Some(ms), ..Default::default() };
     let slo: Slo = "tok_s>=10,ttft_p90<=1s".parse().unwrap();
     let j = slo.judge(&[req(20.0, 100.0, 50.0), silent(1900.0)], 2.0);
     assert_eq!(j.bounds[0].value, Some(20.0), "the speed is over the requests that have one");
@@ -101,6 +114,7 @@ fn summaries_give_tok_s_percentiles_through_tbt() {
         per_request_tok_s: Some(40.0),
         ttft_ms: [Some(100.0), Some(300.0), None],
         ttfa_ms: [None; 3],
+        ttftc_ms: [None; 3],
         tbt_ms: [Some(25.0), Some(50.0), Some(80.0)],
     };
     let slo: Slo = "tok_s_p10>=20,tok_s>=35,tbt_p99<=80ms,ttft_p90<=0.3s".parse().unwrap();
@@ -150,4 +164,37 @@ fn a_bound_on_the_first_answer_token_counts_a_request_that_never_answered_as_fai
     assert_eq!((j.met, j.bounds[0].value, j.bounds[0].holds), (false, None, false));
     let p90: Slo = "ttfa_p90<=2s".parse().unwrap();
     assert!(!p90.judge(&cell, 10.0).met, "p90 lies between the slower answer and the one never given");
+}
+
+/// A run sent with tools: a request that ended with no tool call waited forever for it, as one
+/// that never answered waits forever for its answer.
+#[test]
+fn a_bound_on_the_first_tool_call_counts_a_request_that_never_called_as_failing() {
+    let slo: Slo = "ttftc_p50<=2s".parse().unwrap();
+    assert_eq!(slo.to_string(), "ttftc_p50<=2s");
+    assert_eq!("ttftc<=150ms".parse::<Slo>().unwrap().bounds[0].key().to_string(), "ttftc_p50");
+    assert_eq!("ttftc_p90".parse::<BoundKey>().map(|k| k.figure), Ok(Figure::Ttftc));
+    assert!("ttftc_p90>=2s".parse::<Slo>().is_err(), "a wait is bounded from above");
+    assert!("ttftc_p90<=2".parse::<Slo>().unwrap_err().to_string().contains("with a unit"));
+    let called = |ms| RequestFigures { tokens: 10.0, ttft_ms: Some(100.0), ttftc_ms: Some(ms), ..Default::default() };
+    let never = RequestFigures { ttftc_ms: Some(f64::INFINITY), ..called(0.0) };
+    // TTFT holds for all three; the first call came in time for two
+    let cell = [called(500.0), called(1500.0), never];
+    let j = slo.judge(&cell, 10.0);
+    assert_eq!((j.met, j.bounds[0].value), (true, Some(1500.0)));
+    assert_eq!(j.goodput_pct.map(f64::round), Some(67.0), "the one with no call is not good");
+    assert!(!slo.meets(&never) && slo.meets(&called(1999.0)));
+    // the median falls on a request that never called: failed, with no finite value to show
+    let j = slo.judge(&[called(500.0), never, never], 10.0);
+    assert_eq!((j.met, j.bounds[0].value, j.bounds[0].holds), (false, None, false));
+    let p90: Slo = "ttftc_p90<=2s".parse().unwrap();
+    assert!(!p90.judge(&cell, 10.0).met, "p90 lies between the slower call and the one never made");
+    // a request whose call is not known yet (still open at the window's end) is not judged on it
+    let open = RequestFigures { ttftc_ms: None, ..called(0.0) };
+    assert!(slo.meets(&open));
+    assert_eq!(slo.judge(&[called(500.0), open], 10.0).bounds[0].value, Some(500.0));
+    // from a summary: only where the cell stored it
+    let s = SummaryFigures { ttftc_ms: [Some(300.0), Some(900.0), None], ..Default::default() };
+    assert!(p90.judge_summary(&s).unwrap().met);
+    assert_eq!("ttftc_p99<=2s".parse::<Slo>().unwrap().judge_summary(&s).unwrap_err(), "ttftc_p99");
 }

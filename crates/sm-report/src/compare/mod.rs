@@ -29,10 +29,14 @@ pub enum Figure {
     /// A reasoning model's wait for the answer: compared where both cells thought.
     TtfaP50,
     TtfaP90,
+    /// A run sent with tools: the wait for the first tool call, compared where both cells' requests
+    /// carried tools.
+    TtftcP50,
+    TtftcP90,
 }
 
 impl Figure {
-    pub const ALL: [Figure; 8] = [
+    pub const ALL: [Figure; 10] = [
         Figure::TotalTokS,
         Figure::PerRequestTokS,
         Figure::TtftP50,
@@ -41,6 +45,8 @@ impl Figure {
         Figure::TbtP99,
         Figure::TtfaP50,
         Figure::TtfaP90,
+        Figure::TtftcP50,
+        Figure::TtftcP90,
     ];
 
     /// The name `--fail-on` and the JSON output use.
@@ -54,6 +60,8 @@ impl Figure {
             Figure::TbtP99 => "tbt_p99",
             Figure::TtfaP50 => "ttfa_p50",
             Figure::TtfaP90 => "ttfa_p90",
+            Figure::TtftcP50 => "ttftc_p50",
+            Figure::TtftcP90 => "ttftc_p90",
         }
     }
 
@@ -68,6 +76,8 @@ impl Figure {
             Figure::TbtP99 => "TBT p99",
             Figure::TtfaP50 => "TTFA p50",
             Figure::TtfaP90 => "TTFA p90",
+            Figure::TtftcP50 => "TTFTC p50",
+            Figure::TtftcP90 => "TTFTC p90",
         }
     }
 
@@ -87,6 +97,8 @@ impl Figure {
             Figure::TbtP99 => "tbt_ms_p99",
             Figure::TtfaP50 => "ttfa_ms_p50",
             Figure::TtfaP90 => "ttfa_ms_p90",
+            Figure::TtftcP50 => "ttftc_ms_p50",
+            Figure::TtftcP90 => "ttftc_ms_p90",
         }
     }
 
@@ -97,12 +109,12 @@ impl Figure {
     }
 
     /// The requests a percentile of one sample per request needs before a change in it can be
-    /// told at all (methodology §12.5): TTFT's, as many as its own interval needs (§12.2: 6 at p50,
-    /// 36 at p90). The other figures rest on every token of the window and need no count.
+    /// told at all (methodology §12.5): TTFT's (and TTFA's, TTFTC's), as many as its own interval
+    /// needs (§12.2: 6 at p50, 36 at p90). The other figures rest on every token of the window and need no count.
     pub fn min_requests(self) -> Option<u64> {
         let p = match self {
-            Figure::TtftP50 | Figure::TtfaP50 => 50.0,
-            Figure::TtftP90 | Figure::TtfaP90 => 90.0,
+            Figure::TtftP50 | Figure::TtfaP50 | Figure::TtftcP50 => 50.0,
+            Figure::TtftP90 | Figure::TtfaP90 | Figure::TtftcP90 => 90.0,
             _ => return None,
         };
         sm_core::precision::quantile_min_samples(p).map(|n| n as u64)
@@ -243,10 +255,13 @@ pub struct Comparison {
 
 impl Comparison {
     /// The figures a view of this comparison shows: every main figure, and a reasoning model's
-    /// TTFA only where some cell compared it (a model that does not think has none).
+    /// TTFA and a run with tools' TTFTC only where some cell compared them (a model that does not
+    /// think has no TTFA, a run without tools no TTFTC).
     pub fn figures(&self) -> Vec<Figure> {
         let compared = |f: Figure| self.compared().any(|(_, d)| d.iter().any(|d| d.figure == f));
-        Figure::ALL.into_iter().filter(|&f| !matches!(f, Figure::TtfaP50 | Figure::TtfaP90) || compared(f)).collect()
+        let where_compared =
+            |f: Figure| matches!(f, Figure::TtfaP50 | Figure::TtfaP90 | Figure::TtftcP50 | Figure::TtftcP90);
+        Figure::ALL.into_iter().filter(|&f| !where_compared(f) || compared(f)).collect()
     }
 
     pub fn compared(&self) -> impl Iterator<Item = (&CellComparison, &[FigureDiff])> {

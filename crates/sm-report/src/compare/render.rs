@@ -78,7 +78,7 @@ pub fn diff_text(d: &FigureDiff) -> String {
 }
 
 /// What `— (n < 6)` means, for legends and tooltips.
-pub const TOO_FEW_MEANING: &str = "n < 6 (or 36): TTFT (and TTFA) has one sample per request, and a run's cell rests on \
+pub const TOO_FEW_MEANING: &str = "n < 6 (or 36): TTFT (and TTFA, TTFTC) has one sample per request, and a run's cell rests on \
      fewer requests than its percentile's interval needs (6 for p50, 36 for p90), so no change is given";
 
 /// The requests each run's cell rests on: `40/38`, `?` where a run does not say.

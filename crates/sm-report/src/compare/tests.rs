@@ -25,6 +25,8 @@ fn with_intervals(mut r: RunRecord, pct: f64) -> RunRecord {
             tbt_ms_p99: i(c.tbt_ms.p99),
             ttfa_ms_p50: i(c.ttfa_ms.p50),
             ttfa_ms_p90: i(c.ttfa_ms.p90),
+            ttftc_ms_p50: i(c.ttftc_ms.p50),
+            ttftc_ms_p90: i(c.ttftc_ms.p90),
         });
     }
     r
@@ -323,11 +325,12 @@ fn compare_names_every_figure_with_an_interval_in_the_tables_order() {
         "total_tok_s": {"lo": 1.0, "hi": 2.0}, "per_request_tok_s": {"lo": 3.0, "hi": 4.0},
         "ttft_ms_p50": {"lo": 5.0, "hi": 6.0}, "ttft_ms_p90": {"lo": 7.0, "hi": 8.0},
         "tbt_ms_p50": {"lo": 9.0, "hi": 10.0}, "tbt_ms_p99": {"lo": 11.0, "hi": 12.0},
-        "ttfa_ms_p50": {"lo": 13.0, "hi": 14.0}, "ttfa_ms_p90": {"lo": 15.0, "hi": 16.0}
+        "ttfa_ms_p50": {"lo": 13.0, "hi": 14.0}, "ttfa_ms_p90": {"lo": 15.0, "hi": 16.0},
+        "ttftc_ms_p50": {"lo": 17.0, "hi": 18.0}, "ttftc_ms_p90": {"lo": 19.0, "hi": 20.0}
     }))
     .unwrap();
     let los: Vec<f64> = Figure::ALL.iter().map(|f| f.interval(&ci).unwrap().lo).collect();
-    assert_eq!(los, [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0, 15.0], "each figure reads its own interval");
+    assert_eq!(los, [1.0, 3.0, 5.0, 7.0, 9.0, 11.0, 13.0, 15.0, 17.0, 19.0], "each figure reads its own interval");
 }
 
 /// A reasoning model's wait for the answer is compared where both cells thought, with its order
@@ -355,4 +358,64 @@ fn the_wait_for_the_answer_is_compared_where_both_cells_thought() {
     assert_eq!(gate.check(&c).len(), 1, "a 50 % longer wait for the answer fails the gate");
     // a run whose cells did not think: nothing to compare
     assert!(compare(&sample(), &sample()).compared().all(|(_, d)| d.iter().all(|d| d.figure != Figure::TtfaP50)));
+}
+
+/// A run sent with tools: the wait for the first tool call is compared where both cells' requests
+/// carried tools, with its order statistics' intervals, gated like TTFT, and shown as columns only
+/// where some cell compared it; a run without tools has no TTFTC to compare, and no such column.
+#[test]
+fn the_wait_for_the_tool_call_is_compared_where_both_cells_sent_tools() {
+    let tools = |mut r: RunRecord, ttftc: f64| {
+        let i = r.decode.iter().position(|c| c.status() == CellStatus::Valid).unwrap();
+        let c = &mut r.decode[i];
+        c.ttftc_ms.p50 = Some(ttftc);
+        c.ttftc_ms.p90 = Some(ttftc * 1.5);
+        c.requests = Some(200);
+        let around = |v: f64| Some(Interval { lo: v * 0.98, hi: v * 1.02 });
+        c.ci = Some(CellIntervals {
+            ttftc_ms_p50: around(ttftc),
+            ttftc_ms_p90: around(ttftc * 1.5),
+            ..Default::default()
+        });
+        r
+    };
+    let (a, b) = (tools(sample(), 400.0), tools(sample(), 404.0));
+    let c = compare(&a, &tools(sample(), 600.0));
+    let ttftc: Vec<&FigureDiff> =
+        c.compared().flat_map(|(_, d)| d.iter().filter(|d| d.figure == Figure::TtftcP90)).collect();
+    assert_eq!(ttftc.len(), 1, "only the cell sent with tools in both runs");
+    assert_eq!((ttftc[0].pct.map(f64::round), ttftc[0].significance), (Some(50.0), Significance::Significant));
+    assert_eq!(Figure::from_name("ttftc_ms_p50"), Some(Figure::TtftcP50));
+    assert_eq!(Figure::from_name("ttftc_p90"), Some(Figure::TtftcP90));
+    let gate: Gate = "ttftc_p90>+10%".parse().unwrap();
+    assert_eq!(gate.check(&c).len(), 1, "a 50 % longer wait for the call fails the gate");
+    // 1 % apart, inside both runs' 2 % intervals: noise, and the gate holds
+    let near = compare(&a, &b);
+    let d = near.compared().flat_map(|(_, d)| d.iter().find(|d| d.figure == Figure::TtftcP50)).next().unwrap();
+    assert_eq!(d.significance, Significance::WithinNoise);
+    assert!(gate.check(&near).is_empty());
+    // few requests: no change is given, as for TTFT
+    let mut few = tools(sample(), 600.0);
+    let i = few.decode.iter().position(|c| c.ttftc_ms.p50.is_some()).unwrap();
+    (few.decode[i].requests, few.decode[i].ci) = (Some(3), None);
+    let c_few = compare(&a, &few);
+    let d = c_few.compared().flat_map(|(_, d)| d.iter().find(|d| d.figure == Figure::TtftcP50)).next().unwrap();
+    assert!(d.too_few && d.pct.is_none());
+
+    // the columns: TTFTC where compared, none for runs without tools
+    let shown = c.figures();
+    assert!(shown.contains(&Figure::TtftcP50) && shown.contains(&Figure::TtftcP90), "{shown:?}");
+    assert!(!shown.contains(&Figure::TtfaP50), "no cell thought: {shown:?}");
+    let plain = compare(&sample(), &sample());
+    assert!(plain.compared().all(|(_, d)| d.iter().all(|d| d.figure != Figure::TtftcP50)));
+    assert!(!plain.figures().contains(&Figure::TtftcP90));
+    // only in one run: nothing compared, no column
+    assert!(!compare(&a, &sample()).figures().contains(&Figure::TtftcP50));
+    let runs =
+        |b: RunRecord| vec![Run { source: "a".into(), record: a.clone() }, Run { source: "b".into(), record: b }];
+    let md = render::markdown(&Report::new(&runs(tools(sample(), 600.0)), None));
+    assert!(md.contains("| TTFTC p50 | TTFTC p90 |") && md.contains("+50.0 %"), "{md}");
+    assert!(render::text(&Report::new(&runs(tools(sample(), 600.0)), None)).contains("TTFTC p90"));
+    let md = render::markdown(&Report::new(&runs(sample()), None));
+    assert!(!md.contains("TTFTC p50 |"), "no column where no cell compared it: {md}");
 }

@@ -66,6 +66,8 @@ fn full_cell() -> DecodeCell {
             tbt_ms_p99: Some(Interval { lo: 13.5, hi: 16.0 }),
             ttfa_ms_p50: None,
             ttfa_ms_p90: None,
+            ttftc_ms_p50: None,
+            ttftc_ms_p90: None,
         }),
         precision_met: Some(true),
         repeats: vec![repeat(398.5), repeat(404.0), Repeat { reason: Some("server error".into()), ..repeat(0.0) }],

@@ -24,6 +24,7 @@ pub fn bound_tag(bounded_by: &BoundedBy) -> (String, String) {
                 Some(Figure::TokS) => "tok/s",
                 Some(Figure::Ttft) => "TTFT",
                 Some(Figure::Ttfa) => "TTFA",
+                Some(Figure::Ttftc) => "TTFTC",
                 Some(Figure::Tbt) => "TBT",
                 None => "SLO",
             };

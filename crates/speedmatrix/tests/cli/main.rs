@@ -61,3 +61,4 @@ mod site_http;
 mod site_phases;
 mod site_rejudge;
 mod site_thinking;
+mod site_tools;

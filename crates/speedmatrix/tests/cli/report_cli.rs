@@ -182,7 +182,7 @@ fn report_prints_the_capacity_answer_and_judges_an_import_against_another_slo() 
     assert!(err.contains("ttft_p95") && err.contains("p50, p90 or p99"), "{err}");
     let (code, _, err) = speedmatrix(dir.path(), &["report", lil.to_str().unwrap(), "--slo", "speed>=3"]);
     assert_eq!(code, 2, "{err}");
-    assert!(err.contains("tok_s, ttft, ttfa or tbt"), "{err}");
+    assert!(err.contains("tok_s, ttft, ttfa, ttftc or tbt"), "{err}");
 
     // a run judged per request while it was measured keeps its own SLO
     let mut run: serde_json::Value =

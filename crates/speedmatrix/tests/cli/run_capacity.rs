@@ -346,7 +346,7 @@ async fn an_interrupted_search_resumes_without_measuring_a_level_twice() {
 #[test]
 fn bad_slo_and_cost_flags_say_what_to_write() {
     let cases: [(&[&str], &str); 6] = [
-        (&["--slo", "e2e_p90<=2s"], "use tok_s, ttft, ttfa or tbt"),
+        (&["--slo", "e2e_p90<=2s"], "use tok_s, ttft, ttfa, ttftc or tbt"),
         (&["--slo", "ttft_p90<=2"], "with a unit, e.g. 2s or 150ms"),
         (&["--slo", "tok_s_p100>=10"], "from 1 to 99"),
         (&["--slo", "tok_s<=10"], "bounded from below"),

@@ -125,3 +125,52 @@ async fn bad_tool_files_are_refused_before_anything_is_sent() {
     let r = run(&out, &["--url", "http://127.0.0.1:9", "--tools", &tools, "--api", "completions"]).await;
     assert!(r.code != 0 && r.stderr.contains("--tools goes with --api chat"), "{}", r.stderr);
 }
+
+/// A bound on the wait for the first tool call (`ttftc_pNN`, methodology §11.1) is judged over the
+/// cell's requests: its value is the cell's TTFTC at that percentile (every request called), each
+/// request's wait the engine's, and a run without `--tools` refuses it before anything is sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bound_on_the_first_tool_call_is_the_cells_ttftc() {
+    let dir = tempfile::tempdir().unwrap();
+    let profile = tools_profile(dir.path(), 0.0);
+    let tools = tools_file(dir.path(), TOOLS);
+    let sim = sim(SimSpec { profile: &profile, trace_dir: Some(dir.path()), ..SimSpec::default() }).await;
+    let url = sim.handle.url();
+    let out = dir.path().join("out");
+    let slo = ["--max-tokens", "16", "--slo", "tok_s_p10>=1,ttftc_p90<=60s,ttftc_p50<=60s"];
+    let r = run(&out, &args(&url, &tools, &slo)).await;
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    sim.handle.shutdown().await;
+    assert_eq!(r.record()["settings"]["slo"], "tok_s_p10>=1,ttftc_p90<=60s,ttftc_p50<=60s");
+    let trace = trace_by_id(dir.path());
+    let lines = request_lines(&out);
+    let done: Vec<&Value> = lines.iter().filter(|l| l["phase"] == "decode" && l["status"] == "completed").collect();
+    assert!(done.len() >= 4, "{} requests", done.len());
+    for l in done {
+        // each request's wait for its call, from the first token on, is the engine's
+        let t = &trace[l["request_id"].as_str().unwrap()];
+        let client = f(&l["first_tool_call_s"]) - f(&l["first_token_s"]);
+        let engine = f(&t["first_tool_call"]) - f(&t["first_token"]);
+        assert!((client - engine).abs() < 0.05, "{client} s against the trace's {engine} s: {l}\n{t}");
+    }
+    for cell in r.cells() {
+        assert_eq!((&cell["status"], &cell["no_tool_call"]), (&Value::from("valid"), &Value::from(0)), "{cell}");
+        let bound =
+            |key: &str| cell["slo_bounds"].as_array().unwrap().iter().find(|b| b["bound"] == key).unwrap().clone();
+        for (key, figure) in [("ttftc_p90", "ttftc_ms_p90"), ("ttftc_p50", "ttftc_ms_p50")] {
+            let b = bound(key);
+            assert_eq!((&b["value"], &b["holds"]), (&cell[figure], &Value::Bool(true)), "{key}: {cell}");
+            assert_eq!(b["limit"], 60000.0, "{b}");
+        }
+        assert!(f(&cell["ttftc_ms_p50"]) > f(&cell["ttft_ms_p50"]), "the call comes after the thinking: {cell}");
+    }
+
+    // without --tools there is no call to wait for: refused, saying what to do
+    let r =
+        run(&dir.path().join("plain"), &["--url", "http://127.0.0.1:9", "--slo", "ttft_p90<=2s,ttftc_p90<=2s"]).await;
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    for want in ["ttftc_p90", "without --tools", "give --tools FILE.json, or drop the ttftc bound"] {
+        assert!(r.stderr.contains(want), "{want}: {}", r.stderr);
+    }
+    assert!(!dir.path().join("plain").join("run.json").exists(), "nothing was measured");
+}

@@ -287,3 +287,48 @@ fn arrivals_bound_what_was_generated_when_a_chunk_spans_an_edge() {
     let a = arrivals(&logs, None, Window { start: at(b, 0), end: at(b, 1000) });
     assert_eq!((a.surely, a.arrived, a.possibly), (100.0, 100.0, 100.0));
 }
+
+/// A cell sent with tools (§7.3.1): each request of the TTFT population carries its wait for its
+/// first tool call, infinite for one that ended with no call; a bound's value at the cell's
+/// percentile is the cell's TTFTC where every request called. Without tools, none carries one.
+#[test]
+fn a_bound_on_the_first_tool_call_reads_each_requests_wait() {
+    let b = Instant::now();
+    let with_call = |first: u64, call: Option<u64>, ended: Option<u64>| {
+        let mut log = steady(b, 0, first, 10, 50, 1);
+        log.tools = true;
+        log.first_tool_call = call.map(|ms| at(b, ms));
+        log.ended = ended.map(|ms| at(b, ms));
+        log
+    };
+    let w = Window { start: at(b, 100), end: at(b, 1100) };
+    let logs = [
+        with_call(20, Some(40), None),
+        with_call(30, Some(80), None),
+        with_call(40, Some(300), None),
+        // still open at W1, its call after it: not known
+        with_call(50, Some(1500), None),
+    ];
+    let f = figures(&logs, w, &[], None);
+    let waits: Vec<Option<f64>> = f.per_request.iter().map(|r| r.ttftc_ms.map(f64::round)).collect();
+    assert_eq!(waits, [Some(40.0), Some(80.0), Some(300.0), None]);
+    let ttftc = f.tool_calls.as_ref().and_then(|t| t.ttftc_ms).unwrap();
+    let slo: sm_core::slo::Slo = "ttftc_p90<=1s,ttftc_p50<=1s".parse().unwrap();
+    let j = slo.judge(&f.per_request, f.measured_s);
+    assert!((j.bounds[0].value.unwrap() - ttftc.p90).abs() < 1e-9, "the bound's value is the cell's TTFTC p90");
+    assert!((j.bounds[1].value.unwrap() - ttftc.p50).abs() < 1e-9);
+    assert!(j.met);
+
+    // one ended with text, no call: it waited forever, fails the bound and is not good
+    let mut logs = logs.to_vec();
+    logs.push(with_call(60, None, Some(560)));
+    let f = figures(&logs, w, &[], None);
+    assert_eq!(f.per_request.last().unwrap().ttftc_ms, Some(f64::INFINITY));
+    let j = slo.judge(&f.per_request, f.measured_s);
+    assert!(!j.met && j.bounds[0].value.is_none(), "p90 falls on the request that never called");
+    assert_eq!(j.goodput_pct, Some(80.0));
+
+    // sent without tools: no request has a wait for a call
+    let plain: Vec<RequestLog> = logs.into_iter().map(|l| RequestLog { tools: false, ..l }).collect();
+    assert!(figures(&plain, w, &[], None).per_request.iter().all(|r| r.ttftc_ms.is_none()));
+}

@@ -132,6 +132,10 @@ pub fn request_figures(requests: &[Sent]) -> Vec<RequestFigures> {
             ttfa_ms: l
                 .first_token
                 .map(|_| l.first_answer.map_or(f64::INFINITY, |t| ms(t.saturating_duration_since(r.due)))),
+            // sent with tools, a completed request with no tool-call delta never called: it waited forever
+            ttftc_ms: l
+                .tools
+                .then(|| l.first_tool_call.map_or(f64::INFINITY, |t| ms(t.saturating_duration_since(r.due)))),
             tbt_ms: tbt_ms(l),
             // a completed request's tokens are all counted: one token is a whole answer, not a stall
             silent_ms: None,
