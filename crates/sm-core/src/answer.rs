@@ -192,7 +192,11 @@ pub fn summary(cell: &DecodeCell) -> SummaryFigures {
     SummaryFigures {
         per_request_tok_s: cell.per_request_tok_s,
         ttft_ms: [cell.ttft_ms.p50, cell.ttft_ms.p90, cell.ttft_ms.p99],
-        ttfa_ms: [cell.ttfa_ms.p50, cell.ttfa_ms.p90, cell.ttfa_ms.p99],
+        // the stored TTFA is over the requests that answered: the bound's figure only where all did
+        ttfa_ms: match cell.no_answer {
+            Some(n) if n > 0 => [None; 3],
+            _ => [cell.ttfa_ms.p50, cell.ttfa_ms.p90, cell.ttfa_ms.p99],
+        },
         // the stored TTFTC is over the requests that called: the bound's figure only where all did
         ttftc_ms: match cell.no_tool_call {
             Some(n) if n > 0 => [None; 3],

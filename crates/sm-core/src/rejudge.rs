@@ -42,8 +42,12 @@ fn stored(cell: &DecodeCell, figure: Figure, measured: Measured) -> Vec<(u8, f64
     let summary: Vec<(u8, Option<f64>)> = match figure {
         Figure::Ttft => vec![(50, cell.ttft_ms.p50), (90, cell.ttft_ms.p90), (99, cell.ttft_ms.p99)],
         // stored only where a request of the cell thought: not read off TTFT (an older record's
-        // TTFT may be a thinking token's)
-        Figure::Ttfa => vec![(50, cell.ttfa_ms.p50), (90, cell.ttfa_ms.p90), (99, cell.ttfa_ms.p99)],
+        // TTFT may be a thinking token's); its percentiles are over the requests that answered,
+        // so, as TTFTC's, the bound's figure only where every ended request answered
+        Figure::Ttfa if cell.no_answer.is_none_or(|n| n == 0) => {
+            vec![(50, cell.ttfa_ms.p50), (90, cell.ttfa_ms.p90), (99, cell.ttfa_ms.p99)]
+        }
+        Figure::Ttfa => vec![],
         // stored only where the cell's requests carried tools; its percentiles are over the
         // requests that called, so they are the bound's figure only where every completed request
         // called (the bound counts one that never called as waiting forever)

@@ -41,6 +41,11 @@ fn measured_with(slo: &Slo, change: impl Fn(&mut Vec<RequestFigures>)) -> RunRec
             cell.ttftc_ms = Quantiles::of(&called).unwrap().into();
             cell.no_tool_call = Some((reqs.len() - called.len()) as u64);
         }
+        if reqs.iter().any(|r| r.ttfa_ms.is_some()) {
+            let answered: Vec<f64> = reqs.iter().filter_map(|r| r.ttfa_ms).filter(|v| v.is_finite()).collect();
+            cell.ttfa_ms = Quantiles::of(&answered).unwrap().into();
+            cell.no_answer = Some((reqs.len() - answered.len()) as u64);
+        }
         let ttft: Vec<f64> = reqs.iter().filter_map(|r| r.ttft_ms).collect();
         let tbt: Vec<f64> = reqs.iter().filter_map(|r| r.tbt_ms).collect();
         let speeds: Vec<f64> = tbt.iter().map(|t| 1000.0 / t).collect();
@@ -142,4 +147,24 @@ fn a_bound_on_the_first_tool_call_is_re_judged_only_from_figures_that_count_ever
     let loose: Slo = "ttftc_p50<=5s".parse().unwrap();
     let again = rejudge(&measured_with(&loose, some_never), &"ttftc_p50<=1s".parse().unwrap(), Measured::Requests);
     assert_eq!(again.unwrap(), measured_with(&"ttftc_p50<=1s".parse().unwrap(), some_never).capacity);
+}
+
+/// The same for the first answer token: a cell's stored TTFA is over the requests that answered,
+/// so where one thought until max_tokens, only the run's own judged bound answers.
+#[test]
+fn a_bound_on_the_first_answer_is_re_judged_only_from_figures_that_count_every_request() {
+    let think = |reqs: &mut Vec<RequestFigures>| {
+        for r in reqs.iter_mut() {
+            r.ttfa_ms = r.ttft_ms.map(|t| t + 300.0);
+        }
+    };
+    let a: Slo = "tok_s_p10>=20,ttft_p90<=2s".parse().unwrap();
+    let b: Slo = "ttfa_p90<=1.5s".parse().unwrap();
+    assert_eq!(rejudge(&measured_with(&a, think), &b, Measured::Requests).unwrap(), measured_with(&b, think).capacity);
+    let never = |reqs: &mut Vec<RequestFigures>| {
+        think(reqs);
+        reqs[0].ttfa_ms = Some(f64::INFINITY);
+    };
+    let err = rejudge(&measured_with(&a, never), &b, Measured::Requests).unwrap_err();
+    assert_eq!(err.to_string(), "cannot answer ttfa_p90 (the run stored no such figure)");
 }
