@@ -39,7 +39,8 @@ pub struct SimArgs {
     #[arg(long, value_name = "SPEC[@SCOPE]")]
     fault: Vec<String>,
     /// The scheduler's running-sequence limit (1 to 65536; vLLM's --max-num-seqs), overriding the
-    /// profile's `max_num_seqs`; discovery reports it, and requests beyond it wait.
+    /// profile's `max_num_seqs`: requests beyond it wait. Discovery sees it where the flavor reports it
+    /// (sglang, tgi, llamacpp; vLLM's /metrics does not say).
     #[arg(long, value_name = "N")]
     max_num_seqs: Option<String>,
     /// The KV cache budget in tokens, overriding the profile's `kv_cache_tokens`; rounded down to whole
