@@ -36,7 +36,7 @@ pub use engine::{EmissionStats, LatenessHist};
 pub use fault::{Fault, Scope, ServerFault};
 pub use flavor::Flavor;
 pub use noise::Noise;
-pub use profile::{Profile, ProfileError};
+pub use profile::{OverrideError, Profile, ProfileError};
 pub use reasoning::{Reasoning, ReasoningField};
 pub use tools::Tools;
 

@@ -61,6 +61,18 @@ impl BatchContextTable {
     }
 }
 
+/// The largest `max_num_seqs` an override accepts.
+pub const MAX_NUM_SEQS_LIMIT: u64 = 65_536;
+/// The largest `kv_cache_tokens` an override accepts (2^36, far past any GPU's KV cache).
+pub const KV_CACHE_TOKENS_LIMIT: u64 = 1 << 36;
+/// The factors a step-scale override accepts.
+pub const STEP_SCALE_RANGE: (f64, f64) = (0.1, 10.0);
+
+/// Why an override of a profile's value (`Profile::with_*`) was refused; the message says the range.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{0}")]
+pub struct OverrideError(pub String);
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Profile {
     pub name: String,
@@ -236,6 +248,53 @@ impl Profile {
                 (mean / 2 + prompt_seed % (mean + 1)).max(1)
             }
         }
+    }
+
+    /// Overrides `max_num_seqs`, the scheduler's running-sequence limit (vLLM's `--max-num-seqs`):
+    /// 1 to [`MAX_NUM_SEQS_LIMIT`].
+    pub fn with_max_num_seqs(mut self, n: u64) -> Result<Profile, OverrideError> {
+        if !(1..=MAX_NUM_SEQS_LIMIT).contains(&n) {
+            return Err(OverrideError(format!("must be from 1 to {MAX_NUM_SEQS_LIMIT}, got {n}")));
+        }
+        self.max_num_seqs = n;
+        Ok(self)
+    }
+
+    /// Overrides `kv_cache_tokens`, the KV cache budget, rounded down to whole blocks of
+    /// `block_size` tokens (what `/metrics` reports as `num_gpu_blocks` × `block_size`). It must
+    /// still hold one full-length request (`max_model_len`), and be at most [`KV_CACHE_TOKENS_LIMIT`].
+    pub fn with_kv_cache_tokens(mut self, tokens: u64) -> Result<Profile, OverrideError> {
+        if tokens > KV_CACHE_TOKENS_LIMIT {
+            return Err(OverrideError(format!("must be at most {KV_CACHE_TOKENS_LIMIT}, got {tokens}")));
+        }
+        let whole = tokens / self.block_size * self.block_size;
+        if whole < self.max_model_len || whole == 0 {
+            return Err(OverrideError(format!(
+                "{tokens} (in whole blocks of {}: {whole}) is less than the profile's max_model_len {}: one \
+                 full-length request must fit",
+                self.block_size, self.max_model_len
+            )));
+        }
+        self.kv_cache_tokens = whole;
+        Ok(self)
+    }
+
+    /// Multiplies every decode step's and prefill's duration by `scale` (from
+    /// [`STEP_SCALE_RANGE`]): a slower (above 1) or faster (below 1) GPU. Scales `[decode] step_ms`,
+    /// divides `[prefill] tokens_per_s`, and scales the cached-prompt TTFT (`[overhead]
+    /// cached_prefill_ms`, `[ttft] cached_ms`).
+    pub fn with_step_scale(mut self, scale: f64) -> Result<Profile, OverrideError> {
+        let (lo, hi) = STEP_SCALE_RANGE;
+        if !scale.is_finite() || !(lo..=hi).contains(&scale) {
+            return Err(OverrideError(format!("must be a number from {lo} to {hi}, got {scale}")));
+        }
+        self.decode.values.iter_mut().flatten().for_each(|v| *v *= scale);
+        self.prefill.tokens_per_s.iter_mut().for_each(|v| *v /= scale);
+        self.cached_prefill_ms *= scale;
+        if let Some(t) = &mut self.ttft {
+            t.values.iter_mut().flatten().for_each(|v| *v *= scale);
+        }
+        Ok(self)
     }
 
     pub fn num_gpu_blocks(&self) -> u64 {
@@ -471,6 +530,41 @@ mod tests {
         }
         let e = Profile::from_toml_str(&format!("noise = 0.2\n{base}")).unwrap_err().to_string();
         assert!(e.contains("`noise`") && e.contains("expected a table"), "{e}");
+    }
+
+    #[test]
+    fn overrides_change_the_profile_and_refuse_bad_values() {
+        let tiny = Profile::builtin("tiny").unwrap();
+        let p = tiny.clone().with_max_num_seqs(3).unwrap();
+        assert_eq!(p, Profile { max_num_seqs: 3, ..tiny.clone() }, "only max_num_seqs changes");
+        // KV rounds down to whole blocks of 16 tokens: 20,000 is 1,250 blocks; 19,999 is 1,249 (19,984)
+        let p = tiny.clone().with_kv_cache_tokens(20_000).unwrap();
+        assert_eq!((p.kv_cache_tokens, p.num_gpu_blocks()), (20_000, 1_250));
+        let p = tiny.clone().with_kv_cache_tokens(19_999).unwrap();
+        assert_eq!((p.kv_cache_tokens, p.num_gpu_blocks()), (19_984, 1_249));
+        assert_eq!(p, Profile { kv_cache_tokens: 19_984, ..tiny.clone() }, "only the KV budget changes");
+        let p = tiny.clone().with_step_scale(2.5).unwrap();
+        assert!((p.step_ms(1.0, 1024.0) - 5.0).abs() < 1e-9 && (p.step_ms(64.0, 16384.0) - 10.0).abs() < 1e-9);
+        assert!((p.prefill_tokens_per_s(4096.0) - 160_000.0).abs() < 1e-6, "prefill takes 2.5× as long");
+        assert!((p.cached_ttft_ms(1.0, 1024.0) - 5.0).abs() < 1e-9);
+        assert_eq!((p.max_num_seqs, p.kv_cache_tokens), (tiny.max_num_seqs, tiny.kv_cache_tokens));
+        let seed = Profile::builtin("seed-ling-3.0-flash-h200nvl-x2").unwrap();
+        let fast = seed.clone().with_step_scale(0.5).unwrap();
+        assert!((fast.cached_ttft_ms(1.0, 8192.0) - 30.0).abs() < 1e-9, "the [ttft] grid scales too");
+        for (e, want) in [
+            (tiny.clone().with_max_num_seqs(0).unwrap_err(), "must be from 1 to 65536, got 0"),
+            (tiny.clone().with_max_num_seqs(70_000).unwrap_err(), "must be from 1 to 65536, got 70000"),
+            (tiny.clone().with_kv_cache_tokens(0).unwrap_err(), "0 (in whole blocks of 16: 0) is less than"),
+            (tiny.clone().with_kv_cache_tokens(16_380).unwrap_err(), "16380 (in whole blocks of 16: 16368)"),
+            (tiny.clone().with_kv_cache_tokens(1_000).unwrap_err(), "max_model_len 16384"),
+            (tiny.clone().with_kv_cache_tokens(1 << 40).unwrap_err(), "must be at most 68719476736"),
+            (tiny.clone().with_step_scale(0.0).unwrap_err(), "must be a number from 0.1 to 10, got 0"),
+            (tiny.clone().with_step_scale(-2.0).unwrap_err(), "from 0.1 to 10, got -2"),
+            (tiny.clone().with_step_scale(11.0).unwrap_err(), "from 0.1 to 10, got 11"),
+            (tiny.clone().with_step_scale(f64::NAN).unwrap_err(), "from 0.1 to 10, got NaN"),
+        ] {
+            assert!(e.to_string().starts_with(want) || e.to_string().contains(want), "{e}");
+        }
     }
 
     #[test]

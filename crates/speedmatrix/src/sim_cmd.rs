@@ -38,6 +38,20 @@ pub struct SimArgs {
     /// N-th matching request on, or up to).
     #[arg(long, value_name = "SPEC[@SCOPE]")]
     fault: Vec<String>,
+    /// The scheduler's running-sequence limit (1 to 65536; vLLM's --max-num-seqs), overriding the
+    /// profile's `max_num_seqs`: requests beyond it wait. Discovery sees it where the flavor reports it
+    /// (sglang, tgi, llamacpp; vLLM's /metrics does not say).
+    #[arg(long, value_name = "N")]
+    max_num_seqs: Option<String>,
+    /// The KV cache budget in tokens, overriding the profile's `kv_cache_tokens`; rounded down to whole
+    /// blocks of the profile's `block_size`, and at least its `max_model_len`. Discovery sees it (vLLM:
+    /// `vllm:cache_config_info` num_gpu_blocks × block_size), and so does over-capacity planning.
+    #[arg(long, value_name = "TOKENS")]
+    kv_cache_tokens: Option<String>,
+    /// Multiply every decode step's and prefill's duration by X (0.1 to 10): a slower (above 1) or
+    /// faster (below 1) GPU with the profile's shape.
+    #[arg(long, value_name = "X")]
+    step_scale: Option<String>,
     /// Vary each decode step's duration randomly with this coefficient of variation (0 to 2; mean kept),
     /// overriding the profile's `[noise] step_cv`.
     #[arg(long, value_name = "CV")]
@@ -76,6 +90,44 @@ pub struct SimArgs {
     /// tokens exactly like the sim into DIR, and exit: for load generators that need a local tokenizer.
     #[arg(long, value_name = "DIR")]
     write_tokenizer: Option<PathBuf>,
+}
+
+/// `--max-num-seqs` / `--kv-cache-tokens` / `--step-scale` over the profile's scheduler, KV and speed.
+fn engine_overrides(
+    profile: &mut Profile,
+    max_num_seqs: Option<&str>,
+    kv_cache_tokens: Option<&str>,
+    step_scale: Option<&str>,
+) -> Result<(), String> {
+    let whole = |flag: &str, v: &str, example: &str| -> Result<u64, String> {
+        let t = v.trim();
+        match t.parse::<u64>() {
+            Ok(n) => Ok(n),
+            Err(_) if t.starts_with('-') && t[1..].parse::<u64>().is_ok() => {
+                Err(format!("{flag}: must be positive, got {t}"))
+            }
+            Err(_) if t.chars().all(|c| c.is_ascii_digit()) && !t.is_empty() => {
+                Err(format!("{flag}: `{v}` is too large"))
+            }
+            Err(_) => Err(format!("{flag}: `{v}` is not a whole number (e.g. {example})")),
+        }
+    };
+    if let Some(v) = max_num_seqs {
+        let n = whole("--max-num-seqs", v, "256")?;
+        *profile = profile.clone().with_max_num_seqs(n).map_err(|e| format!("--max-num-seqs: {e}"))?;
+    }
+    if let Some(v) = kv_cache_tokens {
+        let n = whole("--kv-cache-tokens", v, "1048576")?;
+        *profile = profile.clone().with_kv_cache_tokens(n).map_err(|e| format!("--kv-cache-tokens: {e}"))?;
+    }
+    if let Some(v) = step_scale {
+        let x = v
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("--step-scale: `{v}` is not a number (e.g. 2 for a GPU half as fast)"))?;
+        *profile = profile.clone().with_step_scale(x).map_err(|e| format!("--step-scale: {e}"))?;
+    }
+    Ok(())
 }
 
 /// `--step-noise` / `--drift` over the profile's `[noise]`.
@@ -154,6 +206,12 @@ fn tools_override(profile: &mut Profile, share: Option<&str>) -> Result<(), Stri
 
 fn options(args: SimArgs) -> Result<SimOptions, String> {
     let mut profile = Profile::resolve(&args.profile).map_err(|e| format!("--profile: {e}"))?;
+    engine_overrides(
+        &mut profile,
+        args.max_num_seqs.as_deref(),
+        args.kv_cache_tokens.as_deref(),
+        args.step_scale.as_deref(),
+    )?;
     noise_overrides(&mut profile, args.step_noise.as_deref(), args.drift.as_deref())?;
     spec_overrides(&mut profile, args.spec_draft.as_deref(), args.spec_acceptance.as_deref())?;
     reasoning_overrides(&mut profile, args.reasoning_tokens.as_deref(), args.reasoning_field.as_deref())?;
@@ -305,6 +363,33 @@ mod tests {
             (None, Some("5%"), "--drift: `5%` is not a number"),
         ] {
             let e = noise_overrides(&mut base.clone(), cv, drift).unwrap_err();
+            assert!(e.starts_with(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn engine_flags_override_the_profile_and_check_their_values() {
+        let tiny = Profile::builtin("tiny").unwrap();
+        let mut p = tiny.clone();
+        engine_overrides(&mut p, None, None, None).unwrap();
+        assert_eq!(p, tiny);
+        engine_overrides(&mut p, Some("8"), Some("40010"), Some("2")).unwrap();
+        assert_eq!((p.max_num_seqs, p.kv_cache_tokens, p.num_gpu_blocks()), (8, 40_000, 2_500));
+        assert!((p.step_ms(1.0, 1024.0) - 4.0).abs() < 1e-9);
+        for (n, kv, x, want) in [
+            (Some("0"), None, None, "--max-num-seqs: must be from 1 to 65536, got 0"),
+            (Some("-4"), None, None, "--max-num-seqs: must be positive, got -4"),
+            (Some("1e3"), None, None, "--max-num-seqs: `1e3` is not a whole number (e.g. 256)"),
+            (Some("100000"), None, None, "--max-num-seqs: must be from 1 to 65536, got 100000"),
+            (None, Some("99999999999999999999999"), None, "--kv-cache-tokens: `99999999999999999999999` is too large"),
+            (None, Some("1000"), None, "--kv-cache-tokens: 1000 (in whole blocks of 16: 992) is less than"),
+            (None, Some("lots"), None, "--kv-cache-tokens: `lots` is not a whole number"),
+            (None, None, Some("0"), "--step-scale: must be a number from 0.1 to 10, got 0"),
+            (None, None, Some("-1"), "--step-scale: must be a number from 0.1 to 10, got -1"),
+            (None, None, Some("20"), "--step-scale: must be a number from 0.1 to 10, got 20"),
+            (None, None, Some("fast"), "--step-scale: `fast` is not a number"),
+        ] {
+            let e = engine_overrides(&mut tiny.clone(), n, kv, x).unwrap_err();
             assert!(e.starts_with(want), "{e}");
         }
     }

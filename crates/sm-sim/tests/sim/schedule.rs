@@ -306,3 +306,35 @@ async fn a_cached_prompt_held_back_by_max_num_seqs_adds_its_wait() {
     assert!(ttft[..2].iter().all(|&t| (99.0..130.0).contains(&t)), "TTFTs (ms) {ttft:.1?}");
     assert!(ttft[2..].iter().all(|&t| t >= 230.0), "held back, then 100 ms: TTFTs (ms) {ttft:.1?}");
 }
+
+#[tokio::test]
+async fn overridden_seqs_kv_and_step_scale_reach_the_engine() {
+    // `speedmatrix sim --max-num-seqs 3 --kv-cache-tokens 40010 --step-scale 4` over a flat 5 ms step
+    let p = flat_profile(5.0, 400_000, 131_072, 64)
+        .with_max_num_seqs(3)
+        .and_then(|p| p.with_kv_cache_tokens(40_010))
+        .and_then(|p| p.with_step_scale(4.0))
+        .unwrap();
+    let (sim, path, _dir) = traced(p).await;
+    let url = sim.url();
+    let m = metrics(&url).await;
+    assert!(m.contains(r#"num_gpu_blocks="2500""#) && m.contains(r#"kv_cache_size_tokens="40000""#), "{m}");
+    let streams = tokio::spawn({
+        let url = url.clone();
+        async move { stream_all(&url, (0..5).map(|i| completion(token_ids(100, i), 20)).collect()).await }
+    });
+    let m = wait_metrics(&url, Duration::from_secs(20), |m| {
+        metric(m, "vllm:num_requests_running") == 3.0 && metric(m, "vllm:num_requests_waiting") == 2.0
+    })
+    .await;
+    assert_eq!(metric(&m, "vllm:num_requests_running"), 3.0, "capped at the overridden 3: {m}");
+    for s in streams.await.unwrap() {
+        assert_eq!(s.token_events().len(), 20);
+    }
+    let recs = finish(sim, &path).await;
+    // the trace's schedule times are exact: 5 ms steps × 4 = 20 ms between tokens
+    for r in &recs {
+        let gap = median_gap_ms(&emission_times(r));
+        assert!((19.9..=21.0).contains(&gap), "median gap {gap:.2} ms, not 4 × 5 ms");
+    }
+}

@@ -52,6 +52,7 @@ mod run_token_counts;
 mod run_tokenizer;
 mod run_tools;
 mod seed_profile;
+mod sim_flags;
 mod site_capacity;
 mod site_cli;
 mod site_common;
