@@ -1,0 +1,122 @@
+//! `run --server-cmd`: speedmatrix starts the server (here, itself as `speedmatrix sim`), measures
+//! it as `--url` would, and stops it on every way out, leaving no process of its group and a free
+//! port; a server that ends or never answers fails the run with the cause and its log.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::{QUICK, RunResult};
+
+/// A server command that writes its shell's pid (the process group, since the shell leads it) to
+/// `pid_file` first, then runs `rest`.
+fn recording_pid(pid_file: &Path, rest: &str) -> String {
+    format!("echo $$ > '{}'; {rest}", pid_file.display())
+}
+
+fn sim_cmd() -> String {
+    format!("exec '{}' sim --profile tiny --port {{port}}", env!("CARGO_BIN_EXE_speedmatrix"))
+}
+
+fn group_alive(pid_file: &Path) -> bool {
+    let pgid = std::fs::read_to_string(pid_file).expect("the server command wrote its pid");
+    Command::new("kill")
+        .args(["-0", "--", &format!("-{}", pgid.trim())])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+fn port_of(launch: &str) -> u16 {
+    launch.split("--port ").nth(1).and_then(|p| p.split_whitespace().next()).and_then(|p| p.parse().ok()).unwrap()
+}
+
+fn port_free(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port)).is_err()
+}
+
+const MATRIX: &[&str] = &["--contexts", "1k", "--concurrency", "1,2", "--duration", "2s", "--max-tokens", "64"];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_started_server_is_measured_recorded_and_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, &sim_cmd());
+    let mut args = vec!["--server-cmd", &cmd];
+    args.extend(MATRIX);
+    args.extend(QUICK);
+    let r = crate::common::run(&out, &args).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let cells = r.cells();
+    assert_eq!(cells.len(), 2, "{}", r.stderr);
+    assert!(cells.iter().all(|c| c["status"] == "valid"), "{:?}", cells);
+    let launch = r.record()["launch_command"].as_str().unwrap().to_string();
+    let port = port_of(&launch);
+    assert_eq!(launch, cmd.replace("{port}", &port.to_string()), "the recorded launch command is the one run");
+    assert!(!launch.contains("{port}"));
+    assert_eq!(r.record()["server"]["url"], format!("http://127.0.0.1:{port}"));
+    assert!(!group_alive(&pid_file), "a process of the server's group is still alive");
+    assert!(port_free(port), "the server's port still takes connections");
+    assert!(out.join("server.log").exists(), "the server's log is beside run.json");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_exits_at_once_fails_the_run_with_its_status_and_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let started = Instant::now();
+    let r = crate::common::run(&out, &["--server-cmd", "echo {port} boom >&2; exit 3", "--max-tokens", "64"]).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("exit status 3"), "{}", r.stderr);
+    assert!(r.stderr.contains("boom"), "the log's last lines are in the error: {}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(10), "not quick: {:?}", started.elapsed());
+    assert!(r.record.is_none() || r.record()["decode"].as_array().is_none_or(Vec::is_empty));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_answers_times_out_and_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, "echo waiting; sleep 30 # {port}");
+    let started = Instant::now();
+    let r = crate::common::run(&out, &["--server-cmd", &cmd, "--serve-timeout", "2s"]).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("did not answer") && r.stderr.contains("--serve-timeout"), "{}", r.stderr);
+    assert!(r.stderr.contains("waiting"), "the log's last lines are in the error: {}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(20), "{:?}", started.elapsed());
+    assert!(!group_alive(&pid_file), "the sleep of the server's group is still alive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_without_the_port_or_with_url_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = crate::common::run(&out, &["--server-cmd", "vllm serve m"]).await;
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    assert!(r.stderr.contains("must contain {port}") && r.stderr.contains("add it"), "{}", r.stderr);
+    let r = crate::common::run(&out, &["--server-cmd", "x --port {port}", "--url", "http://127.0.0.1:1"]).await;
+    assert_ne!(r.code, 0, "{}", r.stderr);
+    assert!(r.stderr.contains("cannot be used with '--url"), "{}", r.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_during_the_run_stops_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, &sim_cmd());
+    let mut args = vec!["--server-cmd", cmd.as_str(), "--contexts", "1k", "--concurrency", "1,2,4,8"];
+    args.extend(["--duration", "2s", "--max-tokens", "64"]);
+    args.extend(QUICK);
+    let child = crate::common::spawn_run(&out, &args);
+    crate::common::wait_for_record(&out, "a finished cell", |r| r["decode"].as_array().is_some_and(|d| !d.is_empty()))
+        .await;
+    let r: RunResult = crate::common::interrupt(child, &out, Duration::ZERO).await;
+    assert_eq!(r.code, 130, "{}\n{}", r.stdout, r.stderr);
+    let port = port_of(r.record()["launch_command"].as_str().unwrap());
+    assert!(!group_alive(&pid_file), "a process of the server's group is still alive after Ctrl-C");
+    assert!(port_free(port));
+}
