@@ -120,3 +120,66 @@ async fn ctrl_c_during_the_run_stops_the_server() {
     assert!(!group_alive(&pid_file), "a process of the server's group is still alive after Ctrl-C");
     assert!(port_free(port));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_while_waiting_for_the_server_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, "sleep 30 # {port}");
+    let child = crate::common::spawn_run(&out, &["--server-cmd", &cmd, "--serve-timeout", "60s"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pid_file.exists() || std::fs::read_to_string(&pid_file).unwrap().trim().is_empty() {
+        assert!(Instant::now() < deadline, "the server command did not start");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let started = Instant::now();
+    let r = crate::common::interrupt(child, &out, Duration::from_millis(300)).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("SIGINT while waiting for the server"), "{}", r.stderr);
+    assert!(started.elapsed() < Duration::from_secs(15), "{:?}", started.elapsed());
+    assert!(!group_alive(&pid_file), "the sleep of the server's group is still alive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_that_fails_after_the_server_answered_still_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, &sim_cmd());
+    let mut args = vec!["--server-cmd", cmd.as_str(), "--model", "no-such-model"];
+    args.extend(MATRIX);
+    args.extend(QUICK);
+    let r = crate::common::run(&out, &args).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("no-such-model"), "{}", r.stderr);
+    assert!(!group_alive(&pid_file), "a process of the server's group is still alive after the failed run");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_ctrl_c_that_aborts_the_run_kills_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, &sim_cmd());
+    let mut args = vec!["--server-cmd", cmd.as_str(), "--contexts", "1k", "--concurrency", "1,2,4,8"];
+    args.extend(["--duration", "5s", "--max-tokens", "64"]);
+    args.extend(QUICK);
+    let child = crate::common::spawn_run(&out, &args);
+    let pid = child.id().to_string();
+    crate::common::wait_for_record(&out, "a finished cell", |r| r["decode"].as_array().is_some_and(|d| !d.is_empty()))
+        .await;
+    assert!(Command::new("kill").args(["-INT", &pid]).status().unwrap().success());
+    std::thread::sleep(Duration::from_millis(5));
+    let _ = Command::new("kill").args(["-INT", &pid]).status();
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    let r = crate::common::result(&out, output);
+    assert_eq!(r.code, 130, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("aborted by a second signal"), "{}", r.stderr);
+    // the group is killed with SIGKILL on the way out; the kernel may take a moment to reap it
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while group_alive(&pid_file) {
+        assert!(Instant::now() < deadline, "a process of the server's group outlived the aborted run");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
