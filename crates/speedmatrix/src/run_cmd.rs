@@ -335,7 +335,15 @@ impl ServerCmd {
         let Some(cmd) = args.server_cmd.take() else { return Ok(None) };
         // refused before a port is even looked for
         server_child::substitute(&cmd, 0)?;
-        let port = server_child::free_port()?;
+        // a resumed run must find its server at the URL it recorded, as the built-in engine does
+        let recorded = match args.resume.as_deref() {
+            Some(dir) => local_port(&crate::settings::read_record(dir)?.server.url),
+            None => None,
+        };
+        let port = match recorded {
+            Some(port) => port,
+            None => server_child::free_port()?,
+        };
         let cmd = server_child::substitute(&cmd, port)?;
         args.url = Some(format!("http://127.0.0.1:{port}"));
         args.launch_command = Some(cmd.clone());
@@ -353,7 +361,9 @@ impl ServerCmd {
                 root.join(format!(".server-{}.log", self.port))
             }
         };
-        let mut child = ServerChild::start(&self.cmd, self.port, &log)?;
+        // a resumed run's log goes on after the first part's
+        let append = settings.resumed.is_some();
+        let mut child = ServerChild::start(&self.cmd, self.port, &log, append)?;
         if !settings.quiet() {
             eprintln!(
                 "Starting the server: {}

@@ -113,10 +113,16 @@ pub struct ServerChild {
 
 impl ServerChild {
     /// Runs `cmd` (the port already substituted) with `sh -c` in a new process group, its output
-    /// appended to `log`, its input empty.
-    pub fn start(cmd: &str, port: u16, log: &Path) -> Result<ServerChild, ServerError> {
+    /// written to `log` (after what it holds with `append`), its input empty.
+    pub fn start(cmd: &str, port: u16, log: &Path, append: bool) -> Result<ServerChild, ServerError> {
         let start_err = |what: String| move |source| ServerError::Start { what, source };
-        let out = File::create(log).map_err(start_err(format!("cannot create the server log {}", log.display())))?;
+        let out = std::fs::OpenOptions::new()
+            .create(true)
+            .write(true)
+            .append(append)
+            .truncate(!append)
+            .open(log)
+            .map_err(start_err(format!("cannot create the server log {}", log.display())))?;
         let err = out.try_clone().map_err(start_err("cannot open the server log twice".into()))?;
         use std::os::unix::process::CommandExt;
         let child = Command::new("sh")

@@ -183,3 +183,30 @@ async fn a_second_ctrl_c_that_aborts_the_run_kills_the_server() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_run_starts_the_server_again_on_the_port_it_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    let cmd = recording_pid(&pid_file, &sim_cmd());
+    let mut args = vec!["--server-cmd", cmd.as_str(), "--contexts", "1k", "--concurrency", "1,2,4"];
+    args.extend(["--duration", "2s", "--max-tokens", "64"]);
+    args.extend(QUICK);
+    let child = crate::common::spawn_run(&out, &args);
+    crate::common::wait_for_record(&out, "a finished cell", |r| r["decode"].as_array().is_some_and(|d| !d.is_empty()))
+        .await;
+    let first = crate::common::interrupt(child, &out, Duration::ZERO).await;
+    assert_eq!(first.code, 130, "{}", first.stderr);
+    let port = port_of(first.record()["launch_command"].as_str().unwrap());
+    assert!(!group_alive(&pid_file));
+
+    let out_arg = out.to_str().unwrap();
+    let r = crate::common::run(&out, &["--resume", out_arg, "--server-cmd", &cmd]).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    assert_eq!(r.cells().len(), 3, "{}", r.stderr);
+    assert!(r.cells().iter().all(|c| c["status"] == "valid"));
+    assert_eq!(port_of(r.record()["launch_command"].as_str().unwrap()), port, "the same port as the first part");
+    assert!(!group_alive(&pid_file));
+    assert!(port_free(port));
+}
