@@ -205,9 +205,14 @@ impl ServerChild {
                 break;
             }
             if !killed && Instant::now() >= deadline {
-                tracing::warn!("the server did not stop within {GRACE:?} of SIGTERM: sending SIGKILL");
+                eprintln!("warning: the server did not stop within {} s of SIGTERM: sending SIGKILL", GRACE.as_secs());
                 signal_group(self.pgid, "KILL");
                 killed = true;
+            }
+            // a process stuck in the kernel outlives even SIGKILL: say so rather than wait forever
+            if killed && Instant::now() >= deadline + Duration::from_secs(5) {
+                eprintln!("warning: process group {} of the server is still there after SIGKILL", self.pgid);
+                break;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -210,3 +210,19 @@ async fn a_resumed_run_starts_the_server_again_on_the_port_it_recorded() {
     assert!(!group_alive(&pid_file));
     assert!(port_free(port));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let pid_file = dir.path().join("pid");
+    // an ignored signal stays ignored across fork and exec: the sleep ignores SIGTERM too
+    let cmd = recording_pid(&pid_file, "trap '' TERM; sleep 60 # {port}");
+    let started = Instant::now();
+    let r = crate::common::run(&out, &["--server-cmd", &cmd, "--serve-timeout", "1s"]).await;
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("sending SIGKILL"), "{}", r.stderr);
+    let took = started.elapsed();
+    assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(30), "{took:?}");
+    assert!(!group_alive(&pid_file), "the server's group outlived SIGKILL");
+}
