@@ -41,6 +41,13 @@ pub const DURATION: DurationLimit = DurationLimit {
     zero: None,
     hint: "each cell's measurement window; the published matrix uses 30s",
 };
+pub const SERVE_TIMEOUT: DurationLimit = DurationLimit {
+    flag: "--serve-timeout",
+    min: SECOND,
+    max: DAY,
+    zero: None,
+    hint: "how long a --server-cmd server has to answer; the default is 15m (large models load slowly)",
+};
 pub const STALL_TIMEOUT: DurationLimit = DurationLimit {
     flag: "--stall-timeout",
     min: SECOND,
@@ -274,7 +281,7 @@ mod tests {
 
     #[test]
     fn every_duration_flag_refuses_zero_and_overflow_unless_zero_means_something() {
-        for limit in [DURATION, STALL_TIMEOUT, READY_TIMEOUT, SERVER_WAIT] {
+        for limit in [DURATION, STALL_TIMEOUT, READY_TIMEOUT, SERVER_WAIT, SERVE_TIMEOUT] {
             let e = limit.parse("0s").unwrap_err();
             assert!(e.contains("too short") && e.contains("give 1s to"), "{}: {e}", limit.flag);
             let e = limit.parse("99999999999h").unwrap_err();

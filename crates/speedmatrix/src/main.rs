@@ -33,6 +33,7 @@ mod roofline_args;
 mod run_args;
 mod run_cmd;
 mod serve_cmd;
+mod server_child;
 mod settings;
 mod signals;
 mod sim_cmd;

@@ -79,6 +79,15 @@ pub struct RunArgs {
     /// --concurrency and --duration are not given either ("the demo" of the defaults).
     #[arg(long, help_heading = heading::SERVER)]
     pub(crate) url: Option<String>,
+    /// Start the server with this shell command and stop it afterwards, e.g. 'vllm serve MODEL
+    /// --port {port}': {port} becomes a free loopback port, the server's output goes to server.log
+    /// in the output directory, and the command (port filled in, secrets redacted) is the recorded
+    /// launch command.
+    #[arg(long, help_heading = heading::SERVER, value_name = "CMD", conflicts_with_all = ["url", "launch_command"])]
+    pub(crate) server_cmd: Option<String>,
+    /// How long the --server-cmd server has to answer /health and /v1/models [default: 15m].
+    #[arg(long, help_heading = heading::SERVER, requires = "server_cmd", value_parser = |s: &str| limits::SERVE_TIMEOUT.parse(s))]
+    pub(crate) serve_timeout: Option<Duration>,
     /// API key sent as a bearer token. Never written to any file.
     #[arg(long, help_heading = heading::SERVER, env = "OPENAI_API_KEY", hide_env_values = true)]
     pub(crate) api_key: Option<String>,

@@ -20,6 +20,7 @@ use sm_core::{Tokens, redact};
 use crate::console::{Console, Mode};
 use crate::run_args::Progress;
 pub use crate::run_args::RunArgs;
+use crate::server_child::{self, ServerChild};
 use crate::settings::{Engine, Output, SIM_PROFILE_KEY, Settings, local_port};
 use crate::signals::{Signal, Signals, Stop};
 use crate::table;
@@ -35,7 +36,8 @@ pub async fn main(args: RunArgs) -> ExitCode {
     }
 }
 
-async fn run(args: RunArgs) -> Result<ExitCode> {
+async fn run(mut args: RunArgs) -> Result<ExitCode> {
+    let server_cmd = ServerCmd::take(&mut args)?;
     let settings = Settings::resolve(args)?;
     for w in &settings.warnings {
         eprintln!("warning: {w}");
@@ -52,6 +54,25 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     };
     // read before anything else so that a wrong path fails in a second, not after discovery
     let tokenizer = settings.tokenizer.as_deref().map(LocalTokenizer::load).transpose()?.map(Arc::new);
+    let mut server = match &server_cmd {
+        Some(cmd) => Some(cmd.start(&settings, locked.as_ref()).await?),
+        None => None,
+    };
+    let result = measure(settings, locked, tokenizer, &mut server).await;
+    // on every way out that returns (an error included); a second signal kills the group instead
+    if let Some(s) = server.as_mut() {
+        s.stop().await;
+    }
+    result
+}
+
+/// Everything after the server is up: discovery, the measurement, the files.
+async fn measure(
+    settings: Settings,
+    locked: Option<Journal>,
+    tokenizer: Option<Arc<LocalTokenizer>>,
+    server: &mut Option<ServerChild>,
+) -> Result<ExitCode> {
     let sim = match &settings.engine {
         Engine::Server { .. } => None,
         Engine::Demo { profile, port, demo_matrix } => {
@@ -80,6 +101,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
         Some(journal) => journal,
         None => claim_default(Path::new("results"), &facts.model)?,
     };
+    if let Some(s) = server.as_mut() {
+        move_log(s, &journal);
+    }
     let (handle, controls) = sm_bench::controls();
     let stop = Stop::new(handle.clone());
     let dry_run = settings.dry_run;
@@ -114,6 +138,9 @@ async fn run(args: RunArgs) -> Result<ExitCode> {
     drop(reporter);
     if let Some(h) = sim {
         h.shutdown().await;
+    }
+    if let Some(s) = server.as_mut() {
+        s.stop().await;
     }
     if dry_run {
         print_plan(&record);
@@ -288,6 +315,85 @@ async fn start_demo_sim(
         );
     }
     Ok(handle)
+}
+
+/// `--server-cmd`: the command with its port chosen, taken out of the flags, which then name the
+/// server's URL and its launch command as `--url` and `--launch-command` would.
+struct ServerCmd {
+    cmd: String,
+    port: u16,
+    timeout: std::time::Duration,
+}
+
+/// How long a `--server-cmd` server has to answer when --serve-timeout is not given.
+const SERVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15 * 60);
+/// The server's output, beside run.json.
+const SERVER_LOG: &str = "server.log";
+
+impl ServerCmd {
+    fn take(args: &mut RunArgs) -> Result<Option<ServerCmd>> {
+        let Some(cmd) = args.server_cmd.take() else { return Ok(None) };
+        // refused before a port is even looked for
+        server_child::substitute(&cmd, 0)?;
+        // a resumed run must find its server at the URL it recorded, as the built-in engine does
+        let recorded = match args.resume.as_deref() {
+            Some(dir) => local_port(&crate::settings::read_record(dir)?.server.url),
+            None => None,
+        };
+        let port = match recorded {
+            Some(port) => port,
+            None => server_child::free_port()?,
+        };
+        let cmd = server_child::substitute(&cmd, port)?;
+        args.url = Some(format!("http://127.0.0.1:{port}"));
+        args.launch_command = Some(cmd.clone());
+        Ok(Some(ServerCmd { cmd, port, timeout: args.serve_timeout.unwrap_or(SERVE_TIMEOUT) }))
+    }
+
+    /// Starts the server and waits for it to answer. Its log goes into the output directory when
+    /// that is known already; otherwise beside the default directories, until the run's is chosen.
+    async fn start(&self, settings: &Settings, locked: Option<&Journal>) -> Result<ServerChild> {
+        let log = match locked {
+            Some(j) => j.dir().join(SERVER_LOG),
+            None => {
+                let root = Path::new("results");
+                std::fs::create_dir_all(root).with_context(|| format!("cannot create {}", root.display()))?;
+                root.join(format!(".server-{}.log", self.port))
+            }
+        };
+        // a resumed run's log goes on after the first part's
+        let append = settings.resumed.is_some();
+        let mut child = ServerChild::start(&self.cmd, self.port, &log, append)?;
+        if !settings.quiet() {
+            eprintln!(
+                "Starting the server: {}
+  its output: {}; waiting up to {} s for it to answer at {}",
+                redact::redact_command(&self.cmd),
+                log.display(),
+                self.timeout.as_secs(),
+                child.url()
+            );
+        }
+        let started = std::time::Instant::now();
+        child.wait_ready(settings.api_key.as_deref(), self.timeout).await?;
+        if !settings.quiet() {
+            eprintln!("The server answered after {:.1} s.", started.elapsed().as_secs_f64());
+        }
+        Ok(child)
+    }
+}
+
+/// The server's log, written beside the default directories until the run's was chosen, moved into
+/// it (the server keeps writing to the same file).
+fn move_log(server: &mut ServerChild, journal: &Journal) {
+    let to = journal.dir().join(SERVER_LOG);
+    if server.log() == to {
+        return;
+    }
+    match std::fs::rename(server.log(), &to) {
+        Ok(()) => server.set_log(to),
+        Err(e) => eprintln!("warning: cannot move {} to {}: {e}", server.log().display(), to.display()),
+    }
 }
 
 fn launch_command(settings: &Settings, client: &Client) -> Option<String> {

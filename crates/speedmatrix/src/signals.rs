@@ -140,6 +140,8 @@ fn abort(signal: Signal) -> ! {
     sm_tui::restore_terminal();
     // destructors do not run on this way out: the lock file goes now, while it is still held
     sm_bench::remove_held_locks();
+    // nor does the server child's guard run: its group is killed here
+    crate::server_child::kill_registered();
     // the terminal may be gone (SIGHUP): a failed write must not turn into a panic now
     let _ = writeln!(
         std::io::stderr(),

@@ -41,6 +41,7 @@ mod run_resume;
 mod run_resume_telemetry;
 mod run_roofline;
 mod run_secrets;
+mod run_server_cmd;
 mod run_server_down;
 mod run_server_metrics;
 mod run_sessions;

@@ -9,8 +9,9 @@ const HEADINGS: [&str; 5] = ["What to measure", "Load phases", "Server", "Output
 
 /// Flags that take a value and have no default by nature: leaving one out leaves its feature off
 /// (or, for `--url`, measures the built-in engine, as its help says).
-const NO_DEFAULT: [&str; 18] = [
+const NO_DEFAULT: [&str; 19] = [
     "--url",
+    "--server-cmd",
     "--api-key",
     "--prefill-contexts",
     "--tokenizer",
@@ -121,6 +122,7 @@ fn run_help_groups_the_flags_under_five_headings_and_shows_every_default() {
         ("--duration", "[default: 30s; 5s in the demo]"),
         ("--max-tokens", "[default: 4096]"),
         ("--stall-timeout", "[default: 15s]"),
+        ("--serve-timeout", "[default: 15m]"),
         ("--min-duration", "[default: 5s]"),
         ("--drain-max", "[default: 10m]"),
         ("--seed", "[default: 17]"),
