@@ -123,17 +123,28 @@ impl ServerChild {
             .truncate(!append)
             .open(log)
             .map_err(start_err(format!("cannot create the server log {}", log.display())))?;
-        let err = out.try_clone().map_err(start_err("cannot open the server log twice".into()))?;
+        // the command's own secrets (`--api-key K`, `HF_TOKEN=…`) join the ones every output is
+        // scrubbed of: servers print their arguments (vLLM logs its non-default args, the key too)
+        for secret in sm_core::redact::redact_command_found(cmd).secrets {
+            sm_core::secrets::register(&secret);
+        }
         use std::os::unix::process::CommandExt;
-        let child = Command::new("sh")
+        let mut child = Command::new("sh")
             .arg("-c")
             .arg(cmd)
             .stdin(Stdio::null())
-            .stdout(out)
-            .stderr(err)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
             .map_err(start_err(format!("cannot run the server command {cmd}")))?;
+        let out = std::sync::Arc::new(Mutex::new(out));
+        if let Some(stdout) = child.stdout.take() {
+            scrub_into(stdout, out.clone());
+        }
+        if let Some(stderr) = child.stderr.take() {
+            scrub_into(stderr, out);
+        }
         let pgid = child.id();
         *RUNNING.lock().unwrap_or_else(|e| e.into_inner()) = Some(pgid);
         Ok(ServerChild { child: Some(child), pgid, port, log: log.to_path_buf() })
@@ -222,6 +233,24 @@ impl ServerChild {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// Copies the server's output into its log line by line, each line scrubbed of every secret
+/// speedmatrix knows and of credentials by their shape. A thread per stream: it ends when the
+/// server's end of the pipe closes.
+fn scrub_into(from: impl Read + Send + 'static, log: std::sync::Arc<Mutex<File>>) {
+    use std::io::{BufRead, BufReader, Write};
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(from);
+        let mut line = Vec::new();
+        while reader.read_until(b'\n', &mut line).is_ok_and(|n| n > 0) {
+            let text = String::from_utf8_lossy(&line);
+            let clean = sm_core::secrets::scrub(&text);
+            let mut file = log.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = file.write_all(clean.as_bytes()).and_then(|()| file.flush());
+            line.clear();
+        }
+    });
 }
 
 impl Drop for ServerChild {

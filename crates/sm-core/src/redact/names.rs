@@ -29,6 +29,8 @@ const FLAGS: &[&str] = &[
 
 /// Environment variables that hold secrets but do not end like one.
 const ENV: &[&str] = &["AWS_ACCESS_KEY_ID", "MYSQL_PWD", "PGPASSWORD", "REDISCLI_AUTH"];
+/// Environment variables whose names read as secrets' but are not.
+const NOT_SECRET_ENV: &[&str] = &["PWD", "OLDPWD"];
 
 /// Last words that name a secret's *place* or *kind*, not the secret: `--api-key-file`,
 /// `HF_TOKEN_PATH`, `--secret-name`.
@@ -125,6 +127,11 @@ pub fn is_secret_flag(name: &str) -> bool {
 /// `AWS_SECRET_ACCESS_KEY`, `DB_PASSWORD`, `PGPASSWORD`); not `HF_TOKEN_PATH` or `MAX_TOKENS`.
 pub fn is_secret_env(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
+    // the shell's working directories: "pwd" ends them as it ends DB_PWD, but they are paths every
+    // process inherits, and a path taken for a secret would be cut out of every launch command
+    if NOT_SECRET_ENV.contains(&upper.as_str()) {
+        return false;
+    }
     if ENV.contains(&upper.as_str()) || upper.ends_with("PASSWORD") || upper.ends_with("PASSWD") {
         return true;
     }
@@ -237,6 +244,9 @@ mod tests {
             "VLLM_USE_V1",
             "GOOGLE_APPLICATION_CREDENTIALS",
             "SECRET_FILE",
+            // the shell's working directory, which every process inherits
+            "PWD",
+            "OLDPWD",
         ] {
             assert!(!is_secret_env(n), "{n}");
         }

@@ -226,3 +226,26 @@ async fn a_server_that_ignores_sigterm_is_killed_after_the_grace() {
     assert!(took >= Duration::from_secs(10) && took < Duration::from_secs(30), "{took:?}");
     assert!(!group_alive(&pid_file), "the server's group outlived SIGKILL");
 }
+
+/// A server prints its arguments (vLLM logs its non-default args, the API key among them): the
+/// key in the command is in neither the log, the record nor the reports.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_commands_secrets_are_scrubbed_from_the_servers_log() {
+    const KEY: &str = "sk-server-secret-4f9a8b7c6d5e";
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let cmd = format!("echo \"non-default args: --api-key {KEY}\"; echo \"api_key={KEY}\" >&2; {}", sim_cmd());
+    let mut args = vec!["--server-cmd", &cmd];
+    args.extend(["--contexts", "1k", "--concurrency", "1", "--duration", "1s", "--max-tokens", "32"]);
+    args.extend(QUICK);
+    let r = crate::common::run(&out, &args).await;
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let log = std::fs::read_to_string(out.join("server.log")).unwrap();
+    assert!(log.contains("non-default args: --api-key <redacted>"), "{log}");
+    for entry in std::fs::read_dir(&out).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(!text.contains(KEY), "{} holds the key", path.display());
+    }
+    assert!(!r.stdout.contains(KEY) && !r.stderr.contains(KEY));
+}
